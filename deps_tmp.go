@@ -1,0 +1,20 @@
+package main
+import (
+ _ "github.com/gin-gonic/gin"
+ _ "gorm.io/gorm"
+ _ "gorm.io/driver/mysql"
+ _ "github.com/glebarez/sqlite"
+ _ "github.com/redis/go-redis/v9"
+ _ "github.com/tidwall/gjson"
+ _ "github.com/tidwall/sjson"
+ _ "github.com/go-co-op/gocron/v2"
+ _ "github.com/robfig/cron/v3"
+ _ "github.com/prometheus/client_golang/prometheus"
+ _ "github.com/prometheus/client_golang/prometheus/promhttp"
+ _ "gopkg.in/yaml.v3"
+ _ "golang.org/x/crypto/bcrypt"
+ _ "github.com/golang-jwt/jwt/v5"
+ _ "github.com/google/uuid"
+ _ "golang.org/x/time/rate"
+)
+func main(){}

@@ -1,0 +1,177 @@
+// Command halley is the Halley approval/BPM server. `halley serve` (the default) runs it; `halley migrate`
+// applies the database migrations and exits; `halley version` prints the version.
+//
+// This file is the composition root: it reads the configuration and wires every component; nothing else in
+// Halley reads the environment or holds globals.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/halley-bpm/halley/frontend"
+	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/store"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "halley:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("halley", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cmd := "serve"
+	if fs.NArg() > 0 {
+		cmd = fs.Arg(0)
+	}
+	switch cmd {
+	case "version":
+		fmt.Fprintln(stderr, "halley", version)
+		return nil
+	case "serve", "migrate":
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+	cfg, err := config.Load(*cfgPath, getenv)
+	if err != nil {
+		return err
+	}
+	lg := newLogger(cfg, stderr)
+	slog.SetDefault(lg)
+	if err := cfg.EnsureSecret(); err != nil {
+		return err
+	}
+	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: cfg.DBMaxOpenConns,
+		MaxIdleConns: cfg.DBMaxIdleConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg})
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	if cmd == "migrate" {
+		v, _ := st.SchemaVersion(ctx)
+		lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
+		return nil
+	}
+	return serve(ctx, cfg, st, lg)
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var lvl slog.Level
+	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
+	opts := &slog.HandlerOptions{Level: lvl}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error {
+	ready := map[string]server.Pinger{"database": st}
+	var rdb *redis.Client
+	if cfg.RedisURL != "" {
+		opt, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			return fmt.Errorf("HALLEY_REDIS_URL: %v", err)
+		}
+		rdb = redis.NewClient(opt)
+		defer rdb.Close()
+		ready["redis"] = redisPinger{rdb}
+		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		if err := rdb.Ping(pctx).Err(); err != nil {
+			lg.Error("redis is not reachable yet; /readyz reports not ready until it is", "err", err)
+		}
+		cancel()
+	}
+
+	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
+	created, err := ids.Bootstrap(ctx, cfg.AdminPassword)
+	if err != nil {
+		return fmt.Errorf("bootstrap admin: %w", err)
+	}
+	if created && cfg.AdminPasswordDefaulted {
+		lg.Warn(strings.Repeat("!", 72))
+		lg.Warn("created user 'admin' with the DEFAULT password 'admin': log in and change it, or set HALLEY_ADMIN_PASSWORD before the first start")
+		lg.Warn(strings.Repeat("!", 72))
+	} else if created {
+		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
+	}
+	if cfg.SecretGenerated {
+		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
+	}
+
+	var ui http.FileSystem
+	if frontend.Built() {
+		ui = http.FS(frontend.Dist())
+	} else {
+		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` to include it")
+	}
+	srv := server.New(server.Deps{Identity: ids, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // plugin uploads
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
+	}
+	lg.Info("halley is serving", "addr", ln.Addr().String(), "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	lg.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	lg.Info("stopped")
+	return nil
+}
+
+type redisPinger struct{ c *redis.Client }
+
+func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }

@@ -1,0 +1,304 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+type userRow struct {
+	TenantID     string `gorm:"primaryKey"`
+	Username     string `gorm:"primaryKey"`
+	PasswordHash string
+	DisplayName  string
+	Department   string
+	Manager      string
+	Roles        string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+func (userRow) TableName() string { return "users" }
+
+type userRoleRow struct {
+	TenantID string `gorm:"primaryKey"`
+	Role     string `gorm:"primaryKey"`
+	Username string `gorm:"primaryKey"`
+}
+
+func (userRoleRow) TableName() string { return "user_roles" }
+
+func toUserRow(u *model.User) userRow {
+	roles, _ := json.Marshal(u.Roles)
+	return userRow{TenantID: u.TenantID, Username: u.Username, PasswordHash: u.PasswordHash, DisplayName: u.DisplayName,
+		Department: u.Department, Manager: u.Manager, Roles: string(roles), CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+}
+
+func (r *userRow) toModel() *model.User {
+	u := &model.User{TenantID: r.TenantID, Username: r.Username, PasswordHash: r.PasswordHash, DisplayName: r.DisplayName,
+		Department: r.Department, Manager: r.Manager, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+	_ = json.Unmarshal([]byte(r.Roles), &u.Roles)
+	if u.Roles == nil {
+		u.Roles = []string{}
+	}
+	return u
+}
+
+var _ model.IdentityStore = (*Store)(nil)
+
+// CreateUser inserts a user and its role index rows in one transaction. ECONFLICT when the username exists.
+func (s *Store) CreateUser(ctx context.Context, u *model.User) error {
+	if u.TenantID == "" {
+		u.TenantID = model.DefaultTenant
+	}
+	now := s.now()
+	u.CreatedAt, u.UpdatedAt = now, now
+	row := toUserRow(u)
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			if isDuplicate(err) {
+				return model.CodedError(model.ECONFLICT, "user_exists", "user %q already exists", u.Username)
+			}
+			return fmt.Errorf("store: unable to create user %s: %w", u.Username, err)
+		}
+		if len(u.Roles) > 0 {
+			rs := make([]userRoleRow, len(u.Roles))
+			for i, r := range u.Roles {
+				rs[i] = userRoleRow{TenantID: u.TenantID, Role: r, Username: u.Username}
+			}
+			if err := tx.Create(&rs).Error; err != nil {
+				return fmt.Errorf("store: unable to index roles of user %s: %w", u.Username, err)
+			}
+		}
+		return nil
+	})
+}
+
+// GetUser returns ENOTFOUND when the user does not exist.
+func (s *Store) GetUser(ctx context.Context, tenant, username string) (*model.User, error) {
+	var r userRow
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND username = ?", tenant, username).Take(&r).Error
+	if err != nil {
+		return nil, notFound(err, "user %q not found", username)
+	}
+	return r.toModel(), nil
+}
+
+// ListUsers pages through users by username. The cursor is the last username of the previous page.
+func (s *Store) ListUsers(ctx context.Context, tenant, role string, page model.Page) ([]*model.User, string, error) {
+	q := s.db.WithContext(ctx).Model(&userRow{}).Where("users.tenant_id = ?", tenant)
+	if role != "" {
+		q = q.Joins("JOIN user_roles ON user_roles.tenant_id = users.tenant_id AND user_roles.username = users.username AND user_roles.role = ?", role)
+	}
+	if page.Cursor != "" {
+		q = q.Where("users.username > ?", page.Cursor)
+	}
+	var rows []userRow
+	if err := q.Order("users.username").Limit(page.Limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("store: unable to list users: %w", err)
+	}
+	next := ""
+	if len(rows) > page.Limit {
+		rows = rows[:page.Limit]
+		next = rows[len(rows)-1].Username
+	}
+	out := make([]*model.User, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, next, nil
+}
+
+// UsersWithRole lists the usernames holding role, sorted.
+func (s *Store) UsersWithRole(ctx context.Context, tenant, role string) ([]string, error) {
+	var names []string
+	err := s.db.WithContext(ctx).Model(&userRoleRow{}).Where("tenant_id = ? AND role = ?", tenant, role).
+		Order("username").Pluck("username", &names).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to list users with role %s: %w", role, err)
+	}
+	return names, nil
+}
+
+// CountUsers counts users across tenants (the admin bootstrap runs when it is 0).
+func (s *Store) CountUsers(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.WithContext(ctx).Model(&userRow{}).Count(&n).Error; err != nil {
+		return 0, fmt.Errorf("store: unable to count users: %w", err)
+	}
+	return n, nil
+}
+
+type apiTokenRow struct {
+	ID        string `gorm:"primaryKey"`
+	TenantID  string
+	Name      string
+	TokenHash string
+	Roles     string
+	CreatedBy string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+func (apiTokenRow) TableName() string { return "api_tokens" }
+
+// CreateAPIToken stores a token's hash.
+func (s *Store) CreateAPIToken(ctx context.Context, t *model.APIToken) error {
+	roles, _ := json.Marshal(t.Roles)
+	t.CreatedAt = s.now()
+	row := apiTokenRow{ID: t.ID, TenantID: t.TenantID, Name: t.Name, TokenHash: t.Hash, Roles: string(roles), CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if isDuplicate(err) {
+			return model.CodedError(model.ECONFLICT, "token_exists", "token already exists")
+		}
+		return fmt.Errorf("store: unable to create API token %s: %w", t.Name, err)
+	}
+	return nil
+}
+
+// GetAPITokenByHash returns ENOTFOUND for unknown or revoked tokens.
+func (s *Store) GetAPITokenByHash(ctx context.Context, hash string) (*model.APIToken, error) {
+	var r apiTokenRow
+	if err := s.db.WithContext(ctx).Where("token_hash = ? AND revoked_at IS NULL", hash).Take(&r).Error; err != nil {
+		return nil, notFound(err, "unknown API token")
+	}
+	t := &model.APIToken{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Hash: r.TokenHash, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
+	_ = json.Unmarshal([]byte(r.Roles), &t.Roles)
+	return t, nil
+}
+
+type departmentRow struct {
+	TenantID  string `gorm:"primaryKey"`
+	Name      string `gorm:"primaryKey"`
+	Leader    string
+	Parent    string
+	CreatedAt time.Time
+}
+
+func (departmentRow) TableName() string { return "departments" }
+
+func (r *departmentRow) toModel() *model.Department {
+	return &model.Department{TenantID: r.TenantID, Name: r.Name, Leader: r.Leader, Parent: r.Parent, CreatedAt: r.CreatedAt.UTC()}
+}
+
+// CreateDepartment returns ECONFLICT when the name exists.
+func (s *Store) CreateDepartment(ctx context.Context, d *model.Department) error {
+	d.CreatedAt = s.now()
+	row := departmentRow{TenantID: d.TenantID, Name: d.Name, Leader: d.Leader, Parent: d.Parent, CreatedAt: d.CreatedAt}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if isDuplicate(err) {
+			return model.CodedError(model.ECONFLICT, "department_exists", "department %q already exists", d.Name)
+		}
+		return fmt.Errorf("store: unable to create department %s: %w", d.Name, err)
+	}
+	return nil
+}
+
+// GetDepartment returns ENOTFOUND when there is no such department.
+func (s *Store) GetDepartment(ctx context.Context, tenant, name string) (*model.Department, error) {
+	var r departmentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenant, name).Take(&r).Error; err != nil {
+		return nil, notFound(err, "department %q not found", name)
+	}
+	return r.toModel(), nil
+}
+
+// ListDepartments lists every department of the tenant by name.
+func (s *Store) ListDepartments(ctx context.Context, tenant string) ([]*model.Department, error) {
+	var rows []departmentRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ?", tenant).Order("name").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to list departments: %w", err)
+	}
+	out := make([]*model.Department, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, nil
+}
+
+type idempotencyRow struct {
+	TenantID    string `gorm:"primaryKey"`
+	Username    string `gorm:"primaryKey"`
+	IdemKey     string `gorm:"primaryKey"`
+	RequestHash string
+	StatusCode  int
+	Body        string
+	CreatedAt   time.Time
+}
+
+func (idempotencyRow) TableName() string { return "idempotency_keys" }
+
+var _ model.IdempotencyStore = (*Store)(nil)
+
+// BeginIdempotent inserts an in-flight record for the key; when one exists it is returned instead, unless it
+// was created before expiredBefore, in which case it is replaced.
+func (s *Store) BeginIdempotent(ctx context.Context, rec *model.IdempotencyRecord, expiredBefore time.Time) (*model.IdempotencyRecord, bool, error) {
+	rec.CreatedAt = s.now()
+	row := idempotencyRow{TenantID: rec.TenantID, Username: rec.Username, IdemKey: rec.Key, RequestHash: rec.RequestHash, CreatedAt: rec.CreatedAt}
+	var existing *model.IdempotencyRecord
+	claimed := false
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		existing, claimed = nil, false
+		err := tx.Create(&row).Error
+		if err == nil {
+			claimed = true
+			return nil
+		}
+		if !isDuplicate(err) {
+			return fmt.Errorf("store: unable to record idempotency key: %w", err)
+		}
+		var old idempotencyRow
+		if err := tx.Where("tenant_id = ? AND username = ? AND idem_key = ?", rec.TenantID, rec.Username, rec.Key).Take(&old).Error; err != nil {
+			return fmt.Errorf("store: unable to read idempotency key: %w", err)
+		}
+		if old.CreatedAt.Before(expiredBefore) {
+			res := tx.Model(&idempotencyRow{}).Where("tenant_id = ? AND username = ? AND idem_key = ? AND created_at = ?", old.TenantID, old.Username, old.IdemKey, old.CreatedAt).
+				Updates(map[string]any{"request_hash": rec.RequestHash, "status_code": 0, "body": "", "created_at": rec.CreatedAt})
+			if res.Error != nil {
+				return fmt.Errorf("store: unable to renew idempotency key: %w", res.Error)
+			}
+			claimed = res.RowsAffected == 1
+			if claimed {
+				return nil
+			}
+		}
+		existing = &model.IdempotencyRecord{TenantID: old.TenantID, Username: old.Username, Key: old.IdemKey, RequestHash: old.RequestHash,
+			StatusCode: old.StatusCode, Body: []byte(old.Body), CreatedAt: old.CreatedAt.UTC()}
+		return nil
+	})
+	return existing, claimed, err
+}
+
+// FinishIdempotent stores the response of a claimed key.
+func (s *Store) FinishIdempotent(ctx context.Context, rec *model.IdempotencyRecord) error {
+	err := s.db.WithContext(ctx).Model(&idempotencyRow{}).Where("tenant_id = ? AND username = ? AND idem_key = ?", rec.TenantID, rec.Username, rec.Key).
+		Updates(map[string]any{"status_code": rec.StatusCode, "body": string(rec.Body)}).Error
+	if err != nil {
+		return fmt.Errorf("store: unable to store idempotent response: %w", err)
+	}
+	return nil
+}
+
+// AbandonIdempotent deletes an in-flight key so that the client may retry.
+func (s *Store) AbandonIdempotent(ctx context.Context, tenant, username, key string) error {
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND username = ? AND idem_key = ? AND status_code = 0", tenant, username, key).
+		Delete(&idempotencyRow{}).Error
+	if err != nil {
+		return fmt.Errorf("store: unable to release idempotency key: %w", err)
+	}
+	return nil
+}
+
+// PurgeIdempotent deletes records created before t.
+func (s *Store) PurgeIdempotent(ctx context.Context, before time.Time) (int64, error) {
+	res := s.db.WithContext(ctx).Where("created_at < ?", before.UTC()).Delete(&idempotencyRow{})
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: unable to purge idempotency keys: %w", res.Error)
+	}
+	return res.RowsAffected, nil
+}

@@ -1,0 +1,270 @@
+// Package store is the only package that talks to the database: gorm over MySQL/MariaDB in production and a
+// pure-Go SQLite file for the embedded default. It applies the migrations of sql/ at start and implements the
+// store interfaces declared in model.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/glebarez/sqlite"
+	mysqldriver "github.com/go-sql-driver/mysql"
+	"gorm.io/driver/mysql"
+	"gorm.io/gorm"
+	"gorm.io/gorm/logger"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// Dialects.
+const (
+	MySQL  = "mysql"
+	SQLite = "sqlite"
+)
+
+// Config says where the database is and how to pool connections.
+type Config struct {
+	// URL is mysql://user:pass@host:3306/db?param=value, sqlite:///abs/path.db, sqlite://rel/path.db,
+	// or empty for <DataDir>/halley.db.
+	URL     string
+	DataDir string
+	// Pool settings; zero values take the defaults of the dialect.
+	MaxOpenConns    int
+	MaxIdleConns    int
+	ConnMaxLifetime time.Duration
+	Logger          *slog.Logger
+}
+
+// Store implements the model's store interfaces on one gorm connection pool.
+type Store struct {
+	db      *gorm.DB
+	sqlDB   *sql.DB
+	dialect string
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// Open connects (creating the SQLite file and its folder when needed), tunes the pool and pings.
+// It does not migrate; call Migrate.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	lg := cfg.Logger
+	if lg == nil {
+		lg = slog.Default()
+	}
+	dialect, dsn, err := ParseURL(cfg.URL, cfg.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	gcfg := &gorm.Config{
+		SkipDefaultTransaction: true,
+		PrepareStmt:            false,
+		// Errors are returned, wrapped and logged by the caller; gorm's own log would print them twice.
+		Logger:  logger.Discard,
+		NowFunc: func() time.Time { return time.Now().UTC() },
+	}
+	var dialector gorm.Dialector
+	switch dialect {
+	case MySQL:
+		dialector = mysql.New(mysql.Config{DSN: dsn, DefaultStringSize: 255})
+	case SQLite:
+		if err := os.MkdirAll(filepath.Dir(dsnPath(dsn)), 0o750); err != nil {
+			return nil, fmt.Errorf("store: unable to create the folder of the SQLite file: %w", err)
+		}
+		dialector = sqlite.Open(dsn)
+	}
+	db, err := gorm.Open(dialector, gcfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to open %s database: %w", dialect, err)
+	}
+	sqlDB, err := db.DB()
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	open, idle, life := cfg.MaxOpenConns, cfg.MaxIdleConns, cfg.ConnMaxLifetime
+	if open == 0 {
+		open = map[string]int{MySQL: 64, SQLite: 8}[dialect]
+	}
+	if idle == 0 {
+		idle = open
+	}
+	if life == 0 {
+		life = 30 * time.Minute
+	}
+	sqlDB.SetMaxOpenConns(open)
+	sqlDB.SetMaxIdleConns(idle)
+	sqlDB.SetConnMaxLifetime(life)
+	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
+	s := &Store{db: db, sqlDB: sqlDB, dialect: dialect, log: lg, now: func() time.Time { return time.Now().UTC() }}
+	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := s.Ping(pctx); err != nil {
+		sqlDB.Close()
+		return nil, fmt.Errorf("store: unable to reach the %s database: %w", dialect, err)
+	}
+	return s, nil
+}
+
+// ParseURL turns Halley's database URL into a dialect and a driver DSN.
+func ParseURL(raw, dataDir string) (dialect, dsn string, err error) {
+	const sqliteParams = "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate&_time_format=sqlite"
+	if raw == "" {
+		if dataDir == "" {
+			dataDir = "data"
+		}
+		return SQLite, filepath.Join(dataDir, "halley.db") + sqliteParams, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", "", fmt.Errorf("database URL: %v", redactURLError(err))
+	}
+	switch u.Scheme {
+	case "sqlite":
+		p := u.Host + u.Path
+		if p == "" {
+			return "", "", errors.New("database URL: sqlite URL needs a file path, e.g. sqlite:///var/lib/halley/halley.db")
+		}
+		return SQLite, p + sqliteParams, nil
+	case "mysql":
+		if u.Host == "" {
+			return "", "", errors.New("database URL: mysql URL needs a host, e.g. mysql://user:pass@127.0.0.1:3306/halley")
+		}
+		db := strings.TrimPrefix(u.Path, "/")
+		if db == "" || strings.Contains(db, "/") {
+			return "", "", errors.New("database URL: mysql URL needs a database name, e.g. mysql://user:pass@127.0.0.1:3306/halley")
+		}
+		c := mysqldriver.NewConfig()
+		c.Net = "tcp"
+		c.Addr = u.Host
+		if u.Port() == "" {
+			c.Addr = u.Host + ":3306"
+		}
+		c.DBName = db
+		if u.User != nil {
+			c.User = u.User.Username()
+			c.Passwd, _ = u.User.Password()
+		}
+		c.ParseTime = true
+		c.Loc = time.UTC
+		c.Collation = "utf8mb4_bin"
+		c.InterpolateParams = true // one round trip per statement instead of prepare+execute+close
+		c.Timeout = 10 * time.Second
+		q := u.Query()
+		for k, vs := range q {
+			switch k {
+			case "tls", "timeout", "readTimeout", "writeTimeout", "maxAllowedPacket":
+				// parsed below through the driver's own DSN parser
+			default:
+				return "", "", fmt.Errorf("database URL: unsupported parameter %q (supported: tls, timeout, readTimeout, writeTimeout, maxAllowedPacket)", k)
+			}
+			_ = vs
+		}
+		dsn = c.FormatDSN()
+		if len(q) > 0 {
+			dsn += "&" + q.Encode()
+		}
+		if _, err := mysqldriver.ParseDSN(dsn); err != nil {
+			return "", "", fmt.Errorf("database URL: %v", err)
+		}
+		return MySQL, dsn, nil
+	default:
+		return "", "", fmt.Errorf("database URL: unsupported scheme %q (use mysql:// or sqlite://)", u.Scheme)
+	}
+}
+
+// redactURLError keeps a password in a malformed URL out of error messages.
+func redactURLError(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+func dsnPath(dsn string) string {
+	if i := strings.IndexByte(dsn, '?'); i >= 0 {
+		return dsn[:i]
+	}
+	return dsn
+}
+
+// Dialect returns MySQL or SQLite.
+func (s *Store) Dialect() string { return s.dialect }
+
+// DB exposes the gorm handle to the other files of this package and to tests of the store.
+func (s *Store) DB() *gorm.DB { return s.db }
+
+// Ping checks the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.sqlDB.PingContext(ctx) }
+
+// Stats returns the pool statistics (exported as metrics).
+func (s *Store) Stats() sql.DBStats { return s.sqlDB.Stats() }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.sqlDB.Close() }
+
+// SetNow replaces the store's clock (tests).
+func (s *Store) SetNow(now func() time.Time) { s.now = func() time.Time { return now().UTC() } }
+
+// isDuplicate reports a unique-key violation on either dialect.
+func isDuplicate(err error) bool {
+	if err == nil {
+		return false
+	}
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1062
+	}
+	if errors.Is(err, gorm.ErrDuplicatedKey) {
+		return true
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "UNIQUE constraint failed") || strings.Contains(msg, "PRIMARY KEY constraint failed")
+}
+
+// isRetryable reports a deadlock or lock wait timeout (MySQL) or a busy database (SQLite): the whole
+// transaction can be run again.
+func isRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		return me.Number == 1213 || me.Number == 1205
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "database is locked") || strings.Contains(msg, "SQLITE_BUSY")
+}
+
+// inTx runs fn in a transaction, retrying it a bounded number of times on deadlocks and lock timeouts.
+func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	var err error
+	for attempt := 0; attempt < 5; attempt++ {
+		err = s.db.WithContext(ctx).Transaction(fn)
+		if !isRetryable(err) {
+			return err
+		}
+		s.log.Warn("store: retrying transaction", "attempt", attempt+1, "err", err)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Duration(attempt+1) * 5 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+// notFound maps gorm's not-found to a domain error.
+func notFound(err error, format string, args ...any) error {
+	if errors.Is(err, gorm.ErrRecordNotFound) {
+		return model.Errorf(model.ENOTFOUND, format, args...)
+	}
+	return err
+}
