@@ -1,0 +1,53 @@
+# Halley — see README.md. `make run` starts Halley on the embedded default; `make test` runs the tests.
+GO        ?= go
+BIN       := bin/halley
+PKG       := ./server/cmd/halley
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -s -w -X main.version=$(VERSION)
+HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
+UI_SRC    := $(shell find frontend/src frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
+
+.PHONY: run build ui test test-go test-ui lint bench faults soak templates clean
+
+## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
+run: build
+	./$(BIN) serve
+
+## build: the halley binary, with the web UI embedded
+build: ui
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) $(PKG)
+
+## ui: build the web UI into frontend/dist when it is missing or older than its sources
+ui: frontend/dist/index.html
+
+frontend/dist/index.html: $(UI_SRC)
+ifeq ($(wildcard frontend/package.json),)
+	@echo "ui: no frontend/package.json yet; serving the API only"
+else ifeq ($(HAS_NPM),yes)
+	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run build
+else
+	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20+ to include it)"
+endif
+
+## test: every test (Go on SQLite always, on MySQL/Redis when HALLEY_TEST_MYSQL/HALLEY_TEST_REDIS are set; UI tests)
+test: test-go test-ui
+
+test-go:
+	$(GO) test -count=1 -timeout 15m ./...
+
+test-ui:
+ifneq ($(wildcard frontend/package.json),)
+	@if [ "$(HAS_NPM)" = yes ]; then \
+		cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run test:unit; \
+	elif [ "$$CI" = true ]; then echo "test-ui: npm is required under CI=true"; exit 1; \
+	else echo "test-ui: npm not found; skipping UI tests"; fi
+endif
+
+## lint: go vet and a gofmt check
+lint:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+clean:
+	rm -rf bin frontend/node_modules
+	find frontend/dist -mindepth 1 ! -name .gitkeep -delete 2>/dev/null || true

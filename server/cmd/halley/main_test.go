@@ -1,0 +1,122 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// buildBinary builds the real halley binary once per test run.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "halley")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// start runs the binary with a clean environment plus extra, and waits until /readyz answers 200.
+func start(t *testing.T, bin string, extra ...string) (*exec.Cmd, string, *bytes.Buffer) {
+	t.Helper()
+	addr := freeAddr(t)
+	cmd := exec.Command(bin)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HALLEY_ADDR=" + addr, "HALLEY_DATA_DIR=" + t.TempDir()}, extra...)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	url := "http://" + addr
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		r, err := http.Get(url + "/readyz")
+		if err == nil {
+			r.Body.Close()
+			if r.StatusCode == 200 {
+				return cmd, url, &logs
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("/readyz never became 200; logs:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestBinaryServesAndShutsDownGracefully(t *testing.T) {
+	bin := buildBinary(t)
+	for _, d := range storetest.Dialects {
+		t.Run(d, func(t *testing.T) {
+			extra := []string{"HALLEY_ADMIN_PASSWORD=bin-test-pw"}
+			if d == store.MySQL {
+				extra = append(extra, "HALLEY_DATABASE_URL="+storetest.URL(t, d))
+			}
+			cmd, url, logs := start(t, bin, extra...)
+			res, err := http.Post(url+"/api/v1/auth/login", "application/json", strings.NewReader(`{"username":"admin","password":"bin-test-pw"}`))
+			if err != nil || res.StatusCode != 200 {
+				t.Fatalf("login against the binary: %v %v", err, res)
+			}
+			b, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if !strings.Contains(string(b), `"token"`) {
+				t.Fatalf("login body %s", b)
+			}
+			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- cmd.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("exit after SIGTERM: %v\n%s", err, logs)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("no exit after SIGTERM\n%s", logs)
+			}
+			if !strings.Contains(logs.String(), "stopped") {
+				t.Fatalf("no graceful shutdown in logs:\n%s", logs)
+			}
+			if strings.Contains(logs.String(), "bin-test-pw") {
+				t.Fatal("the admin password was logged")
+			}
+		})
+	}
+}
+
+func TestBinaryRefusesBadConfiguration(t *testing.T) {
+	bin := buildBinary(t)
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"HALLEY_LOG_LEVEL=loud", "HALLEY_DATA_DIR=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if err == nil {
+		t.Fatal("bad configuration must fail the start")
+	}
+	if !strings.Contains(string(out), "HALLEY_LOG_LEVEL") {
+		t.Fatalf("the error must name the setting: %s", out)
+	}
+}

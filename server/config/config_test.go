@@ -1,0 +1,105 @@
+package config_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/server/config"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestDefaults(t *testing.T) {
+	c, err := config.Load("", env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" || c.DatabaseURL != "" || c.RedisURL != "" || c.AdminPassword != "admin" ||
+		!c.AdminPasswordDefaulted || c.BodyLimit != 1<<20 || c.TokenTTL != 12*time.Hour || c.LogLevel != "info" ||
+		c.PluginDir != filepath.Join("./data", "plugins") || c.PublicURL != "http://127.0.0.1:8080" {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestFileAndEnvironment(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "halley.yaml")
+	os.WriteFile(f, []byte("addr: 0.0.0.0:9000\nlog_level: debug\nbody_limit: 2048\ndatabase_url: mysql://u:p@db:3306/halley\n"), 0o600)
+	c, err := config.Load(f, env(map[string]string{"HALLEY_LOG_LEVEL": "warn", "HALLEY_ADMIN_PASSWORD": "s3cret"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Addr != "0.0.0.0:9000" || c.LogLevel != "warn" || c.BodyLimit != 2048 || c.AdminPasswordDefaulted || c.DatabaseURL == "" {
+		t.Fatalf("merged: %+v", c)
+	}
+}
+
+func TestBadConfigurationNamesTheSetting(t *testing.T) {
+	cases := []struct {
+		env, file map[string]string
+		want      string
+	}{
+		{env: map[string]string{"HALLEY_LOG_LEVEL": "loud"}, want: "HALLEY_LOG_LEVEL: must be one of debug, info, warn, error"},
+		{env: map[string]string{"HALLEY_ADDR": "8080"}, want: "HALLEY_ADDR: must be host:port"},
+		{env: map[string]string{"HALLEY_DATABASE_URL": "postgres://x/y"}, want: `HALLEY_DATABASE_URL: unsupported scheme "postgres"`},
+		{env: map[string]string{"HALLEY_DATABASE_URL": "mysql://u:p@host:3306/"}, want: "HALLEY_DATABASE_URL: mysql URL needs a database name"},
+		{env: map[string]string{"HALLEY_DATABASE_URL": "mysql://u:p@host:3306/db?foo=bar"}, want: `HALLEY_DATABASE_URL: unsupported parameter "foo"`},
+		{env: map[string]string{"HALLEY_REDIS_URL": "http://x"}, want: "HALLEY_REDIS_URL: not a redis:// URL"},
+		{env: map[string]string{"HALLEY_SECRET": "short"}, want: "HALLEY_SECRET: must be at least 32 characters"},
+		{env: map[string]string{"HALLEY_BODY_LIMIT": "lots"}, want: "HALLEY_BODY_LIMIT: must be a whole number"},
+		{env: map[string]string{"HALLEY_TOKEN_TTL": "5"}, want: "HALLEY_TOKEN_TTL: must be a duration"},
+		{file: map[string]string{"colour": "blue"}, want: `unknown setting "colour"`},
+		{file: map[string]string{"log_level": "loud"}, want: "log_level (in "},
+	}
+	for _, tc := range cases {
+		path := ""
+		if tc.file != nil {
+			path = filepath.Join(t.TempDir(), "c.yaml")
+			var b strings.Builder
+			for k, v := range tc.file {
+				b.WriteString(k + ": " + v + "\n")
+			}
+			os.WriteFile(path, []byte(b.String()), 0o600)
+		}
+		_, err := config.Load(path, env(tc.env))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v %v: got %v, want %q", tc.env, tc.file, err, tc.want)
+		}
+	}
+	// A database URL's password never appears in the error.
+	_, err := config.Load("", env(map[string]string{"HALLEY_DATABASE_URL": "mysql://u:hunter2@ho st/db"}))
+	if err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("password leaked or no error: %v", err)
+	}
+}
+
+func TestEnsureSecretPersists(t *testing.T) {
+	dir := t.TempDir()
+	c := &config.Config{DataDir: dir}
+	if err := c.EnsureSecret(); err != nil || len(c.Secret) < 32 || !c.SecretGenerated {
+		t.Fatalf("generate: %v %+v", err, c)
+	}
+	st, _ := os.Stat(filepath.Join(dir, "secret"))
+	if st.Mode().Perm() != 0o600 {
+		t.Fatalf("secret file mode %v", st.Mode())
+	}
+	c2 := &config.Config{DataDir: dir}
+	if err := c2.EnsureSecret(); err != nil || c2.Secret != c.Secret || c2.SecretGenerated {
+		t.Fatalf("reuse: %v", err)
+	}
+}
+
+// TestDocumented keeps docs/configuration.md in step with the settings table.
+func TestDocumented(t *testing.T) {
+	b, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range config.Settings() {
+		if !strings.Contains(string(b), s.Env) || !strings.Contains(string(b), s.Key) {
+			t.Errorf("docs/configuration.md does not document %s (%s)", s.Env, s.Key)
+		}
+	}
+}
