@@ -13,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/template"
 )
 
 // Pinger is something /readyz checks.
@@ -24,6 +26,8 @@ type Pinger interface {
 // Deps are what the server needs; the composition root builds them.
 type Deps struct {
 	Identity    *identity.Service
+	Templates   *template.Service
+	Engine      *engine.Engine
 	Idempotency model.IdempotencyStore
 	// Ready lists the dependencies /readyz pings, by name ("database", "redis", "scheduler").
 	Ready     map[string]Pinger
@@ -37,6 +41,8 @@ type Deps struct {
 // Server holds the handlers' dependencies.
 type Server struct {
 	identity  *identity.Service
+	templates *template.Service
+	engine    *engine.Engine
 	idem      model.IdempotencyStore
 	ready     map[string]Pinger
 	log       *slog.Logger
@@ -44,7 +50,7 @@ type Server struct {
 	metrics   *metrics
 	registry  *prometheus.Registry
 	ui        http.FileSystem
-	engine    *gin.Engine
+	router    *gin.Engine
 }
 
 // New builds the server and its routes.
@@ -56,14 +62,14 @@ func New(d Deps) *Server {
 		d.BodyLimit = 1 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
-	s.engine = s.routes()
+	s.router = s.routes()
 	return s
 }
 
 // Handler returns the HTTP handler.
-func (s *Server) Handler() http.Handler { return s.engine }
+func (s *Server) Handler() http.Handler { return s.router }
 
 func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
@@ -83,16 +89,47 @@ func (s *Server) routes() *gin.Engine {
 	api := r.Group("/api/v1", bodyLimit(func(*gin.Context) int64 { return s.bodyLimit }))
 	api.POST("/auth/login", s.login)
 
+	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
+	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
+
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)
 	authed.GET("/users", s.listUsers)
 	authed.GET("/users/:username", s.getUser)
 	authed.GET("/departments", s.listDepartments)
+	authed.POST("/templates/validate", s.validateTemplate)
+	authed.GET("/templates", s.listTemplates)
+	authed.GET("/templates/:key", s.getTemplate)
+	authed.GET("/templates/:key/versions/:n", s.getVersion)
+	authed.GET("/templates/:key/versions/:n/diagram", s.versionDiagram)
+	authed.POST("/conditions/evaluate", s.evaluateCondition)
+	authed.POST("/instances", s.startInstance)
+	authed.POST("/instances/linear", s.startLinear)
+	authed.GET("/instances", s.listInstances)
+	authed.GET("/instances/:id", s.getInstance)
+	authed.GET("/instances/:id/history", s.instanceHistory)
+	authed.GET("/instances/:id/diagram", s.instanceDiagram)
+	authed.GET("/instances/:id/bookmarks", s.instanceBookmarks)
+	authed.POST("/instances/:id/terminate", s.terminate)
+	authed.POST("/instances/:id/withdraw", s.withdraw)
+	authed.GET("/tasks", s.listTasks)
+	authed.GET("/tasks/:id", s.getTask)
+	authed.POST("/tasks/:id/approve", s.approve)
+	authed.POST("/tasks/:id/reject", s.reject)
+	authed.POST("/tasks/:id/transfer", s.transfer)
+	authed.POST("/tasks/:id/add-sign", s.addSign)
+	authed.POST("/bookmarks/:id/resume", s.resumeBookmark)
+	authed.POST("/messages", s.sendMessage)
+	authed.GET("/cc", s.listCC)
+	authed.POST("/cc/:id/read", s.readCC)
 
 	admin := authed.Group("", adminOnly)
 	admin.POST("/users", s.createUser)
 	admin.POST("/tokens", s.createToken)
 	admin.POST("/departments", s.createDepartment)
+	admin.POST("/templates", s.createTemplate)
+	admin.PUT("/templates/:key/draft", s.saveDraft)
+	admin.POST("/templates/:key/publish", s.publish)
 	return r
 }
 

@@ -25,8 +25,10 @@ import (
 	"github.com/halley-bpm/halley/frontend"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/template"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -135,13 +137,16 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
 	}
 
+	templates := template.New(st, nil)
+	eng := engine.New(st, templates, st, engine.Options{Logger: lg, CallbackKey: identity.DeriveKey([]byte(cfg.Secret), "callback-url"), PublicURL: cfg.PublicURL})
+
 	var ui http.FileSystem
 	if frontend.Built() {
 		ui = http.FS(frontend.Dist())
 	} else {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),

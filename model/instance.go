@@ -1,0 +1,368 @@
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Instance statuses.
+const (
+	StatusRunning    = "running"
+	StatusCompleted  = "completed"
+	StatusRejected   = "rejected"
+	StatusTerminated = "terminated"
+	StatusFailed     = "failed"
+	StatusWithdrawn  = "withdrawn"
+)
+
+// Node states within an instance.
+const (
+	NodeActive    = "active"    // running: tasks open, plugins running
+	NodeWaiting   = "waiting"   // parked on a bookmark: delay, callback, retry back-off, async plugin
+	NodeCompleted = "completed" // passed
+	NodeRejected  = "rejected"  // an approval node that was rejected
+	NodeSkipped   = "skipped"   // its join can no longer be satisfied (dead-path elimination)
+	NodeFailed    = "failed"    // an error that was not ignored
+	NodeCancelled = "cancelled" // stopped by terminate, withdraw, reject of the instance, return or jump
+)
+
+// Task statuses.
+const (
+	TaskPending     = "pending"
+	TaskWaiting     = "waiting" // not yet its turn (sequential sign, add-sign before)
+	TaskApproved    = "approved"
+	TaskRejected    = "rejected"
+	TaskTransferred = "transferred"
+	TaskCancelled   = "cancelled"
+)
+
+// Task kinds.
+const (
+	TaskKindApproval   = "approval"    // a signer of the node's sign set
+	TaskKindSignBefore = "sign_before" // added with add-sign before: decides before its parent
+	TaskKindSignAfter  = "sign_after"  // added with add-sign after: decides after its parent approved
+	TaskKindResubmit   = "resubmit"    // returned to the initiator
+)
+
+// Edge states (InstanceState.Edges, index-aligned with the definition's edges).
+const (
+	EdgeUnknown byte = 0
+	EdgeTaken   byte = 1
+	EdgeDead    byte = 2
+)
+
+// Instance is one run of a template version.
+type Instance struct {
+	ID            string          `json:"id"`
+	TenantID      string          `json:"-"`
+	Template      string          `json:"template"`
+	Version       int             `json:"version"`
+	Title         string          `json:"title"`
+	Status        string          `json:"status"`
+	Initiator     string          `json:"initiator"`
+	CorrelationID string          `json:"correlation_id"`
+	Context       json.RawMessage `json:"context"`
+	CreatedAt     time.Time       `json:"created_at"`
+	UpdatedAt     time.Time       `json:"updated_at"`
+	EndedAt       *time.Time      `json:"ended_at"`
+	State         InstanceState   `json:"-"`
+	Rev           int64           `json:"-"` // bumped at every change
+}
+
+// Ended reports whether the instance reached a final status.
+func (i *Instance) Ended() bool { return i.Status != StatusRunning }
+
+// InstanceState is the engine's state of an instance: where each node is and which edges were taken. It is
+// stored as one JSON document in the instance row, so that one step reads and writes one row.
+type InstanceState struct {
+	Nodes map[string]*NodeState `json:"nodes"`
+	// Edges holds one EdgeUnknown/EdgeTaken/EdgeDead per edge of the definition, in definition order.
+	Edges []byte `json:"edges"`
+	// Seq numbers node visits and tasks; ids are derived from it (see NodeInstanceID, TaskID).
+	Seq int `json:"seq"`
+}
+
+// NodeState is one node of an instance at its current visit.
+type NodeState struct {
+	NodeID         string     `json:"node_id"`
+	Name           string     `json:"name"`
+	Type           string     `json:"type"`
+	State          string     `json:"state"`
+	NodeInstanceID string     `json:"node_instance_id"`
+	Visit          int        `json:"visit"`
+	StartedAt      *time.Time `json:"started_at"`
+	EndedAt        *time.Time `json:"ended_at"`
+	Attempt        int        `json:"attempt,omitempty"` // retries taken by the error handler
+	Error          string     `json:"error,omitempty"`
+	CallbackURL    string     `json:"callback_url,omitempty"`
+	WaitingFor     string     `json:"waiting_for,omitempty"` // what a waiting node waits for: delay, callback, message, retry, plugin
+	Seq            int        `json:"seq"`                   // activation order (for listing)
+	// Groups tallies the decisions of an approval node per signer group (one group without parallel sign).
+	Groups []SignTally `json:"groups,omitempty"`
+	// Timers are the ids of the visit's pending timers (cancelled when the visit ends).
+	Timers []string `json:"timers,omitempty"`
+}
+
+// SignTally counts the decisions of one signer group of an approval node.
+type SignTally struct {
+	Total    int    `json:"total"`
+	Approved int    `json:"approved"`
+	Rejected int    `json:"rejected"`
+	Outcome  string `json:"outcome,omitempty"` // "", approved, rejected
+}
+
+// Active reports whether the node is running or waiting.
+func (n *NodeState) Active() bool { return n.State == NodeActive || n.State == NodeWaiting }
+
+// Task is an approval work item.
+type Task struct {
+	ID             string          `json:"id"`
+	TenantID       string          `json:"-"`
+	InstanceID     string          `json:"instance_id"`
+	NodeID         string          `json:"node_id"`
+	NodeName       string          `json:"node_name"`
+	NodeInstanceID string          `json:"node_instance_id"`
+	Assignee       string          `json:"assignee"`
+	Status         string          `json:"status"`
+	Kind           string          `json:"kind"`
+	Group          int             `json:"group"`    // parallel-sign group index (0 without groups)
+	Position       int             `json:"position"` // order within the node visit (sequential sign)
+	ParentID       string          `json:"parent_id,omitempty"`
+	AfterSigners   []string        `json:"after_signers,omitempty"` // add-sign after: who signs once this task is approved
+	Comment        string          `json:"comment"`
+	Data           json.RawMessage `json:"data,omitempty"`
+	DecidedBy      string          `json:"decided_by,omitempty"` // differs from the assignee when an admin acted for them
+	CreatedAt      time.Time       `json:"created_at"`
+	DecidedAt      *time.Time      `json:"decided_at"`
+	// Denormalised for inbox listings.
+	Title     string `json:"title"`
+	Template  string `json:"template"`
+	Initiator string `json:"initiator"`
+}
+
+// Open reports whether the task is still to be decided.
+func (t *Task) Open() bool { return t.Status == TaskPending || t.Status == TaskWaiting }
+
+// HistoryEvent is one line of an instance's history.
+type HistoryEvent struct {
+	Seq        int64           `json:"-"`
+	InstanceID string          `json:"-"`
+	At         time.Time       `json:"at"`
+	Actor      string          `json:"actor"`
+	Action     string          `json:"action"`
+	NodeID     string          `json:"node_id"`
+	TaskID     string          `json:"task_id"`
+	Comment    string          `json:"comment"`
+	Data       json.RawMessage `json:"data"`
+}
+
+// Bookmark kinds.
+const (
+	BookmarkApproval = "approval"
+	BookmarkCallback = "callback"
+	BookmarkMessage  = "message"
+	BookmarkDelay    = "delay"
+	BookmarkPlugin   = "plugin"
+	BookmarkRetry    = "retry"
+)
+
+// Bookmark is a wait that something outside the engine resumes (seeds/001).
+type Bookmark struct {
+	ID             string          `json:"id"`
+	TenantID       string          `json:"-"`
+	InstanceID     string          `json:"instance_id"`
+	NodeID         string          `json:"node_id"`
+	NodeInstanceID string          `json:"node_instance_id"`
+	Kind           string          `json:"kind"`
+	Hash           string          `json:"hash"` // of (kind, message name, correlation id): how messages find it
+	MessageName    string          `json:"message_name,omitempty"`
+	CorrelationID  string          `json:"correlation_id"`
+	Payload        json.RawMessage `json:"payload"`
+	CreatedAt      time.Time       `json:"created_at"`
+	ClosedAt       *time.Time      `json:"closed_at,omitempty"`
+}
+
+// Message is a message that arrived before the bookmark waiting for it (queued until ExpiresAt).
+type Message struct {
+	ID            string
+	TenantID      string
+	Name          string
+	CorrelationID string
+	Hash          string
+	Data          json.RawMessage
+	CreatedAt     time.Time
+	ExpiresAt     time.Time
+}
+
+// Timer kinds.
+const (
+	TimerDelay           = "delay"
+	TimerCallbackTimeout = "callback_timeout"
+	TimerApprovalTimeout = "approval_timeout"
+	TimerRetry           = "retry"
+	TimerCrontab         = "crontab"
+)
+
+// Timer statuses.
+const (
+	TimerPending   = "pending"
+	TimerFired     = "fired"
+	TimerCancelled = "cancelled"
+)
+
+// Timer is a durable due time; the scheduler is its fast index.
+type Timer struct {
+	ID             string          `json:"id"`
+	TenantID       string          `json:"-"`
+	InstanceID     string          `json:"instance_id"`
+	NodeID         string          `json:"node_id"`
+	NodeInstanceID string          `json:"node_instance_id"`
+	Kind           string          `json:"kind"`
+	DueAt          time.Time       `json:"due_at"`
+	Status         string          `json:"status"`
+	Payload        json.RawMessage `json:"payload"`
+	CreatedAt      time.Time       `json:"created_at"`
+	FiredAt        *time.Time      `json:"fired_at"`
+}
+
+// Outbox kinds.
+const (
+	OutboxTimerArm    = "timer.arm"    // Ref = timer id; Payload = {"due": unix ms}
+	OutboxTimerCancel = "timer.cancel" // Ref = timer id
+	OutboxPluginRun   = "plugin.run"   // Ref = plugin run id
+	OutboxEvent       = "event"        // Payload = the event
+)
+
+// OutboxItem is a side effect written in the engine's transaction and dispatched after it commits.
+type OutboxItem struct {
+	Seq       int64
+	TenantID  string
+	Kind      string
+	Ref       string
+	Payload   json.RawMessage
+	CreatedAt time.Time
+}
+
+// CCRecord says a user was copied on an instance when a node activated (抄送).
+type CCRecord struct {
+	ID         string     `json:"id"`
+	TenantID   string     `json:"-"`
+	InstanceID string     `json:"instance_id"`
+	NodeID     string     `json:"node_id"`
+	Username   string     `json:"username"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ReadAt     *time.Time `json:"read_at"`
+	Read       bool       `json:"read"`
+	// Filled when listing.
+	Title    string `json:"title"`
+	Template string `json:"template"`
+	Status   string `json:"status"`
+}
+
+// Work is one engine transaction on one instance: the instance and its open tasks as read under the row lock,
+// and everything the engine adds or changes. The store writes it back in a few batched statements.
+type Work struct {
+	Instance *Instance
+	// Tasks are the instance's open tasks (pending, waiting) when the work began, plus tasks created in it.
+	Tasks []*Task
+
+	NewTasks       []*Task
+	ChangedTasks   map[string]*Task
+	History        []HistoryEvent
+	NewBookmarks   []*Bookmark
+	CloseBookmarks []string // by node instance id: every open bookmark of that node visit
+	NewTimers      []*Timer
+	CancelTimers   []string // by node instance id: every pending timer of that node visit
+	FiredTimers    []string // timer ids marked fired
+	ConsumeMessage []string // queued message ids consumed
+	Outbox         []OutboxItem
+	CC             []*CCRecord
+	NewPluginRuns  []*PluginRun
+}
+
+// PluginRun statuses.
+const (
+	RunQueued    = "queued"
+	RunRunning   = "running"
+	RunSucceeded = "succeeded"
+	RunFailed    = "failed"
+	RunTimedOut  = "timed_out"
+	RunWaiting   = "waiting" // replied {"async":true}: waits for POST /plugin-runs/{id}/result
+)
+
+// PluginRun is one execution of a plugin for a node.
+type PluginRun struct {
+	ID             string          `json:"id"`
+	TenantID       string          `json:"-"`
+	Plugin         string          `json:"plugin"`
+	Version        int             `json:"version"`
+	InstanceID     string          `json:"instance_id"`
+	NodeID         string          `json:"node_id"`
+	NodeInstanceID string          `json:"node_instance_id"`
+	Phase          string          `json:"phase"`
+	Status         string          `json:"status"`
+	Attempt        int             `json:"attempt"`
+	ExitCode       *int            `json:"exit_code"`
+	Input          json.RawMessage `json:"-"`
+	Output         json.RawMessage `json:"output,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	Stdout         string          `json:"stdout"`
+	Stderr         string          `json:"stderr"`
+	CreatedAt      time.Time       `json:"created_at"`
+	StartedAt      *time.Time      `json:"started_at"`
+	EndedAt        *time.Time      `json:"ended_at"`
+	DurationMS     *int64          `json:"duration_ms"`
+	LeaseOwner     string          `json:"-"`
+	LeaseUntil     *time.Time      `json:"-"`
+}
+
+// InstanceFilter selects instances for GET /instances.
+type InstanceFilter struct {
+	TenantID      string
+	Status        string
+	Template      string
+	Initiator     string
+	CorrelationID string
+	// Visible restricts to instances the user started, has or had a task in, or was copied on ("" = all).
+	VisibleTo string
+	Page      Page
+}
+
+// TaskFilter selects tasks for GET /tasks.
+type TaskFilter struct {
+	TenantID   string
+	Assignee   string // "" = any
+	Status     string // "" = any
+	InstanceID string
+	Page       Page
+}
+
+// InstanceStore keeps instances and what hangs off them. UpdateInstance is the one way an instance changes.
+type InstanceStore interface {
+	// CreateInstance writes a new instance and the work of its first step in one transaction.
+	CreateInstance(ctx context.Context, w *Work) error
+	// UpdateInstance locks the instance row, loads it and its open tasks, calls fn, and writes back what fn
+	// changed, all in one transaction (retried on deadlocks). ENOTFOUND when there is no such instance.
+	UpdateInstance(ctx context.Context, tenant, id string, fn func(w *Work) error) error
+	// GetInstance reads an instance (without locking) and all its tasks.
+	GetInstance(ctx context.Context, tenant, id string) (*Instance, []*Task, error)
+	ListInstances(ctx context.Context, f InstanceFilter) ([]*Instance, string, error)
+	GetTask(ctx context.Context, tenant, id string) (*Task, error)
+	ListTasks(ctx context.Context, f TaskFilter) ([]*Task, string, error)
+	History(ctx context.Context, tenant, instanceID string) ([]HistoryEvent, error)
+	OpenBookmarks(ctx context.Context, tenant, instanceID string) ([]*Bookmark, error)
+	GetBookmark(ctx context.Context, tenant, id string) (*Bookmark, error)
+	// FindBookmarks lists open bookmarks with the hash (message name + correlation id).
+	FindBookmarks(ctx context.Context, tenant, hash string) ([]*Bookmark, error)
+	// QueueMessage stores a message nobody waits for yet.
+	QueueMessage(ctx context.Context, m *Message) error
+	// TakeMessage returns a queued, unexpired message with the hash (oldest first), or nil.
+	FindMessage(ctx context.Context, tenant, hash string, now time.Time) (*Message, error)
+	PurgeMessages(ctx context.Context, before time.Time) (int64, error)
+	IsCC(ctx context.Context, tenant, instanceID, username string) (bool, error)
+	ListCC(ctx context.Context, tenant, username string, page Page) ([]*CCRecord, string, error)
+	MarkCCRead(ctx context.Context, tenant, username, id string, at time.Time) error
+	// HasTaskIn reports whether the user has or had a task in the instance.
+	HasTaskIn(ctx context.Context, tenant, instanceID, username string) (bool, error)
+}

@@ -1,0 +1,373 @@
+package plugin
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Job is one claimed attempt of a durable plugin run.
+type Job struct {
+	RunID   string
+	Attempt int
+	Spec    Spec
+	Input   Input
+}
+
+// Queue is the durable side of the executor, implemented by the store (MySQL/SQLite) with
+// SELECT ... FOR UPDATE SKIP LOCKED and a lease column, so any number of Halley replicas share the runs.
+type Queue interface {
+	// Claim leases up to n queued runs (or runs whose lease expired) to worker until leaseUntil.
+	Claim(ctx context.Context, worker string, n int, leaseUntil time.Time) ([]Job, error)
+	// Extend renews the lease of runs this worker still executes (heartbeat).
+	Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) error
+	// Complete records the result and hands it to the engine; must be idempotent per (runID, attempt).
+	Complete(ctx context.Context, worker string, job Job, res Result) error
+}
+
+// RunLog keeps the output of finished runs; *LogStore is one.
+type RunLog interface {
+	Write(job Job, res Result) (path string, err error)
+}
+
+// ErrAbandoned is passed to OnComplete for a run that was stopped by the executor's shutdown and deliberately
+// not reported: its lease runs out and another worker runs it again.
+var ErrAbandoned = errors.New("plugin: run abandoned at shutdown; it will be claimed again when its lease expires")
+
+// ExecutorOptions configure an Executor. Zero values take the defaults noted.
+type ExecutorOptions struct {
+	Workers      int           // runs at once; default 4
+	PollInterval time.Duration // how often to look for runs without a Notify; default 1s
+	Lease        time.Duration // lease per claim, renewed every Lease/3 while a run executes; default 1m
+	WorkerID     string        // identifies this executor in the queue; default host-pid-random
+	Logger       *slog.Logger  // default slog.Default()
+	Now          func() time.Time
+
+	// Logs, when set, receives every finished run's output before it is completed.
+	Logs RunLog
+	// ShutdownTimeout: after Run's context is done, in-flight runs get this long to finish on their own; then
+	// their processes are killed and the runs are abandoned (not completed) so their lease expires and another
+	// worker retries them. 0 waits for them to finish, which each plugin's own timeout bounds.
+	ShutdownTimeout time.Duration
+	// OnComplete is called after each run has been handed to Queue.Complete, with Complete's error (or
+	// ErrAbandoned). It is a test signal and a metrics hook; it must not block for long.
+	OnComplete func(job Job, res Result, err error)
+}
+
+// Executor claims runs from a Queue and executes them with a Runner, at most Workers at a time.
+type Executor struct {
+	q    Queue
+	r    Runner
+	opts ExecutorOptions
+	log  *slog.Logger
+
+	wake    chan struct{} // Notify: a run was committed
+	freed   chan struct{} // a worker slot became free
+	started atomic.Bool
+
+	mu      sync.Mutex
+	running map[string]Job // by run id: the leases to heartbeat
+}
+
+// Retry policy of Queue.Complete: a database blip must not turn a finished run into a re-run, but a store that
+// stays down must not hold a worker forever (the lease then expires and the run is retried).
+const (
+	completeAttempts = 5
+	completeBackoff  = 200 * time.Millisecond
+	completeTimeout  = 30 * time.Second
+)
+
+// NewExecutor returns an executor over q and r. Call Run to start it.
+func NewExecutor(q Queue, r Runner, opts ExecutorOptions) *Executor {
+	if opts.Workers <= 0 {
+		opts.Workers = 4
+	}
+	if opts.PollInterval <= 0 {
+		opts.PollInterval = time.Second
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = time.Minute
+	}
+	if opts.WorkerID == "" {
+		opts.WorkerID = defaultWorkerID()
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return &Executor{
+		q:       q,
+		r:       r,
+		opts:    opts,
+		log:     opts.Logger.With("component", "plugin_executor", "worker", opts.WorkerID),
+		wake:    make(chan struct{}, 1),
+		freed:   make(chan struct{}, opts.Workers),
+		running: make(map[string]Job),
+	}
+}
+
+func defaultWorkerID() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "halley"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// WorkerID is the id this executor claims runs under.
+func (e *Executor) WorkerID() string { return e.opts.WorkerID }
+
+// Notify wakes the executor to claim at once, e.g. right after a run was committed, instead of at the next
+// poll. It never blocks and may be called before Run.
+func (e *Executor) Notify() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run claims and executes runs until ctx is done, then stops claiming, waits for the runs in flight (see
+// ShutdownTimeout) and returns nil. It may be called once.
+func (e *Executor) Run(ctx context.Context) error {
+	if !e.started.CompareAndSwap(false, true) {
+		return errors.New("plugin: executor already started")
+	}
+	// Runs outlive ctx so a shutdown lets them finish; hardStop cancels them when ShutdownTimeout passes.
+	runCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
+	defer hardStop()
+
+	var workers sync.WaitGroup
+	hbDone := make(chan struct{})
+	hbStopped := make(chan struct{})
+	go func() {
+		defer close(hbStopped)
+		e.heartbeat(runCtx, hbDone)
+	}()
+
+	e.loop(ctx, runCtx, &workers)
+
+	drained := make(chan struct{})
+	go func() {
+		workers.Wait()
+		close(drained)
+	}()
+	var stopOnce sync.Once
+	if e.opts.ShutdownTimeout > 0 {
+		t := time.AfterFunc(e.opts.ShutdownTimeout, func() { stopOnce.Do(hardStop) })
+		defer t.Stop()
+	}
+	<-drained
+	close(hbDone)
+	<-hbStopped
+	e.log.Info("plugin executor stopped")
+	return nil
+}
+
+// loop claims whenever there is a reason to (start, Notify, poll tick, a likely backlog) and a free worker.
+func (e *Executor) loop(ctx, runCtx context.Context, workers *sync.WaitGroup) {
+	ticker := time.NewTicker(e.opts.PollInterval)
+	defer ticker.Stop()
+	inflight := 0
+	want := true // look for work at start
+	for {
+		if want && inflight < e.opts.Workers && ctx.Err() == nil {
+			free := e.opts.Workers - inflight
+			jobs, err := e.claim(ctx, free)
+			switch {
+			case err != nil:
+				if ctx.Err() == nil {
+					e.log.Error("unable to claim plugin runs", "error", err)
+				}
+				want = false // try again at the next tick or Notify
+			default:
+				// A full batch suggests more are queued: claim again as soon as a worker frees up.
+				want = len(jobs) == free
+				for _, job := range jobs {
+					inflight++
+					workers.Add(1)
+					e.track(job)
+					go e.work(runCtx, job, workers)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+			want = true
+		case <-ticker.C:
+			want = true
+		case <-e.freed:
+			inflight--
+		}
+	}
+}
+
+func (e *Executor) claim(ctx context.Context, n int) (jobs []Job, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("queue claim panicked: %v", p)
+		}
+	}()
+	jobs, err = e.q.Claim(ctx, e.opts.WorkerID, n, e.opts.Now().Add(e.opts.Lease))
+	if err != nil {
+		return nil, err
+	}
+	if len(jobs) > n {
+		// Running them would break the bound; their leases expire and they are claimed again.
+		e.log.Error("queue returned more runs than asked; leaving the extra ones to expire", "asked", n, "got", len(jobs))
+		jobs = jobs[:n]
+	}
+	return jobs, nil
+}
+
+func (e *Executor) track(job Job) {
+	e.mu.Lock()
+	e.running[job.RunID] = job
+	e.mu.Unlock()
+}
+
+func (e *Executor) untrack(job Job) {
+	e.mu.Lock()
+	delete(e.running, job.RunID)
+	e.mu.Unlock()
+}
+
+func (e *Executor) runningIDs() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	ids := make([]string, 0, len(e.running))
+	for id := range e.running {
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// heartbeat renews the leases of the runs in flight every Lease/3 until done is closed (after the last worker).
+func (e *Executor) heartbeat(ctx context.Context, done <-chan struct{}) {
+	every := max(e.opts.Lease/3, time.Millisecond)
+	ticker := time.NewTicker(every)
+	defer ticker.Stop()
+	for {
+		select {
+		case <-done:
+			return
+		case <-ticker.C:
+		}
+		ids := e.runningIDs()
+		if len(ids) == 0 {
+			continue
+		}
+		if err := e.extend(ctx, ids); err != nil {
+			e.log.Warn("unable to extend plugin run leases", "runs", len(ids), "error", err)
+		}
+	}
+}
+
+func (e *Executor) extend(ctx context.Context, ids []string) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("queue extend panicked: %v", p)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, e.opts.Lease)
+	defer cancel()
+	return e.q.Extend(ctx, e.opts.WorkerID, ids, e.opts.Now().Add(e.opts.Lease))
+}
+
+// work executes one job and reports it. The lease stays tracked (heartbeated) until Complete returns.
+func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
+	defer workers.Done()
+	defer func() { e.freed <- struct{}{} }() // buffered to Workers: never blocks, even after the loop is gone
+	defer e.untrack(job)
+
+	log := e.log.With("run_id", job.RunID, "attempt", job.Attempt, "plugin", job.Spec.Name,
+		"plugin_version", job.Spec.Version, "instance_id", job.Input.InstanceID, "node_id", job.Input.NodeID)
+	res := e.execute(ctx, job, log)
+
+	if ctx.Err() != nil {
+		log.Warn("plugin run abandoned at shutdown", "error", res.Err)
+		e.signal(job, res, ErrAbandoned)
+		return
+	}
+	if e.opts.Logs != nil {
+		if _, err := e.opts.Logs.Write(job, res); err != nil {
+			log.Error("unable to write plugin run log", "error", err)
+		}
+	}
+	err := e.complete(ctx, job, res, log)
+	if err != nil {
+		log.Error("unable to complete plugin run; it will run again when its lease expires", "error", err)
+	} else if res.Err != nil {
+		log.Warn("plugin run failed", "status", res.Status(), "exit_code", res.ExitCode,
+			"duration", res.Duration(), "error", res.Err)
+	} else {
+		log.Info("plugin run succeeded", "duration", res.Duration(), "async", res.Output != nil && res.Output.Async)
+	}
+	e.signal(job, res, err)
+}
+
+// execute runs the job, turning a panic in the runner into a failed result.
+func (e *Executor) execute(ctx context.Context, job Job, log *slog.Logger) (res Result) {
+	started := e.opts.Now()
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("plugin runner panicked", "panic", p, "stack", string(debug.Stack()))
+			res = Result{ExitCode: -1, StartedAt: started, EndedAt: e.opts.Now(),
+				Err: fmt.Errorf("plugin runner panicked: %v", p)}
+		}
+	}()
+	return e.r.Run(ctx, job.Spec, job.Input)
+}
+
+func (e *Executor) complete(ctx context.Context, job Job, res Result, log *slog.Logger) error {
+	var err error
+	backoff := completeBackoff
+	for attempt := 1; attempt <= completeAttempts; attempt++ {
+		if err = e.completeOnce(ctx, job, res); err == nil {
+			return nil
+		}
+		if attempt == completeAttempts {
+			break
+		}
+		log.Warn("unable to complete plugin run, retrying", "error", err, "in", backoff)
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		backoff *= 2
+	}
+	return err
+}
+
+func (e *Executor) completeOnce(ctx context.Context, job Job, res Result) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("queue complete panicked: %v", p)
+		}
+	}()
+	ctx, cancel := context.WithTimeout(ctx, completeTimeout)
+	defer cancel()
+	return e.q.Complete(ctx, e.opts.WorkerID, job, res)
+}
+
+func (e *Executor) signal(job Job, res Result, err error) {
+	if e.opts.OnComplete != nil {
+		e.opts.OnComplete(job, res, err)
+	}
+}

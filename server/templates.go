@@ -1,0 +1,158 @@
+package server
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/condition"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+type draftRequest struct {
+	Definition json.RawMessage `json:"definition"`
+}
+
+func (s *Server) createTemplate(c *gin.Context) {
+	var req template.CreateRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	v, err := s.templates.Create(c.Request.Context(), principal(c), req)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, v)
+}
+
+func (s *Server) saveDraft(c *gin.Context) {
+	var req draftRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.Definition == nil {
+		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
+		return
+	}
+	v, err := s.templates.SaveDraft(c.Request.Context(), principal(c), c.Param("key"), req.Definition)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) publish(c *gin.Context) {
+	v, err := s.templates.Publish(c.Request.Context(), principal(c), c.Param("key"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, gin.H{"key": v.Key, "version": v.Version, "published_at": v.PublishedAt, "published_by": v.PublishedBy})
+}
+
+func (s *Server) validateTemplate(c *gin.Context) {
+	var req draftRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	if req.Definition == nil {
+		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
+		return
+	}
+	c.JSON(http.StatusOK, template.Validate(req.Definition))
+}
+
+func (s *Server) listTemplates(c *gin.Context) {
+	pg, err := page(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	ts, next, err := s.templates.List(c.Request.Context(), principal(c).TenantID, pg)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, List[*template.View]{Items: ts, NextCursor: next})
+}
+
+func (s *Server) getTemplate(c *gin.Context) {
+	v, err := s.templates.Get(c.Request.Context(), principal(c).TenantID, c.Param("key"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func versionParam(c *gin.Context) (int, error) {
+	n, err := strconv.Atoi(c.Param("n"))
+	if err != nil || n < 1 {
+		return 0, model.CodedError(model.EINVALID, "invalid_version", "version must be a positive whole number")
+	}
+	return n, nil
+}
+
+func (s *Server) getVersion(c *gin.Context) {
+	n, err := versionParam(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	v, err := s.templates.GetVersion(c.Request.Context(), principal(c).TenantID, c.Param("key"), n)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) versionDiagram(c *gin.Context) {
+	n, err := versionParam(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	d, err := s.templates.Diagram(c.Request.Context(), principal(c).TenantID, c.Param("key"), n, nil)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(d))
+}
+
+type evaluateRequest struct {
+	Condition json.RawMessage `json:"condition"`
+	Context   json.RawMessage `json:"context"`
+}
+
+// evaluateCondition is the designer's condition tester.
+func (s *Server) evaluateCondition(c *gin.Context) {
+	var req evaluateRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	doc := req.Context
+	if len(doc) == 0 || string(doc) == "null" {
+		doc = json.RawMessage("{}")
+	}
+	if doc[0] != '{' {
+		fail(c, model.CodedError(model.EINVALID, "invalid_context", "context must be a JSON object"))
+		return
+	}
+	ok, err := condition.Evaluate(req.Condition, doc)
+	if err != nil {
+		fail(c, model.CodedError(model.EINVALID, "bad_condition", "%s", err.Error()))
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"result": ok})
+}

@@ -1,0 +1,43 @@
+package condition_test
+
+import (
+	"testing"
+
+	"github.com/halley-bpm/halley/service/condition"
+)
+
+// FuzzCompileMatch feeds arbitrary condition and document bytes through Compile, Match and String: none may
+// panic, String must be stable, and a compiled condition must give the same answer twice.
+func FuzzCompileMatch(f *testing.F) {
+	for _, tc := range semanticCases {
+		f.Add([]byte(tc.cond), []byte(tc.doc))
+	}
+	docs := allDocs()
+	for i, q := range allQueries() {
+		f.Add([]byte(q), []byte(docs[i%len(docs)]))
+	}
+	f.Add([]byte(benchCondition), []byte(realisticContext))
+	f.Fuzz(func(t *testing.T, cond, doc []byte) {
+		c, err := condition.Compile(cond)
+		if err != nil {
+			if _, ok := err.(*condition.CompileError); !ok {
+				t.Fatalf("Compile error %T is not a *CompileError", err)
+			}
+			_ = err.Error()
+			return
+		}
+		s := c.String()
+		first := condition.MatchStrict(c, doc)
+		if condition.MatchStrict(c, doc) != first {
+			t.Fatal("Match is not deterministic")
+		}
+		if c.String() != s {
+			t.Fatal("String is not stable")
+		}
+		if _, err := condition.Evaluate(cond, doc); err != nil {
+			if _, ok := err.(*condition.CompileError); ok {
+				t.Fatalf("Evaluate fails to compile what Compile accepted: %v", err)
+			}
+		}
+	})
+}

@@ -1,0 +1,457 @@
+// Package engine is the only code that changes an instance. One call = one database transaction that locks the
+// instance row, applies an action, advances every automatic step it can (recursively, as Comet does), and writes
+// the new node and task states, the history and the side effects (timers, plugin runs, events) as outbox rows.
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+// Directory answers who holds a role, who a user's manager is and who leads a department.
+type Directory interface {
+	UsersWithRole(ctx context.Context, tenant, role string) ([]string, error)
+	GetUser(ctx context.Context, tenant, username string) (*model.User, error)
+	GetDepartment(ctx context.Context, tenant, name string) (*model.Department, error)
+}
+
+// EventSink says whether anybody subscribed to an event, so that events nobody wants cost nothing.
+type EventSink interface {
+	Wants(tenant, event, template string) bool
+}
+
+// Options configure the engine.
+type Options struct {
+	Clock  clock.Clock
+	Logger *slog.Logger
+	// CallbackKey signs callback URLs (derived from HALLEY_SECRET).
+	CallbackKey []byte
+	// PublicURL is the base of callback URLs, e.g. https://halley.example.com.
+	PublicURL string
+	Events    EventSink
+	// OnOutbox is called after a commit that wrote outbox rows (wakes the dispatcher).
+	OnOutbox func()
+}
+
+// Engine runs instances.
+type Engine struct {
+	store       model.InstanceStore
+	templates   *template.Service
+	dir         Directory
+	clock       clock.Clock
+	log         *slog.Logger
+	callbackKey []byte
+	publicURL   string
+	events      EventSink
+	onOutbox    func()
+
+	mu      sync.Mutex
+	waiters map[string][]chan struct{}
+}
+
+// New returns an engine.
+func New(store model.InstanceStore, templates *template.Service, dir Directory, opts Options) *Engine {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
+		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]chan struct{}{}}
+}
+
+// SetEvents sets the event sink (wired after construction to break a dependency cycle).
+func (e *Engine) SetEvents(s EventSink) { e.events = s }
+
+// SetOnOutbox sets the outbox wake-up (wired after construction).
+func (e *Engine) SetOnOutbox(f func()) { e.onOutbox = f }
+
+// committed runs after a transaction committed: wake the dispatcher and whoever waits for the instance's end.
+func (e *Engine) committed(w *model.Work) {
+	if len(w.Outbox) > 0 && e.onOutbox != nil {
+		e.onOutbox()
+	}
+	if w.Instance.Ended() {
+		e.mu.Lock()
+		chs := e.waiters[w.Instance.ID]
+		delete(e.waiters, w.Instance.ID)
+		e.mu.Unlock()
+		for _, c := range chs {
+			close(c)
+		}
+	}
+}
+
+// ended returns a channel closed when this process commits the end of the instance. Callers also poll: another
+// replica may end it.
+func (e *Engine) ended(id string) (<-chan struct{}, func()) {
+	c := make(chan struct{})
+	e.mu.Lock()
+	e.waiters[id] = append(e.waiters[id], c)
+	e.mu.Unlock()
+	return c, func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		cs := e.waiters[id]
+		for i, x := range cs {
+			if x == c {
+				e.waiters[id] = append(cs[:i], cs[i+1:]...)
+				break
+			}
+		}
+		if len(e.waiters[id]) == 0 {
+			delete(e.waiters, id)
+		}
+	}
+}
+
+// StartRequest is the body of POST /instances.
+type StartRequest struct {
+	Template      string          `json:"template"`
+	Version       int             `json:"version"`
+	Context       json.RawMessage `json:"context"`
+	CorrelationID string          `json:"correlation_id"`
+	Title         string          `json:"title"`
+}
+
+// checkStart validates the fields every start shares and returns the context as a compact JSON object.
+func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, error) {
+	if len(corr) > 255 {
+		return nil, model.CodedError(model.EINVALID, "invalid_correlation_id", "correlation_id must be at most 255 characters")
+	}
+	if len(title) > 500 {
+		return nil, model.CodedError(model.EINVALID, "invalid_title", "title must be at most 500 characters")
+	}
+	doc := json.RawMessage(strings.TrimSpace(string(ctxDoc)))
+	if len(doc) == 0 || string(doc) == "null" {
+		return json.RawMessage("{}"), nil
+	}
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
+		return nil, model.CodedError(model.EINVALID, "invalid_context", "context must be a JSON object")
+	}
+	b, _ := json.Marshal(m)
+	return b, nil
+}
+
+// Start starts an instance of a published template (latest version unless one is given).
+func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartRequest) (*InstanceView, error) {
+	if req.Template == "" {
+		return nil, model.CodedError(model.EINVALID, "invalid_template", "template is required")
+	}
+	if req.Version < 0 {
+		return nil, model.CodedError(model.EINVALID, "invalid_version", "version must be a positive number")
+	}
+	doc, err := checkStart(req.Context, req.CorrelationID, req.Title)
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.templates.Compiled(ctx, actor.TenantID, req.Template, req.Version)
+	if err != nil {
+		if model.IsKind(err, model.ENOTFOUND) && req.Version == 0 {
+			return nil, model.CodedError(model.ENOTFOUND, "template_not_found", "template %q not found", req.Template)
+		}
+		return nil, err
+	}
+	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+}
+
+// LinearRequest is the body of POST /instances/linear.
+type LinearRequest struct {
+	Title         string                `json:"title"`
+	Steps         []template.LinearStep `json:"steps"`
+	Context       json.RawMessage       `json:"context"`
+	CorrelationID string                `json:"correlation_id"`
+}
+
+// StartLinear starts a dynamic linear process (动态线性流程): a hidden one-off version built from the steps.
+func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req LinearRequest) (*InstanceView, error) {
+	doc, err := checkStart(req.Context, req.CorrelationID, req.Title)
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.templates.CreateLinear(ctx, actor, req.Title, req.Steps)
+	if err != nil {
+		return nil, err
+	}
+	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+}
+
+// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly).
+func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
+	now := e.clock.Now().UTC()
+	if title == "" {
+		title = c.Key
+	}
+	inst := &model.Instance{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
+		Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
+	w := &model.Work{Instance: inst}
+	r := e.newRun(ctx, w, c, initiator)
+	r.history("instance.started", "", "", "", map[string]any{"template": c.Key, "version": c.Version})
+	r.event("instance.started", "", nil)
+	start := c.Def.Start()
+	if err := r.activate(start.ID); err != nil {
+		return nil, err
+	}
+	if err := e.store.CreateInstance(ctx, w); err != nil {
+		return nil, err
+	}
+	e.committed(w)
+	return e.view(inst, w.Tasks, true), nil
+}
+
+// update runs fn on a locked instance with a fresh run, and returns the instance afterwards.
+func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, fn func(r *run) error) (*model.Work, error) {
+	var done *model.Work
+	err := e.store.UpdateInstance(ctx, tenant, instanceID, func(w *model.Work) error {
+		c, err := e.templates.Compiled(ctx, tenant, w.Instance.Template, w.Instance.Version)
+		if err != nil {
+			return err
+		}
+		if err := fn(e.newRun(ctx, w, c, actor)); err != nil {
+			return err
+		}
+		done = w
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	e.committed(done)
+	return done, nil
+}
+
+// taskAction locks the task's instance and runs fn on the task after the common checks: it exists (404), it is
+// the caller's or the caller is an admin (403), it is pending (409).
+func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID string, fn func(r *run, t *model.Task) error) (*model.Work, error) {
+	instID := InstanceOf(taskID)
+	if instID == "" {
+		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+	}
+	w, err := e.update(ctx, actor.TenantID, instID, actor.Username, func(r *run) error {
+		t := r.task(taskID)
+		if t == nil {
+			old, err := e.store.GetTask(ctx, actor.TenantID, taskID)
+			if err != nil {
+				return model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+			}
+			if old.Assignee != actor.Username && !actor.IsAdmin() {
+				return model.CodedError(model.EFORBIDDEN, "not_assignee", "task %s is not yours", taskID)
+			}
+			return model.CodedError(model.ECONFLICT, "task_already_decided", "task %s is already %s", taskID, old.Status).
+				WithDetails(map[string]any{"status": old.Status})
+		}
+		if t.Assignee != actor.Username && !actor.IsAdmin() {
+			return model.CodedError(model.EFORBIDDEN, "not_assignee", "task %s is not yours", taskID)
+		}
+		if t.Status != model.TaskPending {
+			return model.CodedError(model.ECONFLICT, "task_not_pending", "task %s is %s: it is not its turn yet", taskID, t.Status).
+				WithDetails(map[string]any{"status": t.Status})
+		}
+		if r.inst.Ended() {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", r.inst.ID, r.inst.Status)
+		}
+		return fn(r, t)
+	})
+	if model.IsKind(err, model.ENOTFOUND) && !strings.Contains(err.Error(), "task") {
+		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+	}
+	return w, err
+}
+
+// DecideRequest is the body of approve and reject.
+type DecideRequest struct {
+	Comment string          `json:"comment"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// Approve approves a pending task; data is merged into the context.
+func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*model.Task, error) {
+	return e.decide(ctx, actor, taskID, true, req)
+}
+
+// Reject rejects a pending task.
+func (e *Engine) Reject(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*model.Task, error) {
+	return e.decide(ctx, actor, taskID, false, req)
+}
+
+func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID string, approve bool, req DecideRequest) (*model.Task, error) {
+	if len(req.Comment) > 4000 {
+		return nil, model.CodedError(model.EINVALID, "invalid_comment", "comment must be at most 4000 characters")
+	}
+	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
+	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
+		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	var out *model.Task
+	_, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
+		if err := r.decide(t, Decision{Approve: approve, Comment: req.Comment, Data: data, By: actor.Username}); err != nil {
+			return err
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// TransferRequest is the body of POST /tasks/{id}/transfer.
+type TransferRequest struct {
+	To      string `json:"to"`
+	Comment string `json:"comment"`
+}
+
+// Transfer hands a pending task to another user and returns the new task.
+func (e *Engine) Transfer(ctx context.Context, actor *model.Principal, taskID string, req TransferRequest) (*model.Task, error) {
+	if err := model.ValidUsername(req.To); err != nil {
+		return nil, err
+	}
+	if _, err := e.dir.GetUser(ctx, actor.TenantID, req.To); err != nil {
+		if model.IsKind(err, model.ENOTFOUND) {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "unknown_user", "user %q does not exist", req.To)
+		}
+		return nil, err
+	}
+	var out *model.Task
+	_, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
+		nt, err := r.transfer(t, req.To, req.Comment, actor.Username)
+		out = nt
+		return err
+	})
+	return out, err
+}
+
+// AddSignRequest is the body of POST /tasks/{id}/add-sign.
+type AddSignRequest struct {
+	Users    []string `json:"users"`
+	Position string   `json:"position"`
+	Comment  string   `json:"comment"`
+}
+
+// AddSignResult is what add-sign answers: the task and the tasks it created.
+type AddSignResult struct {
+	Task    *model.Task   `json:"task"`
+	Created []*model.Task `json:"created"`
+}
+
+// AddSign adds signers before, after or beside a pending task.
+func (e *Engine) AddSign(ctx context.Context, actor *model.Principal, taskID string, req AddSignRequest) (*AddSignResult, error) {
+	if len(req.Users) == 0 || len(req.Users) > 20 {
+		return nil, model.CodedError(model.EINVALID, "invalid_users", "users must list 1 to 20 usernames")
+	}
+	users := dedupe(req.Users)
+	for _, u := range users {
+		if _, err := e.dir.GetUser(ctx, actor.TenantID, u); err != nil {
+			if model.IsKind(err, model.ENOTFOUND) {
+				return nil, model.CodedError(model.EUNPROCESSABLE, "unknown_user", "user %q does not exist", u)
+			}
+			return nil, err
+		}
+	}
+	switch req.Position {
+	case SignBefore, SignAfter, SignParallel:
+	default:
+		return nil, model.CodedError(model.EINVALID, "invalid_position", "position must be before, after or parallel")
+	}
+	var out AddSignResult
+	_, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
+		created, err := r.addSign(t, users, req.Position, req.Comment)
+		out = AddSignResult{Task: t, Created: created}
+		if out.Created == nil {
+			out.Created = []*model.Task{}
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ReasonRequest is the body of terminate and withdraw.
+type ReasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// Terminate ends a running instance (admin or initiator).
+func (e *Engine) Terminate(ctx context.Context, actor *model.Principal, id, reason string) (*InstanceView, error) {
+	return e.end(ctx, actor, id, reason, model.StatusTerminated)
+}
+
+// Withdraw ends a running instance on behalf of its initiator.
+func (e *Engine) Withdraw(ctx context.Context, actor *model.Principal, id, reason string) (*InstanceView, error) {
+	return e.end(ctx, actor, id, reason, model.StatusWithdrawn)
+}
+
+func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason, status string) (*InstanceView, error) {
+	if len(reason) > 4000 {
+		return nil, model.CodedError(model.EINVALID, "invalid_reason", "reason must be at most 4000 characters")
+	}
+	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(r *run) error {
+		switch {
+		case status == model.StatusWithdrawn && r.inst.Initiator != actor.Username:
+			return model.CodedError(model.EFORBIDDEN, "not_initiator", "only the initiator may withdraw an instance")
+		case status == model.StatusTerminated && r.inst.Initiator != actor.Username && !actor.IsAdmin():
+			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may terminate an instance")
+		case r.inst.Ended():
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is already %s", id, r.inst.Status)
+		}
+		return r.finish(status, reason)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.view(w.Instance, w.Tasks, true), nil
+}
+
+// FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
+// already handled, do nothing.
+func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
+	_, err := e.update(ctx, tenant, t.InstanceID, "system", func(r *run) error {
+		if r.inst.Ended() {
+			r.w.FiredTimers = append(r.w.FiredTimers, t.ID)
+			return nil
+		}
+		return r.fire(t)
+	})
+	if model.IsKind(err, model.ENOTFOUND) {
+		return nil
+	}
+	return err
+}
+
+// WaitEnd waits until the instance ends or ctx is done, and returns it.
+func (e *Engine) WaitEnd(ctx context.Context, tenant, id string) (*model.Instance, error) {
+	done, cancel := e.ended(id)
+	defer cancel()
+	tick := time.NewTicker(250 * time.Millisecond) // another replica may end it
+	defer tick.Stop()
+	for {
+		inst, _, err := e.store.GetInstance(ctx, tenant, id)
+		if err != nil || inst.Ended() {
+			return inst, err
+		}
+		select {
+		case <-ctx.Done():
+			return inst, nil
+		case <-done:
+		case <-tick.C:
+		}
+	}
+}
+
+// sortNodes orders node views by activation.
+func sortNodes(ns []NodeView) {
+	sort.SliceStable(ns, func(i, j int) bool { return ns[i].seq < ns[j].seq })
+}

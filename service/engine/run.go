@@ -1,0 +1,502 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+// run is one engine transaction on one instance: it mutates w (under the instance row lock) and is thrown away.
+// Every method is deterministic given w, so the store may call the whole thing again after a deadlock.
+type run struct {
+	e            *Engine
+	ctx          context.Context
+	w            *model.Work
+	c            *template.Compiled
+	inst         *model.Instance
+	now          time.Time
+	actor        string
+	retryAttempt map[string]int // attempt count carried into a node run again after its retry back-off
+	// depth guards the recursion of automatic steps (a DAG cannot loop, but an error node catching its own
+	// error could).
+	depth int
+}
+
+func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *run {
+	if w.ChangedTasks == nil {
+		w.ChangedTasks = map[string]*model.Task{}
+	}
+	st := &w.Instance.State
+	if st.Nodes == nil {
+		st.Nodes = map[string]*model.NodeState{}
+	}
+	if len(st.Edges) != len(c.Def.Edges) {
+		edges := make([]byte, len(c.Def.Edges))
+		copy(edges, st.Edges)
+		st.Edges = edges
+	}
+	now := e.clock.Now().UTC()
+	w.Instance.UpdatedAt = now
+	w.Instance.Rev++
+	return &run{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor}
+}
+
+// nextID returns a new id within the instance: <instance id>.<prefix><n>. Ids of tasks and node visits carry
+// their instance id, so an action on a task finds (and locks) its instance without another read.
+func (r *run) nextID(prefix string) string {
+	r.inst.State.Seq++
+	return r.inst.ID + "." + prefix + strconv.Itoa(r.inst.State.Seq)
+}
+
+// InstanceOf returns the instance id a task, node visit or bookmark id belongs to, or "".
+func InstanceOf(id string) string {
+	for i := len(id) - 1; i >= 0; i-- {
+		if id[i] == '.' {
+			return id[:i]
+		}
+	}
+	return ""
+}
+
+func (r *run) history(action, nodeID, taskID, comment string, data any) {
+	var raw json.RawMessage
+	if data != nil {
+		raw, _ = json.Marshal(data)
+	}
+	r.w.History = append(r.w.History, model.HistoryEvent{At: r.now, Actor: r.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
+}
+
+func (r *run) node(id string) *model.NodeState { return r.inst.State.Nodes[id] }
+
+// mergeContext shallow-merges the top-level fields of data (a JSON object) into the instance context.
+func (r *run) mergeContext(data json.RawMessage) error {
+	if len(data) == 0 || string(data) == "null" {
+		return nil
+	}
+	var patch map[string]json.RawMessage
+	if err := json.Unmarshal(data, &patch); err != nil {
+		return model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if len(patch) == 0 {
+		return nil
+	}
+	var cur map[string]json.RawMessage
+	if err := json.Unmarshal(r.inst.Context, &cur); err != nil || cur == nil {
+		cur = map[string]json.RawMessage{}
+	}
+	for k, v := range patch {
+		cur[k] = v
+	}
+	b, err := json.Marshal(cur)
+	if err != nil {
+		return err
+	}
+	r.inst.Context = b
+	return nil
+}
+
+// setContextPath stores raw under a top-level key of the context (a node id: letters, digits, '-', '_').
+func (r *run) setContextPath(key string, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		raw = json.RawMessage("null")
+	}
+	b, err := sjson.SetRawBytes(r.inst.Context, key, raw)
+	if err != nil {
+		return err
+	}
+	r.inst.Context = b
+	return nil
+}
+
+// activate starts a new visit of a node and runs it as far as it goes without waiting.
+func (r *run) activate(id string) error {
+	r.depth++
+	defer func() { r.depth-- }()
+	if r.depth > 10000 {
+		return fmt.Errorf("engine: instance %s: activation recursion too deep at node %s", r.inst.ID, id)
+	}
+	n := r.c.Def.Node(id)
+	if n == nil {
+		return fmt.Errorf("engine: node %q is not in %s@%d", id, r.c.Key, r.c.Version)
+	}
+	prev := r.node(id)
+	visit := 1
+	if prev != nil {
+		visit = prev.Visit + 1
+	}
+	now := r.now
+	ns := &model.NodeState{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"), Visit: visit, StartedAt: &now}
+	ns.Seq = r.inst.State.Seq
+	if a, ok := r.retryAttempt[id]; ok {
+		ns.Attempt = a
+		delete(r.retryAttempt, id)
+	}
+	r.inst.State.Nodes[id] = ns
+	r.history("node.activated", id, "", "", nil)
+	r.event("node.activated", id, nil)
+	if !n.CC.IsZero() {
+		if err := r.copyTo(n, ns); err != nil {
+			return err
+		}
+	}
+	if n.IsIgnore {
+		r.history("node.ignored", id, "", "", nil)
+		return r.complete(id)
+	}
+	switch n.Type {
+	case model.NodeStart, model.NodeEnd, model.NodeError:
+		return r.complete(id)
+	case model.NodeTerminate:
+		ns.State, ns.EndedAt = model.NodeCompleted, &now
+		return r.finish(model.StatusTerminated, "terminate node "+id)
+	case model.NodeAuto:
+		return r.complete(id)
+	case model.NodeApproval:
+		return r.startApproval(n, ns)
+	case model.NodeDelay:
+		return r.startDelay(n, ns)
+	case model.NodeCallback:
+		return r.startCallback(n, ns)
+	}
+	return fmt.Errorf("engine: node %s has unknown type %q", id, n.Type)
+}
+
+// endVisit closes what a node visit holds open: its bookmarks and timers.
+func (r *run) endVisit(ns *model.NodeState, state string) {
+	now := r.now
+	ns.State, ns.EndedAt = state, &now
+	ns.WaitingFor = ""
+	r.w.CloseBookmarks = append(r.w.CloseBookmarks, ns.NodeInstanceID)
+	r.cancelTimers(ns)
+}
+
+// complete marks a node completed, evaluates its outgoing edges and advances.
+func (r *run) complete(id string) error {
+	ns := r.node(id)
+	r.endVisit(ns, model.NodeCompleted)
+	r.history("node.completed", id, "", "", nil)
+	out := r.c.Def.Outgoing(id)
+	if len(out) == 0 {
+		return r.settle()
+	}
+	idx := r.edgeIndexes(id)
+	taken := 0
+	for _, i := range idx {
+		e := r.c.Def.Edges[i]
+		if e.Default {
+			continue
+		}
+		if cond := r.c.Conditions[i]; cond == nil || cond.Match(r.inst.Context) {
+			r.inst.State.Edges[i] = model.EdgeTaken
+			taken++
+		} else {
+			r.inst.State.Edges[i] = model.EdgeDead
+		}
+	}
+	for _, i := range idx {
+		if r.c.Def.Edges[i].Default {
+			if taken == 0 {
+				r.inst.State.Edges[i] = model.EdgeTaken
+				taken++
+			} else {
+				r.inst.State.Edges[i] = model.EdgeDead
+			}
+		}
+	}
+	if taken == 0 {
+		// No route out of a completed node is a modelling error, not a quiet end: it goes to the error handler.
+		for _, i := range idx {
+			r.inst.State.Edges[i] = model.EdgeUnknown
+		}
+		ns.State = model.NodeActive
+		return r.nodeError(id, "no_route", fmt.Sprintf("no outgoing edge of node %q is taken: every condition is false and there is no default edge", id))
+	}
+	return r.propagate(idx)
+}
+
+// reject marks an approval node rejected: its outgoing edges are dead (seeds/003).
+func (r *run) reject(id, reason string) error {
+	ns := r.node(id)
+	r.endVisit(ns, model.NodeRejected)
+	r.cancelNodeTasks(ns.NodeInstanceID, reason)
+	r.history("node.rejected", id, "", reason, nil)
+	return r.killOutgoing(id)
+}
+
+func (r *run) skip(id string) error {
+	n := r.c.Def.Node(id)
+	now := r.now
+	prev := r.node(id)
+	visit := 1
+	if prev != nil {
+		visit = prev.Visit + 1
+	}
+	r.inst.State.Nodes[id] = &model.NodeState{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeSkipped, NodeInstanceID: r.nextID("n"),
+		Visit: visit, StartedAt: &now, EndedAt: &now, Seq: r.inst.State.Seq}
+	r.history("node.skipped", id, "", "", nil)
+	return r.killOutgoing(id)
+}
+
+func (r *run) killOutgoing(id string) error {
+	idx := r.edgeIndexes(id)
+	for _, i := range idx {
+		r.inst.State.Edges[i] = model.EdgeDead
+	}
+	if len(idx) == 0 {
+		return r.settle()
+	}
+	return r.propagate(idx)
+}
+
+// propagate considers the targets of edges that just got a state, then settles the instance.
+func (r *run) propagate(idx []int) error {
+	seen := map[string]bool{}
+	for _, i := range idx {
+		to := r.c.Def.Edges[i].To
+		if seen[to] {
+			continue
+		}
+		seen[to] = true
+		if r.inst.Ended() {
+			return nil
+		}
+		if err := r.consider(to); err != nil {
+			return err
+		}
+	}
+	return r.settle()
+}
+
+// consider activates or skips a node whose incoming edges changed, according to its join.
+func (r *run) consider(id string) error {
+	if cur := r.node(id); cur != nil && r.visitIsCurrent(cur) {
+		return nil // an OR join already fired (or the node was skipped): later arrivals change nothing
+	}
+	n := r.c.Def.Node(id)
+	var taken, dead, total int
+	for _, i := range r.c.IncomingIndexes(id) {
+		total++
+		switch r.inst.State.Edges[i] {
+		case model.EdgeTaken:
+			taken++
+		case model.EdgeDead:
+			dead++
+		}
+	}
+	if n.JoinMode() == model.JoinOr {
+		switch {
+		case taken > 0:
+			return r.activate(id)
+		case dead == total:
+			return r.skip(id)
+		}
+		return nil
+	}
+	switch {
+	case dead > 0:
+		return r.skip(id)
+	case taken == total:
+		return r.activate(id)
+	}
+	return nil
+}
+
+// visitIsCurrent reports whether a node's state belongs to the current pass over it: a node reset by a return
+// (issue 9) has its incoming edges reset too, so any state it still holds is from this pass.
+func (r *run) visitIsCurrent(ns *model.NodeState) bool {
+	return ns.State != "" && ns.State != nodeReset
+}
+
+// nodeReset marks a node whose visit was undone by a return; it may activate again.
+const nodeReset = "reset"
+
+func (r *run) edgeIndexes(from string) []int { return r.c.OutgoingIndexes(from) }
+
+// settle decides whether the instance is over: completed when an end node completed and nothing is active;
+// rejected when nothing active can still reach an end.
+func (r *run) settle() error {
+	if r.inst.Ended() {
+		return nil
+	}
+	active := false
+	ended := false
+	for _, ns := range r.inst.State.Nodes {
+		if ns.Active() {
+			active = true
+		}
+		if ns.State == model.NodeCompleted && ns.Type == model.NodeEnd {
+			ended = true
+		}
+	}
+	if ended && !active {
+		return r.finish(model.StatusCompleted, "")
+	}
+	if !r.endReachable() {
+		if ended {
+			// An end was reached on one branch; the remaining active branches cannot reach another one. They are
+			// cancelled and the instance completes.
+			return r.finish(model.StatusCompleted, "")
+		}
+		return r.finish(model.StatusRejected, "no end node can be reached any more")
+	}
+	return nil
+}
+
+// endReachable reports whether an active node can still reach an end node through edges not yet dead and nodes
+// not yet decided.
+func (r *run) endReachable() bool {
+	var queue []string
+	seen := map[string]bool{}
+	for id, ns := range r.inst.State.Nodes {
+		if ns.Active() {
+			queue = append(queue, id)
+			seen[id] = true
+		}
+	}
+	for len(queue) > 0 {
+		id := queue[0]
+		queue = queue[1:]
+		if n := r.c.Def.Node(id); n.Type == model.NodeEnd || n.Type == model.NodeTerminate {
+			return true
+		}
+		for _, i := range r.c.OutgoingIndexes(id) {
+			if r.inst.State.Edges[i] == model.EdgeDead {
+				continue
+			}
+			to := r.c.Def.Edges[i].To
+			if seen[to] {
+				continue
+			}
+			if ns := r.node(to); ns != nil && r.visitIsCurrent(ns) && !ns.Active() {
+				continue // decided already (completed nodes were passed; skipped/rejected/failed block)
+			}
+			if !r.joinStillPossible(to) {
+				continue
+			}
+			seen[to] = true
+			queue = append(queue, to)
+		}
+	}
+	return false
+}
+
+// joinStillPossible: an AND join with a dead incoming edge can never fire.
+func (r *run) joinStillPossible(id string) bool {
+	n := r.c.Def.Node(id)
+	if n.JoinMode() == model.JoinOr {
+		return true
+	}
+	for _, i := range r.c.IncomingIndexes(id) {
+		if r.inst.State.Edges[i] == model.EdgeDead {
+			return false
+		}
+	}
+	return true
+}
+
+// finish ends the instance with a final status, cancelling every active node, open task, bookmark and timer.
+func (r *run) finish(status, reason string) error {
+	now := r.now
+	for _, ns := range r.sortedNodes() {
+		if ns.Active() {
+			r.endVisit(ns, model.NodeCancelled)
+		}
+	}
+	r.cancelAllTasks(reason)
+	r.inst.Status = status
+	r.inst.EndedAt = &now
+	r.history("instance."+status, "", "", reason, nil)
+	r.event("instance."+status, "", nil)
+	return nil
+}
+
+func (r *run) sortedNodes() []*model.NodeState {
+	out := make([]*model.NodeState, 0, len(r.inst.State.Nodes))
+	for _, ns := range r.inst.State.Nodes {
+		out = append(out, ns)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].NodeInstanceID < out[j].NodeInstanceID })
+	return out
+}
+
+// nodeError applies the node's error_handler (seed: errorHandler): retry, ignore, catch or throw.
+func (r *run) nodeError(id, code, msg string) error {
+	n := r.c.Def.Node(id)
+	ns := r.node(id)
+	ns.Error = msg
+	r.history("node.error", id, "", msg, map[string]any{"code": code, "attempt": ns.Attempt})
+	h := n.ErrorHandler
+	switch h.Op() {
+	case model.ErrorOpRetry:
+		if ns.Attempt < h.Retry.Count {
+			ns.Attempt++
+			ns.State, ns.WaitingFor = model.NodeWaiting, "retry"
+			period := h.Retry.Period.Std()
+			if period <= 0 {
+				period = time.Second
+			}
+			r.armTimer(ns, model.TimerRetry, r.now.Add(period), map[string]any{"attempt": ns.Attempt})
+			r.history("node.retry_scheduled", id, "", "", map[string]any{"attempt": ns.Attempt, "at": r.now.Add(period)})
+			return nil
+		}
+		// Retries exhausted: fall through to the default handling.
+		return r.throw(id, msg)
+	case model.ErrorOpIgnore:
+		r.history("node.error_ignored", id, "", msg, nil)
+		ns.Error = ""
+		return r.complete(id)
+	case model.ErrorOpCatch:
+		r.endVisit(ns, model.NodeFailed)
+		r.cancelNodeTasks(ns.NodeInstanceID, "caught error")
+		r.history("node.error_caught", id, "", msg, map[string]any{"branch": h.Catch.Branch})
+		if err := r.setContextPath("error", errorDoc(id, code, msg)); err != nil {
+			return err
+		}
+		// The failed node's outgoing edges are dead; the flow continues at the catch branch.
+		for _, i := range r.edgeIndexes(id) {
+			r.inst.State.Edges[i] = model.EdgeDead
+		}
+		if err := r.activate(h.Catch.Branch); err != nil {
+			return err
+		}
+		return r.propagate(r.edgeIndexes(id))
+	}
+	return r.throw(id, msg)
+}
+
+func errorDoc(nodeID, code, msg string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"node_id": nodeID, "code": code, "message": msg})
+	return b
+}
+
+// throw sends an unhandled error to the template's error node, or fails the instance.
+func (r *run) throw(id, msg string) error {
+	ns := r.node(id)
+	r.endVisit(ns, model.NodeFailed)
+	r.cancelNodeTasks(ns.NodeInstanceID, "node failed")
+	if en := r.c.Def.ErrorNode(); en != nil {
+		if cur := r.node(en.ID); cur == nil || !cur.Active() {
+			if err := r.setContextPath("error", errorDoc(id, "node_failed", msg)); err != nil {
+				return err
+			}
+			r.history("error.thrown", id, "", msg, map[string]any{"error_node": en.ID})
+			if err := r.activate(en.ID); err != nil {
+				return err
+			}
+			return r.settle()
+		}
+	}
+	return r.finish(model.StatusFailed, fmt.Sprintf("node %s failed: %s", id, msg))
+}
+
+// contextValue reads a gjson path from the context.
+func (r *run) contextValue(path string) gjson.Result { return gjson.GetBytes(r.inst.Context, path) }

@@ -1,0 +1,471 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/tidwall/gjson"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// startApproval resolves the approvers of an approval node and opens its tasks.
+func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
+	groups, err := r.resolveGroups(n)
+	if err != nil {
+		return r.nodeError(n.ID, "no_approver", err.Error())
+	}
+	mode := r.groupMode(n)
+	ns.Groups = make([]model.SignTally, len(groups))
+	for g, users := range groups {
+		ns.Groups[g].Total = len(users)
+		for pos, u := range users {
+			st := model.TaskPending
+			if mode == model.SignSequential && pos > 0 {
+				st = model.TaskWaiting
+			}
+			r.newTask(n, ns, u, st, model.TaskKindApproval, g, pos, "")
+		}
+	}
+	if n.Timeout > 0 {
+		r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
+	}
+	return nil
+}
+
+// groupMode is how each signer group decides: group_sign with parallel sign, else sign.
+func (r *run) groupMode(n *model.Node) string {
+	if n.Approvers.HasGroups() {
+		return n.GroupSignMode()
+	}
+	return n.SignMode()
+}
+
+func (r *run) newTask(n *model.Node, ns *model.NodeState, assignee, status, kind string, group, pos int, parent string) *model.Task {
+	t := &model.Task{ID: r.nextID("t"), TenantID: r.inst.TenantID, InstanceID: r.inst.ID, NodeID: n.ID, NodeName: n.Label(),
+		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
+		CreatedAt: r.now, Title: r.inst.Title, Template: r.inst.Template, Initiator: r.inst.Initiator}
+	r.w.NewTasks = append(r.w.NewTasks, t)
+	r.w.Tasks = append(r.w.Tasks, t)
+	r.history("task.created", n.ID, t.ID, "", map[string]any{"assignee": assignee, "status": status, "kind": kind})
+	if status == model.TaskPending {
+		r.event("task.created", n.ID, t)
+	}
+	return t
+}
+
+// resolveGroups returns the signer groups of an approval node (one group unless it uses parallel sign).
+func (r *run) resolveGroups(n *model.Node) ([][]string, error) {
+	a := n.Approvers
+	var groups [][]string
+	switch {
+	case len(a.Groups) > 0:
+		for _, g := range a.Groups {
+			groups = append(groups, dedupe(g))
+		}
+	case a.GroupsContext != "":
+		v := r.contextValue(a.GroupsContext)
+		if !v.IsArray() {
+			return nil, fmt.Errorf("groups_context %q does not name an array of groups in the context", a.GroupsContext)
+		}
+		for _, g := range v.Array() {
+			users, err := usersOf(g)
+			if err != nil {
+				return nil, fmt.Errorf("groups_context %q: %v", a.GroupsContext, err)
+			}
+			groups = append(groups, dedupe(users))
+		}
+	default:
+		users, err := r.resolveUsers(a)
+		if err != nil {
+			return nil, err
+		}
+		groups = [][]string{users}
+	}
+	for i, g := range groups {
+		if len(g) == 0 {
+			return nil, fmt.Errorf("signer group %d of node %q is empty", i+1, n.ID)
+		}
+	}
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("no approver could be resolved for node %q", n.ID)
+	}
+	return groups, nil
+}
+
+// resolveUsers resolves users, roles, a context path and a relation to a list of usernames, in that order,
+// without duplicates.
+func (r *run) resolveUsers(a model.Approvers) ([]string, error) {
+	users := append([]string{}, a.Users...)
+	for _, role := range a.Roles {
+		us, err := r.e.dir.UsersWithRole(r.ctx, r.inst.TenantID, role)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, us...)
+	}
+	if a.Context != "" {
+		v := r.contextValue(a.Context)
+		if !v.Exists() {
+			return nil, fmt.Errorf("approvers context path %q is not in the instance context", a.Context)
+		}
+		us, err := usersOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("approvers context path %q: %v", a.Context, err)
+		}
+		users = append(users, us...)
+	}
+	switch a.Relation {
+	case "":
+	case model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader:
+		u, err := r.e.dir.GetUser(r.ctx, r.inst.TenantID, r.inst.Initiator)
+		if err != nil {
+			return nil, fmt.Errorf("relation %s: the initiator %q is not a user", a.Relation, r.inst.Initiator)
+		}
+		if a.Relation == model.RelationInitiatorManager {
+			if u.Manager == "" {
+				return nil, fmt.Errorf("relation %s: %q has no manager", a.Relation, u.Username)
+			}
+			users = append(users, u.Manager)
+			break
+		}
+		if u.Department == "" {
+			return nil, fmt.Errorf("relation %s: %q has no department", a.Relation, u.Username)
+		}
+		d, err := r.e.dir.GetDepartment(r.ctx, r.inst.TenantID, u.Department)
+		if err != nil || d.Leader == "" {
+			return nil, fmt.Errorf("relation %s: department %q has no leader", a.Relation, u.Department)
+		}
+		users = append(users, d.Leader)
+	default:
+		return nil, fmt.Errorf("unknown relation %q", a.Relation)
+	}
+	users = dedupe(users)
+	if len(users) == 0 {
+		return nil, fmt.Errorf("no approver could be resolved (users, roles, context and relation are all empty)")
+	}
+	return users, nil
+}
+
+func usersOf(v gjson.Result) ([]string, error) {
+	switch {
+	case v.Type == gjson.String && v.Str != "":
+		return []string{v.Str}, nil
+	case v.IsArray():
+		var out []string
+		for _, x := range v.Array() {
+			if x.Type != gjson.String || x.Str == "" {
+				return nil, fmt.Errorf("expected usernames, found %s", x.Raw)
+			}
+			out = append(out, x.Str)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("expected a username or a list of usernames, found %s", v.Raw)
+}
+
+func dedupe(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// task returns an open task of the instance by id, or nil.
+func (r *run) task(id string) *model.Task {
+	for _, t := range r.w.Tasks {
+		if t.ID == id {
+			return t
+		}
+	}
+	return nil
+}
+
+func (r *run) changed(t *model.Task) { r.w.ChangedTasks[t.ID] = t }
+
+func (r *run) close(t *model.Task, status, comment string) {
+	now := r.now
+	t.Status, t.DecidedAt = status, &now
+	if comment != "" || status != model.TaskCancelled {
+		t.Comment = comment
+	}
+	r.changed(t)
+}
+
+// openTasks returns the open tasks of a node visit matching pred (nil = all).
+func (r *run) openTasks(nodeInstanceID string, pred func(*model.Task) bool) []*model.Task {
+	var out []*model.Task
+	for _, t := range r.w.Tasks {
+		if t.NodeInstanceID == nodeInstanceID && t.Open() && (pred == nil || pred(t)) {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+func (r *run) cancelNodeTasks(nodeInstanceID, reason string) {
+	for _, t := range r.openTasks(nodeInstanceID, nil) {
+		r.close(t, model.TaskCancelled, reason)
+	}
+}
+
+func (r *run) cancelAllTasks(reason string) {
+	for _, t := range r.w.Tasks {
+		if t.Open() {
+			r.close(t, model.TaskCancelled, reason)
+		}
+	}
+}
+
+// Decision is what a signer decides.
+type Decision struct {
+	Approve bool
+	Comment string
+	Data    []byte
+	// By is who acted; it differs from the assignee when an admin decides for them.
+	By string
+}
+
+// decide applies a signer's decision to a pending task and advances the instance.
+func (r *run) decide(t *model.Task, d Decision) error {
+	ns := r.node(t.NodeID)
+	if ns == nil || ns.NodeInstanceID != t.NodeInstanceID || !ns.Active() {
+		return model.CodedError(model.ECONFLICT, "task_not_open", "task %s belongs to a node visit that is over", t.ID)
+	}
+	if d.Approve && len(d.Data) > 0 {
+		if err := r.mergeContext(d.Data); err != nil {
+			return err
+		}
+		t.Data = d.Data
+	}
+	status, action := model.TaskRejected, "task.rejected"
+	if d.Approve {
+		status, action = model.TaskApproved, "task.approved"
+	}
+	r.close(t, status, d.Comment)
+	if d.By != t.Assignee {
+		t.DecidedBy = d.By
+	}
+	data := map[string]any{"assignee": t.Assignee}
+	if t.DecidedBy != "" {
+		data["on_behalf_of"] = t.Assignee
+	}
+	r.history(action, t.NodeID, t.ID, d.Comment, data)
+	r.event("task.decided", t.NodeID, t)
+
+	if t.Kind == model.TaskKindResubmit {
+		return r.resubmitted(t, d)
+	}
+	switch t.Kind {
+	case model.TaskKindSignBefore:
+		parent := r.task(t.ParentID)
+		if parent == nil {
+			return nil
+		}
+		if !d.Approve {
+			r.close(parent, model.TaskCancelled, "rejected by an add-sign signer")
+			return r.credit(parent, false)
+		}
+		if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == parent.ID && x.Kind == model.TaskKindSignBefore })) == 0 {
+			parent.Status = model.TaskPending
+			r.changed(parent)
+			r.history("task.resumed", parent.NodeID, parent.ID, "add-sign signers approved", nil)
+		}
+		return nil
+	case model.TaskKindSignAfter:
+		parent := &model.Task{ID: t.ParentID, NodeID: t.NodeID, NodeInstanceID: t.NodeInstanceID, Group: t.Group, Kind: model.TaskKindApproval}
+		if !d.Approve {
+			r.cancelOpen(func(x *model.Task) bool { return x.ParentID == t.ParentID })
+			return r.credit(parent, false)
+		}
+		if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == t.ParentID })) == 0 {
+			return r.credit(parent, true)
+		}
+		return nil
+	}
+	if d.Approve && len(t.AfterSigners) > 0 {
+		n := r.c.Def.Node(t.NodeID)
+		for _, u := range t.AfterSigners {
+			r.newTask(n, ns, u, model.TaskPending, model.TaskKindSignAfter, t.Group, t.Position, t.ID)
+		}
+		return nil
+	}
+	return r.credit(t, d.Approve)
+}
+
+func (r *run) cancelOpen(pred func(*model.Task) bool) {
+	for _, x := range r.w.Tasks {
+		if x.Open() && pred(x) {
+			r.close(x, model.TaskCancelled, "")
+		}
+	}
+}
+
+// credit counts a signer's final decision in its group and decides the group and the node when they are decided.
+func (r *run) credit(t *model.Task, approved bool) error {
+	ns := r.node(t.NodeID)
+	n := r.c.Def.Node(t.NodeID)
+	if t.Group >= len(ns.Groups) {
+		return fmt.Errorf("engine: task %s has group %d but node %s has %d", t.ID, t.Group, n.ID, len(ns.Groups))
+	}
+	g := &ns.Groups[t.Group]
+	if approved {
+		g.Approved++
+	} else {
+		g.Rejected++
+	}
+	mode := r.groupMode(n)
+	g.Outcome = outcome(mode, n.PassRatio, *g)
+	inGroup := func(x *model.Task) bool { return x.Group == t.Group }
+	switch g.Outcome {
+	case "":
+		if mode == model.SignSequential && approved {
+			r.promoteNext(ns.NodeInstanceID, t.Group)
+		}
+		return nil
+	case model.TaskRejected:
+		return r.reject(n.ID, "rejected")
+	}
+	for _, x := range r.openTasks(ns.NodeInstanceID, inGroup) {
+		r.close(x, model.TaskCancelled, "the signer group is decided")
+	}
+	for _, og := range ns.Groups {
+		if og.Outcome != model.TaskApproved {
+			return nil
+		}
+	}
+	return r.complete(n.ID)
+}
+
+// promoteNext makes the next waiting signer of a sequential group pending.
+func (r *run) promoteNext(nodeInstanceID string, group int) {
+	var next *model.Task
+	for _, x := range r.openTasks(nodeInstanceID, func(x *model.Task) bool {
+		return x.Group == group && x.Status == model.TaskWaiting && x.Kind == model.TaskKindApproval
+	}) {
+		if next == nil || x.Position < next.Position {
+			next = x
+		}
+	}
+	if next != nil {
+		next.Status = model.TaskPending
+		r.changed(next)
+		r.history("task.pending", next.NodeID, next.ID, "", map[string]any{"assignee": next.Assignee})
+		r.event("task.created", next.NodeID, next)
+	}
+}
+
+// outcome decides a signer group from its tally: "" (undecided), approved or rejected.
+func outcome(mode string, ratio float64, g model.SignTally) string {
+	const eps = 1e-9
+	switch mode {
+	case model.SignOr:
+		if g.Approved > 0 {
+			return model.TaskApproved
+		}
+		if g.Rejected > 0 || g.Total == 0 {
+			return model.TaskRejected
+		}
+	case model.SignVote:
+		if g.Total == 0 {
+			return model.TaskRejected
+		}
+		if float64(g.Approved)/float64(g.Total) >= ratio-eps {
+			return model.TaskApproved
+		}
+		if float64(g.Total-g.Rejected)/float64(g.Total) < ratio-eps {
+			return model.TaskRejected
+		}
+	default: // all, sequential
+		if g.Rejected > 0 {
+			return model.TaskRejected
+		}
+		if g.Approved >= g.Total {
+			return model.TaskApproved
+		}
+	}
+	return ""
+}
+
+// transfer hands a pending task to another user (转签).
+func (r *run) transfer(t *model.Task, to, comment, by string) (*model.Task, error) {
+	if to == t.Assignee {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "same_assignee", "the task is already assigned to %q", to)
+	}
+	if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == to })) > 0 {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already has an open task in this node", to)
+	}
+	r.close(t, model.TaskTransferred, comment)
+	if by != t.Assignee {
+		t.DecidedBy = by
+	}
+	n := r.c.Def.Node(t.NodeID)
+	nt := r.newTask(n, r.node(t.NodeID), to, model.TaskPending, t.Kind, t.Group, t.Position, t.ParentID)
+	nt.AfterSigners = t.AfterSigners
+	r.history("task.transferred", t.NodeID, t.ID, comment, map[string]any{"from": t.Assignee, "to": to, "new_task_id": nt.ID})
+	return nt, nil
+}
+
+// Add-sign positions.
+const (
+	SignBefore   = "before"
+	SignAfter    = "after"
+	SignParallel = "parallel"
+)
+
+// addSign adds signers to a pending task (加签).
+func (r *run) addSign(t *model.Task, users []string, position, comment string) ([]*model.Task, error) {
+	ns := r.node(t.NodeID)
+	n := r.c.Def.Node(t.NodeID)
+	for _, u := range users {
+		if u == t.Assignee || len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == u })) > 0 || slices.Contains(t.AfterSigners, u) {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already signs in this node", u)
+		}
+	}
+	var created []*model.Task
+	switch position {
+	case SignBefore:
+		if t.Kind != model.TaskKindApproval {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign before is only possible on a signer's own task")
+		}
+		t.Status = model.TaskWaiting
+		r.changed(t)
+		for _, u := range users {
+			created = append(created, r.newTask(n, ns, u, model.TaskPending, model.TaskKindSignBefore, t.Group, t.Position, t.ID))
+		}
+	case SignAfter:
+		if t.Kind != model.TaskKindApproval {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign after is only possible on a signer's own task")
+		}
+		t.AfterSigners = append(t.AfterSigners, users...)
+		r.changed(t)
+	case SignParallel:
+		if t.Kind != model.TaskKindApproval {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign parallel is only possible on a signer's own task")
+		}
+		mode := r.groupMode(n)
+		last := 0
+		for _, x := range r.w.Tasks {
+			if x.NodeInstanceID == t.NodeInstanceID && x.Group == t.Group && x.Position > last {
+				last = x.Position
+			}
+		}
+		for i, u := range users {
+			st := model.TaskPending
+			if mode == model.SignSequential {
+				st = model.TaskWaiting
+			}
+			created = append(created, r.newTask(n, ns, u, st, model.TaskKindApproval, t.Group, last+1+i, ""))
+		}
+		ns.Groups[t.Group].Total += len(users)
+	default:
+		return nil, model.CodedError(model.EINVALID, "invalid_position", "position must be before, after or parallel")
+	}
+	r.history("task.add_sign", t.NodeID, t.ID, comment, map[string]any{"users": users, "position": position})
+	return created, nil
+}

@@ -1,0 +1,391 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// InstanceView is an instance as the API shows it.
+type InstanceView struct {
+	*model.Instance
+	Nodes []NodeView    `json:"nodes"`
+	Tasks []*model.Task `json:"tasks"`
+}
+
+// NodeView is one node of an instance.
+type NodeView struct {
+	NodeID         string     `json:"node_id"`
+	Name           string     `json:"name"`
+	Type           string     `json:"type"`
+	State          string     `json:"state"`
+	NodeInstanceID string     `json:"node_instance_id"`
+	Visit          int        `json:"visit"`
+	StartedAt      *time.Time `json:"started_at"`
+	EndedAt        *time.Time `json:"ended_at"`
+	WaitingFor     string     `json:"waiting_for,omitempty"`
+	Error          string     `json:"error,omitempty"`
+	Attempt        int        `json:"attempt,omitempty"`
+	CallbackURL    string     `json:"callback_url,omitempty"`
+	seq            int
+}
+
+func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets bool) *InstanceView {
+	v := &InstanceView{Instance: inst, Nodes: []NodeView{}, Tasks: tasks}
+	if v.Tasks == nil {
+		v.Tasks = []*model.Task{}
+	}
+	for _, ns := range inst.State.Nodes {
+		if ns.State == nodeReset {
+			continue
+		}
+		nv := NodeView{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type, State: ns.State, NodeInstanceID: ns.NodeInstanceID, Visit: ns.Visit,
+			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, Attempt: ns.Attempt, seq: ns.Seq}
+		if showSecrets && ns.Active() {
+			nv.CallbackURL = ns.CallbackURL
+		}
+		v.Nodes = append(v.Nodes, nv)
+	}
+	sortNodes(v.Nodes)
+	return v
+}
+
+// canRead reports whether the principal may see an instance: admins, its initiator, its signers, people copied.
+func (e *Engine) canRead(ctx context.Context, actor *model.Principal, inst *model.Instance, tasks []*model.Task) (bool, error) {
+	if actor.IsAdmin() || inst.Initiator == actor.Username {
+		return true, nil
+	}
+	for _, t := range tasks {
+		if t.Assignee == actor.Username {
+			return true, nil
+		}
+	}
+	return e.store.IsCC(ctx, inst.TenantID, inst.ID, actor.Username)
+}
+
+func (e *Engine) readable(ctx context.Context, actor *model.Principal, id string) (*model.Instance, []*model.Task, error) {
+	inst, tasks, err := e.store.GetInstance(ctx, actor.TenantID, id)
+	if err != nil {
+		return nil, nil, err
+	}
+	ok, err := e.canRead(ctx, actor, inst, tasks)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !ok {
+		return nil, nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "you may not read instance %s", id)
+	}
+	return inst, tasks, nil
+}
+
+// Get returns an instance the principal may read.
+func (e *Engine) Get(ctx context.Context, actor *model.Principal, id string) (*InstanceView, error) {
+	inst, tasks, err := e.readable(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.view(inst, tasks, actor.IsAdmin() || inst.Initiator == actor.Username), nil
+}
+
+// List lists instances; non-admins see those they started, sign or were copied on.
+func (e *Engine) List(ctx context.Context, actor *model.Principal, f model.InstanceFilter) ([]*model.Instance, string, error) {
+	f.TenantID = actor.TenantID
+	if !actor.IsAdmin() {
+		f.VisibleTo = actor.Username
+	}
+	if f.Status != "" {
+		switch f.Status {
+		case model.StatusRunning, model.StatusCompleted, model.StatusRejected, model.StatusTerminated, model.StatusFailed, model.StatusWithdrawn:
+		default:
+			return nil, "", model.CodedError(model.EINVALID, "invalid_status", "status must be one of running, completed, rejected, terminated, failed, withdrawn")
+		}
+	}
+	return e.store.ListInstances(ctx, f)
+}
+
+// History returns an instance's events, oldest first.
+func (e *Engine) History(ctx context.Context, actor *model.Principal, id string) ([]model.HistoryEvent, error) {
+	if _, _, err := e.readable(ctx, actor, id); err != nil {
+		return nil, err
+	}
+	return e.store.History(ctx, actor.TenantID, id)
+}
+
+// Diagram renders the instance's version with each node's state as a Mermaid class.
+func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string) (string, error) {
+	inst, _, err := e.readable(ctx, actor, id)
+	if err != nil {
+		return "", err
+	}
+	states := map[string]string{}
+	for id, ns := range inst.State.Nodes {
+		if ns.State != nodeReset {
+			states[id] = ns.State
+		}
+	}
+	return e.templates.Diagram(ctx, actor.TenantID, inst.Template, inst.Version, states)
+}
+
+// GetTask returns a task its assignee, an admin, or a reader of its instance may see.
+func (e *Engine) GetTask(ctx context.Context, actor *model.Principal, id string) (*model.Task, error) {
+	t, err := e.store.GetTask(ctx, actor.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	if t.Assignee == actor.Username || actor.IsAdmin() || t.Initiator == actor.Username {
+		return t, nil
+	}
+	if _, _, err := e.readable(ctx, actor, t.InstanceID); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// ListTasks lists tasks: by default the caller's pending ones. Admins may list anybody's (assignee=<name> or
+// assignee=any).
+func (e *Engine) ListTasks(ctx context.Context, actor *model.Principal, f model.TaskFilter) ([]*model.Task, string, error) {
+	f.TenantID = actor.TenantID
+	switch f.Assignee {
+	case "", "me":
+		f.Assignee = actor.Username
+	case "any":
+		if !actor.IsAdmin() {
+			return nil, "", model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may list everybody's tasks")
+		}
+		f.Assignee = ""
+	default:
+		if f.Assignee != actor.Username && !actor.IsAdmin() {
+			return nil, "", model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may list other people's tasks")
+		}
+	}
+	switch f.Status {
+	case "":
+		f.Status = model.TaskPending
+	case "all", "any":
+		f.Status = ""
+	case model.TaskPending, model.TaskWaiting, model.TaskApproved, model.TaskRejected, model.TaskTransferred, model.TaskCancelled:
+	default:
+		return nil, "", model.CodedError(model.EINVALID, "invalid_status", "status must be one of pending, waiting, approved, rejected, transferred, cancelled, all")
+	}
+	return e.store.ListTasks(ctx, f)
+}
+
+// Bookmarks lists an instance's open waits: stored bookmarks (callbacks, messages, delays) and one per active
+// approval node (resumed by deciding its tasks).
+func (e *Engine) Bookmarks(ctx context.Context, actor *model.Principal, id string) ([]*model.Bookmark, error) {
+	inst, _, err := e.readable(ctx, actor, id)
+	if err != nil {
+		return nil, err
+	}
+	bs, err := e.store.OpenBookmarks(ctx, actor.TenantID, id)
+	if err != nil {
+		return nil, err
+	}
+	for _, ns := range inst.State.Nodes {
+		if ns.Type == model.NodeApproval && ns.Active() {
+			bs = append(bs, &model.Bookmark{ID: ns.NodeInstanceID, InstanceID: id, NodeID: ns.NodeID, NodeInstanceID: ns.NodeInstanceID,
+				Kind: model.BookmarkApproval, CorrelationID: inst.CorrelationID, Payload: json.RawMessage("{}"), CreatedAt: *ns.StartedAt})
+		}
+	}
+	return bs, nil
+}
+
+// mayResume: resuming waits is for admins and for the instance's initiator (the business system that started it).
+func mayResume(actor *model.Principal, inst *model.Instance) bool {
+	return actor.IsAdmin() || actor.Username == inst.Initiator
+}
+
+// ResumeBookmark resumes a wait by its id: a callback or message node takes data as its output, a delay ends
+// early. 404 unknown, 409 already resumed (or timed out).
+func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id string, data json.RawMessage) (*InstanceView, error) {
+	b, err := e.store.GetBookmark(ctx, actor.TenantID, id)
+	if err != nil {
+		if instID := InstanceOf(id); instID != "" {
+			// Approval waits have no row: they are resumed by deciding their tasks.
+			if inst, _, gerr := e.store.GetInstance(ctx, actor.TenantID, instID); gerr == nil {
+				for _, ns := range inst.State.Nodes {
+					if ns.NodeInstanceID == id && ns.Type == model.NodeApproval {
+						return nil, model.CodedError(model.ECONFLICT, "approval_bookmark", "an approval wait is resumed by deciding its tasks")
+					}
+				}
+			}
+		}
+		return nil, err
+	}
+	return e.resume(ctx, actor, b.InstanceID, b.NodeInstanceID, data, "bookmark.resumed", func(inst *model.Instance) error {
+		if !mayResume(actor, inst) {
+			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may resume this instance's waits")
+		}
+		return nil
+	})
+}
+
+// Callback resumes a callback node through its URL. The token is the one the engine put in the URL; without it
+// the caller must be an admin or the initiator.
+func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, instanceID, nodeInstanceID, token string, body json.RawMessage) (*InstanceView, error) {
+	signed := token != "" && hmac.Equal([]byte(token), []byte(CallbackToken(e.callbackKey, instanceID, nodeInstanceID)))
+	if !signed && actor == nil {
+		return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_callback_token", "the callback token is missing or wrong")
+	}
+	if InstanceOf(nodeInstanceID) != instanceID {
+		return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no callback %s/%s", instanceID, nodeInstanceID)
+	}
+	if actor != nil {
+		tenant = actor.TenantID
+	}
+	return e.resume(ctx, actor, instanceID, nodeInstanceID, body, "callback.received", func(inst *model.Instance) error {
+		if !signed && !mayResume(actor, inst) {
+			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin, the initiator or the signed URL may call back")
+		}
+		return nil
+	}, tenant)
+}
+
+func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nodeInstanceID string, data json.RawMessage, action string, allow func(*model.Instance) error, tenant ...string) (*InstanceView, error) {
+	tn := model.DefaultTenant
+	if actor != nil {
+		tn = actor.TenantID
+	}
+	if len(tenant) > 0 {
+		tn = tenant[0]
+	}
+	who := "callback"
+	if actor != nil {
+		who = actor.Username
+	}
+	data = json.RawMessage(strings.TrimSpace(string(data)))
+	if len(data) == 0 {
+		data = json.RawMessage("{}")
+	}
+	if !json.Valid(data) {
+		return nil, model.CodedError(model.EINVALID, "malformed_json", "the body must be JSON")
+	}
+	w, err := e.update(ctx, tn, instID, who, func(r *run) error {
+		if err := allow(r.inst); err != nil {
+			return err
+		}
+		var ns *model.NodeState
+		for _, x := range r.inst.State.Nodes {
+			if x.NodeInstanceID == nodeInstanceID {
+				ns = x
+			}
+		}
+		if ns == nil {
+			if _, err := e.store.GetBookmark(ctx, tn, nodeInstanceID); err != nil {
+				return model.CodedError(model.ENOTFOUND, "callback_not_found", "no wait %s in instance %s", nodeInstanceID, instID)
+			}
+			return model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over")
+		}
+		if !ns.Active() || r.inst.Ended() || (ns.WaitingFor != "callback" && ns.WaitingFor != "message" && ns.WaitingFor != "delay") {
+			return model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over: node %s is %s", ns.NodeID, ns.State)
+		}
+		return r.resumeWait(ns, data, action, nil)
+	})
+	if err != nil {
+		if model.IsKind(err, model.ENOTFOUND) && !strings.Contains(err.Error(), "wait") && !strings.Contains(err.Error(), "callback") {
+			return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no instance %s", instID)
+		}
+		return nil, err
+	}
+	return e.view(w.Instance, nil, false), nil
+}
+
+// MessageRequest is the body of POST /messages.
+type MessageRequest struct {
+	Name          string          `json:"name"`
+	CorrelationID string          `json:"correlation_id"`
+	Data          json.RawMessage `json:"data"`
+	TTL           string          `json:"ttl"`
+}
+
+// MessageResult is what POST /messages answers.
+type MessageResult struct {
+	Resumed int  `json:"resumed"`
+	Queued  bool `json:"queued"`
+}
+
+// SendMessage resumes every callback node waiting for the message name and correlation id; when none waits,
+// the message is queued until its TTL (default 1h) and matched when such a node activates.
+func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req MessageRequest) (*MessageResult, error) {
+	if req.Name == "" || len(req.Name) > 255 || req.CorrelationID == "" || len(req.CorrelationID) > 255 {
+		return nil, model.CodedError(model.EINVALID, "invalid_message", "name and correlation_id are required (at most 255 characters each)")
+	}
+	if !actor.IsAdmin() && !actor.Token {
+		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "messages are sent by business systems (API tokens) or admins")
+	}
+	ttl := time.Hour
+	if req.TTL != "" {
+		d, err := time.ParseDuration(req.TTL)
+		if err != nil || d <= 0 || d > 30*24*time.Hour {
+			return nil, model.CodedError(model.EINVALID, "invalid_ttl", "ttl must be a duration between 1s and 720h, like 1h")
+		}
+		ttl = d
+	}
+	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
+	if len(data) == 0 || string(data) == "null" {
+		data = json.RawMessage("{}")
+	}
+	if data[0] != '{' {
+		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	hash := MessageHash(req.Name, req.CorrelationID)
+	resumed, err := e.deliver(ctx, actor, hash, data, req.Name)
+	if err != nil || resumed > 0 {
+		return &MessageResult{Resumed: resumed}, err
+	}
+	now := e.clock.Now().UTC()
+	m := &model.Message{ID: uuid.Must(uuid.NewV7()).String(), TenantID: actor.TenantID, Name: req.Name, CorrelationID: req.CorrelationID, Hash: hash,
+		Data: data, CreatedAt: now, ExpiresAt: now.Add(ttl)}
+	if err := e.store.QueueMessage(ctx, m); err != nil {
+		return nil, err
+	}
+	return &MessageResult{Queued: true}, nil
+}
+
+func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash string, data json.RawMessage, name string) (int, error) {
+	bs, err := e.store.FindBookmarks(ctx, actor.TenantID, hash)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, b := range bs {
+		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
+			ns := r.node(b.NodeID)
+			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
+				return errStale
+			}
+			return r.resumeWait(ns, data, "message.received", map[string]any{"message": name})
+		})
+		switch {
+		case err == nil:
+			n++
+		case err == errStale || model.IsKind(err, model.ENOTFOUND):
+		default:
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+var errStale = model.CodedError(model.ECONFLICT, "stale", "the wait is over")
+
+// ListCC lists the instances the caller was copied on, newest first.
+func (e *Engine) ListCC(ctx context.Context, actor *model.Principal, page model.Page) ([]*model.CCRecord, string, error) {
+	return e.store.ListCC(ctx, actor.TenantID, actor.Username, page)
+}
+
+// MarkCCRead marks one of the caller's CC records read.
+func (e *Engine) MarkCCRead(ctx context.Context, actor *model.Principal, id string) error {
+	return e.store.MarkCCRead(ctx, actor.TenantID, actor.Username, id, e.clock.Now())
+}
+
+// resubmitted restarts the flow from the start node after the initiator approved a resubmit task (issue 9).
+func (r *run) resubmitted(t *model.Task, d Decision) error {
+	return r.complete(r.c.Def.Start().ID)
+}

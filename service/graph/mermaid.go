@@ -1,0 +1,218 @@
+package graph
+
+import (
+	"bytes"
+	"encoding/json"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// maxEdgeLabel is how many characters of a condition an edge label shows by default.
+const maxEdgeLabel = 60
+
+// Mermaid renders d as Mermaid flowchart source (seed 003: "we can use mermaid to visualise it").
+//
+// Every node gets a generated id (n0, n1... in definition order) so that node ids like "end", "graph" or "a-b"
+// cannot break the syntax, a shape per node type and its name (or id) as a quoted label; every text is escaped
+// with Mermaid entity codes. Edges are labelled with their condition: edgeLabel's text, or, when edgeLabel is nil,
+// the compact JSON of the condition cut to about 60 characters; default edges read "default". Timeout and catch
+// branches are drawn as dotted arrows.
+//
+// With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
+// "cancelled") every node is given its state as a class, for an instance diagram.
+func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
+	var b strings.Builder
+	b.Grow(64 * (len(d.Nodes) + len(d.Edges) + 8))
+	b.WriteString("flowchart TD\n")
+	ids := make(map[string]string, len(d.Nodes)) // node id → generated id, the first node wins
+	gen := make([]string, len(d.Nodes))
+	for i := range d.Nodes {
+		n := &d.Nodes[i]
+		gen[i] = "n" + strconv.Itoa(i)
+		if _, dup := ids[n.ID]; !dup {
+			ids[n.ID] = gen[i]
+		}
+		text := n.Label()
+		if text == "" {
+			text = n.Type
+		}
+		open, close := shape(n.Type)
+		b.WriteString("    ")
+		b.WriteString(gen[i])
+		b.WriteString(open)
+		b.WriteByte('"')
+		b.WriteString(escapeMermaid(text))
+		b.WriteByte('"')
+		b.WriteString(close)
+		b.WriteByte('\n')
+	}
+	link := func(from, to, arrow, text string) {
+		b.WriteString("    ")
+		b.WriteString(from)
+		b.WriteString(" ")
+		b.WriteString(arrow)
+		if text != "" {
+			b.WriteString(`|"`)
+			b.WriteString(escapeMermaid(text))
+			b.WriteString(`"|`)
+		}
+		b.WriteString(" ")
+		b.WriteString(to)
+		b.WriteByte('\n')
+	}
+	for _, e := range d.Edges {
+		from, okFrom := ids[e.From]
+		to, okTo := ids[e.To]
+		if !okFrom || !okTo {
+			continue // an invalid draft: draw what exists
+		}
+		var text string
+		switch {
+		case e.Default:
+			text = "default"
+		case !e.HasCondition():
+		case edgeLabel != nil:
+			text = edgeLabel(e)
+		default:
+			text = conditionLabel(e.Condition)
+		}
+		link(from, to, "-->", text)
+	}
+	for i := range d.Nodes {
+		n := &d.Nodes[i]
+		branches := []struct{ target, text string }{
+			{n.OnTimeout.Branch, "on timeout"},
+			{n.TimeoutBranch, "timeout"},
+		}
+		if n.ErrorHandler.Op() == model.ErrorOpCatch {
+			branches = append(branches, struct{ target, text string }{n.ErrorHandler.Catch.Branch, "on error"})
+		}
+		for _, br := range branches {
+			if to, ok := ids[br.target]; ok && br.target != "" {
+				link(gen[i], to, "-.->", br.text)
+			}
+		}
+	}
+	if states != nil {
+		writeStates(&b, d, gen, states)
+	}
+	return b.String()
+}
+
+// shape returns the brackets that give a node type its shape.
+func shape(nodeType string) (open, close string) {
+	switch nodeType {
+	case model.NodeStart:
+		return "([", "])" // stadium
+	case model.NodeApproval:
+		return "[", "]" // rectangle
+	case model.NodeAuto:
+		return "[[", "]]" // subroutine
+	case model.NodeDelay:
+		return "{{", "}}" // hexagon
+	case model.NodeCallback:
+		return "[/", "/]" // parallelogram
+	case model.NodeError:
+		return ">", "]" // asymmetric flag
+	case model.NodeEnd:
+		return "(((", ")))" // double circle
+	case model.NodeTerminate:
+		return `[\`, `/]` // inverted trapezoid
+	}
+	return "(", ")" // rounded rectangle for anything unknown
+}
+
+func writeStates(b *strings.Builder, d *model.Definition, gen []string, states map[string]string) {
+	classes := []struct{ state, style string }{
+		{"active", "fill:#dbeafe,stroke:#2563eb,stroke-width:2px"},
+		{"waiting", "fill:#fef9c3,stroke:#ca8a04,stroke-width:2px"},
+		{"completed", "fill:#dcfce7,stroke:#16a34a"},
+		{"rejected", "fill:#fee2e2,stroke:#dc2626"},
+		{"skipped", "fill:#f3f4f6,stroke:#9ca3af,color:#6b7280,stroke-dasharray: 4 3"},
+		{"failed", "fill:#fecaca,stroke:#b91c1c,stroke-width:2px"},
+		{"cancelled", "fill:#e5e7eb,stroke:#6b7280,color:#6b7280"},
+	}
+	members := make(map[string][]string, len(classes))
+	seen := make(map[string]bool, len(d.Nodes))
+	for i := range d.Nodes {
+		id := d.Nodes[i].ID
+		if seen[id] {
+			continue // a duplicate id: its state belongs to the first node
+		}
+		seen[id] = true
+		if s, ok := states[id]; ok {
+			members[s] = append(members[s], gen[i])
+		}
+	}
+	for _, c := range classes {
+		b.WriteString("    classDef ")
+		b.WriteString(c.state)
+		b.WriteByte(' ')
+		b.WriteString(c.style)
+		b.WriteByte('\n')
+	}
+	for _, c := range classes { // unknown states are left unstyled
+		if m := members[c.state]; len(m) > 0 {
+			b.WriteString("    class ")
+			b.WriteString(strings.Join(m, ","))
+			b.WriteByte(' ')
+			b.WriteString(c.state)
+			b.WriteByte('\n')
+		}
+	}
+}
+
+// conditionLabel is the default text of a conditional edge: its compact JSON, cut to maxEdgeLabel characters.
+func conditionLabel(cond json.RawMessage) string {
+	var buf bytes.Buffer
+	text := string(bytes.TrimSpace(cond))
+	if err := json.Compact(&buf, cond); err == nil {
+		text = buf.String()
+	}
+	if utf8.RuneCountInString(text) <= maxEdgeLabel {
+		return text
+	}
+	r := []rune(text)
+	return string(r[:maxEdgeLabel-1]) + "…"
+}
+
+// escapeMermaid makes text safe inside a double-quoted Mermaid label: the quote and every character Mermaid
+// gives a meaning to become entity codes (#quot; or #<decimal>;), and newlines become <br>.
+func escapeMermaid(s string) string {
+	var b strings.Builder
+	b.Grow(len(s) + 8)
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString("#quot;")
+		case '#': // starts an entity code
+			b.WriteString("#35;")
+		case '%': // %%{...}%% is a directive
+			b.WriteString("#37;")
+		case '&':
+			b.WriteString("#amp;")
+		case '<':
+			b.WriteString("#lt;")
+		case '>':
+			b.WriteString("#gt;")
+		case '|': // closes an edge label
+			b.WriteString("#124;")
+		case '`': // starts a markdown string
+			b.WriteString("#96;")
+		case '\n':
+			b.WriteString("<br>")
+		case '\r':
+		default:
+			if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+				b.WriteByte(' ')
+				continue
+			}
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

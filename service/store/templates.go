@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+type templateRow struct {
+	TenantID       string `gorm:"primaryKey"`
+	Tkey           string `gorm:"primaryKey"`
+	Name           string
+	Description    string
+	Draft          string
+	DraftUpdatedAt time.Time
+	LatestVersion  *int
+	StartKind      string
+	Hidden         bool
+	CreatedBy      string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+func (templateRow) TableName() string { return "templates" }
+
+func (r *templateRow) toModel() *model.Template {
+	return &model.Template{TenantID: r.TenantID, Key: r.Tkey, Name: r.Name, Description: r.Description, Draft: json.RawMessage(r.Draft),
+		DraftUpdatedAt: r.DraftUpdatedAt.UTC(), LatestVersion: r.LatestVersion, Hidden: r.Hidden, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), StartKind: r.StartKind}
+}
+
+type versionRow struct {
+	TenantID    string `gorm:"primaryKey"`
+	Tkey        string `gorm:"primaryKey"`
+	Version     int    `gorm:"primaryKey"`
+	Definition  string
+	PublishedAt time.Time
+	PublishedBy string
+}
+
+func (versionRow) TableName() string { return "template_versions" }
+
+func (r *versionRow) toModel() *model.TemplateVersion {
+	return &model.TemplateVersion{TenantID: r.TenantID, Key: r.Tkey, Version: r.Version, Definition: json.RawMessage(r.Definition),
+		PublishedAt: r.PublishedAt.UTC(), PublishedBy: r.PublishedBy}
+}
+
+var _ model.TemplateStore = (*Store)(nil)
+
+func (s *Store) lockClause() []clause.Expression {
+	if s.dialect == MySQL {
+		return []clause.Expression{clause.Locking{Strength: "UPDATE"}}
+	}
+	return nil // SQLite: write transactions are serialised by BEGIN IMMEDIATE
+}
+
+// CreateTemplate returns ECONFLICT when the key exists.
+func (s *Store) CreateTemplate(ctx context.Context, t *model.Template) error {
+	now := s.now()
+	t.CreatedAt, t.UpdatedAt, t.DraftUpdatedAt = now, now, now
+	row := templateRow{TenantID: t.TenantID, Tkey: t.Key, Name: t.Name, Description: t.Description, Draft: string(t.Draft),
+		DraftUpdatedAt: now, Hidden: t.Hidden, CreatedBy: t.CreatedBy, CreatedAt: now, UpdatedAt: now}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if isDuplicate(err) {
+			return model.CodedError(model.ECONFLICT, "template_exists", "a template with key %q already exists", t.Key)
+		}
+		return fmt.Errorf("store: unable to create template %s: %w", t.Key, err)
+	}
+	return nil
+}
+
+// GetTemplate returns ENOTFOUND when there is no such (visible) template.
+func (s *Store) GetTemplate(ctx context.Context, tenant, key string) (*model.Template, error) {
+	var r templateRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND tkey = ?", tenant, key).Take(&r).Error; err != nil {
+		return nil, notFound(err, "template %q not found", key)
+	}
+	return r.toModel(), nil
+}
+
+// SaveDraft replaces the draft. ENOTFOUND for an unknown template.
+func (s *Store) SaveDraft(ctx context.Context, tenant, key string, draft json.RawMessage, at time.Time) error {
+	res := s.db.WithContext(ctx).Model(&templateRow{}).Where("tenant_id = ? AND tkey = ? AND hidden = ?", tenant, key, false).
+		Updates(map[string]any{"draft": string(draft), "draft_updated_at": at.UTC(), "updated_at": at.UTC()})
+	if res.Error != nil {
+		return fmt.Errorf("store: unable to save draft of %s: %w", key, res.Error)
+	}
+	if res.RowsAffected == 0 {
+		return model.Errorf(model.ENOTFOUND, "template %q not found", key)
+	}
+	return nil
+}
+
+// PublishVersion stores the next version under the template row's lock.
+func (s *Store) PublishVersion(ctx context.Context, tenant, key string, def json.RawMessage, by string, at time.Time, check func(version int) error) (*model.TemplateVersion, error) {
+	var out *model.TemplateVersion
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var t templateRow
+		if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND tkey = ? AND hidden = ?", tenant, key, false).Take(&t).Error; err != nil {
+			return notFound(err, "template %q not found", key)
+		}
+		next := 1
+		if t.LatestVersion != nil {
+			next = *t.LatestVersion + 1
+		}
+		if check != nil {
+			if err := check(next); err != nil {
+				return err
+			}
+		}
+		v := versionRow{TenantID: tenant, Tkey: key, Version: next, Definition: string(def), PublishedAt: at.UTC(), PublishedBy: by}
+		if err := tx.Create(&v).Error; err != nil {
+			return fmt.Errorf("store: unable to publish %s version %d: %w", key, next, err)
+		}
+		var kind string
+		var probe struct {
+			Nodes []struct {
+				Type    string `json:"type"`
+				Trigger struct {
+					Kind string `json:"kind"`
+				} `json:"trigger"`
+			} `json:"nodes"`
+		}
+		if json.Unmarshal(def, &probe) == nil {
+			for _, n := range probe.Nodes {
+				if n.Type == model.NodeStart {
+					kind = n.Trigger.Kind
+				}
+			}
+		}
+		if err := tx.Model(&templateRow{}).Where("tenant_id = ? AND tkey = ?", tenant, key).
+			Updates(map[string]any{"latest_version": next, "start_kind": kind, "updated_at": at.UTC()}).Error; err != nil {
+			return fmt.Errorf("store: unable to record version %d of %s: %w", next, key, err)
+		}
+		out = v.toModel()
+		return nil
+	})
+	return out, err
+}
+
+// GetVersion returns ENOTFOUND for an unknown version.
+func (s *Store) GetVersion(ctx context.Context, tenant, key string, version int) (*model.TemplateVersion, error) {
+	var r versionRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND tkey = ? AND version = ?", tenant, key, version).Take(&r).Error; err != nil {
+		return nil, notFound(err, "template %q has no version %d", key, version)
+	}
+	return r.toModel(), nil
+}
+
+// ListVersions lists the versions of a template, oldest first, without their definitions.
+func (s *Store) ListVersions(ctx context.Context, tenant, key string) ([]*model.TemplateVersion, error) {
+	var rows []versionRow
+	if err := s.db.WithContext(ctx).Select("tenant_id", "tkey", "version", "published_at", "published_by").
+		Where("tenant_id = ? AND tkey = ?", tenant, key).Order("version").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to list versions of %s: %w", key, err)
+	}
+	out := make([]*model.TemplateVersion, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+		out[i].Definition = nil
+	}
+	return out, nil
+}
+
+// ListTemplates pages through the visible templates by key.
+func (s *Store) ListTemplates(ctx context.Context, tenant string, page model.Page) ([]*model.Template, string, error) {
+	q := s.db.WithContext(ctx).Select("tenant_id", "tkey", "name", "description", "latest_version", "start_kind", "created_by", "created_at", "updated_at").
+		Where("tenant_id = ? AND hidden = ?", tenant, false)
+	if page.Cursor != "" {
+		q = q.Where("tkey > ?", page.Cursor)
+	}
+	var rows []templateRow
+	if err := q.Order("tkey").Limit(page.Limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("store: unable to list templates: %w", err)
+	}
+	next := ""
+	if len(rows) > page.Limit {
+		rows = rows[:page.Limit]
+		next = rows[len(rows)-1].Tkey
+	}
+	out := make([]*model.Template, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, next, nil
+}
+
+// CreateHiddenVersion stores a one-off template with its version 1.
+func (s *Store) CreateHiddenVersion(ctx context.Context, t *model.Template, v *model.TemplateVersion) error {
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		one := 1
+		now := s.now()
+		row := templateRow{TenantID: t.TenantID, Tkey: t.Key, Name: t.Name, Description: t.Description, Draft: string(v.Definition),
+			DraftUpdatedAt: now, LatestVersion: &one, StartKind: model.TriggerManual, Hidden: true, CreatedBy: t.CreatedBy, CreatedAt: now, UpdatedAt: now}
+		if err := tx.Create(&row).Error; err != nil {
+			return fmt.Errorf("store: unable to create linear template: %w", err)
+		}
+		vr := versionRow{TenantID: t.TenantID, Tkey: t.Key, Version: 1, Definition: string(v.Definition), PublishedAt: now, PublishedBy: v.PublishedBy}
+		if err := tx.Create(&vr).Error; err != nil {
+			return fmt.Errorf("store: unable to create linear template version: %w", err)
+		}
+		return nil
+	})
+}

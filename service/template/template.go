@@ -1,0 +1,368 @@
+// Package template manages process templates: drafts, validation, publishing immutable versions, Mermaid
+// diagrams, and the in-memory cache of compiled published versions that the engine runs (they never change, so
+// they are compiled once per process).
+package template
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/condition"
+	"github.com/halley-bpm/halley/service/graph"
+)
+
+// Compiled is a published version ready to run: the indexed definition and each edge's compiled condition.
+type Compiled struct {
+	Key        string
+	Version    int
+	Def        *model.Definition
+	Conditions []*condition.Condition // by edge index; nil = always taken
+	Raw        json.RawMessage
+	out, in    map[string][]int // edge indexes by source and by target
+}
+
+// OutgoingIndexes returns the indexes (into Def.Edges) of the edges leaving node id, in definition order.
+func (c *Compiled) OutgoingIndexes(id string) []int { return c.out[id] }
+
+// IncomingIndexes returns the indexes of the edges entering node id.
+func (c *Compiled) IncomingIndexes(id string) []int { return c.in[id] }
+
+// Publisher is told about every new version (the trigger service arms crontab starts and API routes with it).
+type Publisher interface {
+	// CheckPublish may refuse a version before it is stored (e.g. an API route owned by another template).
+	CheckPublish(ctx context.Context, tenant, key string, c *Compiled) error
+	// Published runs after the version is stored.
+	Published(ctx context.Context, tenant, key string, c *Compiled)
+}
+
+// Service is the template service.
+type Service struct {
+	store     model.TemplateStore
+	now       func() time.Time
+	cache     sync.Map // cacheKey → *Compiled
+	mu        sync.Mutex
+	publisher Publisher
+}
+
+type cacheKey struct {
+	tenant, key string
+	version     int
+}
+
+// New returns the service.
+func New(store model.TemplateStore, now func() time.Time) *Service {
+	if now == nil {
+		now = time.Now
+	}
+	return &Service{store: store, now: now}
+}
+
+// SetPublisher registers the component told about new versions.
+func (s *Service) SetPublisher(p Publisher) { s.publisher = p }
+
+// ValidationOptions wires the MongoDB-style condition compiler into graph validation.
+var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
+	_, err := condition.Compile(raw)
+	return err
+}}
+
+// Validate checks a definition and reports every problem.
+func Validate(def []byte) graph.Result { return graph.Validate(def, validationOptions) }
+
+// View is a template as the API shows it.
+type View struct {
+	Key           string                   `json:"key"`
+	Name          string                   `json:"name"`
+	Description   string                   `json:"description"`
+	Draft         *DraftView               `json:"draft,omitempty"`
+	LatestVersion *int                     `json:"latest_version"`
+	StartKind     string                   `json:"start_kind,omitempty"`
+	Versions      []*model.TemplateVersion `json:"versions,omitempty"`
+	CreatedBy     string                   `json:"created_by"`
+	CreatedAt     time.Time                `json:"created_at"`
+	UpdatedAt     time.Time                `json:"updated_at"`
+	Validation    *graph.Result            `json:"validation,omitempty"`
+}
+
+// DraftView is the draft of a template.
+type DraftView struct {
+	Definition json.RawMessage `json:"definition"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+}
+
+func view(t *model.Template) *View {
+	v := &View{Key: t.Key, Name: t.Name, Description: t.Description, LatestVersion: t.LatestVersion, StartKind: t.StartKind,
+		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
+	if len(t.Draft) > 0 {
+		v.Draft = &DraftView{Definition: t.Draft, UpdatedAt: t.DraftUpdatedAt}
+	}
+	return v
+}
+
+// CreateRequest is the body of POST /templates.
+type CreateRequest struct {
+	Key         string          `json:"key"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	Definition  json.RawMessage `json:"definition"`
+}
+
+// normaliseDefinition checks that a definition is a JSON object (the draft may be invalid as a graph, but it
+// must be a definition-shaped document) and compacts it.
+func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return json.RawMessage(`{"nodes":[],"edges":[]}`), nil
+	}
+	if raw[0] != '{' {
+		return nil, model.CodedError(model.EINVALID, "invalid_definition", "definition must be a JSON object with nodes and edges")
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return nil, model.CodedError(model.EINVALID, "invalid_definition", "definition is not valid JSON: %v", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Create stores a new template with its draft. ECONFLICT when the key exists.
+func (s *Service) Create(ctx context.Context, actor *model.Principal, req CreateRequest) (*View, error) {
+	if err := model.ValidTemplateKey(req.Key); err != nil {
+		return nil, err
+	}
+	name := strings.TrimSpace(req.Name)
+	if name == "" {
+		name = req.Key
+	}
+	if len(name) > 200 || len(req.Description) > 10000 {
+		return nil, model.CodedError(model.EINVALID, "invalid_field", "name must be at most 200 characters and description at most 10000")
+	}
+	def, err := normaliseDefinition(req.Definition)
+	if err != nil {
+		return nil, err
+	}
+	t := &model.Template{TenantID: actor.TenantID, Key: req.Key, Name: name, Description: req.Description, Draft: def, CreatedBy: actor.Username}
+	if err := s.store.CreateTemplate(ctx, t); err != nil {
+		return nil, err
+	}
+	v := view(t)
+	r := Validate(def)
+	v.Validation = &r
+	return v, nil
+}
+
+// SaveDraft replaces the draft, even when it is invalid, and returns the template with the validation.
+func (s *Service) SaveDraft(ctx context.Context, actor *model.Principal, key string, raw json.RawMessage) (*View, error) {
+	def, err := normaliseDefinition(raw)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.store.SaveDraft(ctx, actor.TenantID, key, def, s.now()); err != nil {
+		return nil, err
+	}
+	t, err := s.store.GetTemplate(ctx, actor.TenantID, key)
+	if err != nil {
+		return nil, err
+	}
+	v := view(t)
+	r := Validate(def)
+	v.Validation = &r
+	return v, nil
+}
+
+// Publish stores the draft as the next version. EUNPROCESSABLE with details.errors when it is invalid.
+func (s *Service) Publish(ctx context.Context, actor *model.Principal, key string) (*model.TemplateVersion, error) {
+	t, err := s.store.GetTemplate(ctx, actor.TenantID, key)
+	if err != nil || t.Hidden {
+		if err == nil {
+			err = model.Errorf(model.ENOTFOUND, "template %q not found", key)
+		}
+		return nil, err
+	}
+	c, err := compile(key, 0, t.Draft)
+	if err != nil {
+		return nil, err
+	}
+	if s.publisher != nil {
+		if err := s.publisher.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
+			return nil, err
+		}
+	}
+	v, err := s.store.PublishVersion(ctx, actor.TenantID, key, t.Draft, actor.Username, s.now(), nil)
+	if err != nil {
+		return nil, err
+	}
+	c.Version = v.Version
+	s.cache.Store(cacheKey{actor.TenantID, key, v.Version}, c)
+	if s.publisher != nil {
+		s.publisher.Published(ctx, actor.TenantID, key, c)
+	}
+	return v, nil
+}
+
+// compile validates and compiles a definition. EUNPROCESSABLE with the validation errors when it is invalid.
+func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
+	def, perrs := model.ParseDefinition(raw)
+	errs := perrs
+	if def != nil && len(perrs) == 0 {
+		errs = graph.ValidateDefinition(def, validationOptions)
+	}
+	if len(errs) > 0 {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_definition", "the definition has %d problem(s); the first: %s", len(errs), errs[0].Message).
+			WithDetails(map[string]any{"errors": errs})
+	}
+	c := &Compiled{Key: key, Version: version, Def: def.Index(), Raw: raw, Conditions: make([]*condition.Condition, len(def.Edges)),
+		out: map[string][]int{}, in: map[string][]int{}}
+	for i, e := range def.Edges {
+		c.out[e.From] = append(c.out[e.From], i)
+		c.in[e.To] = append(c.in[e.To], i)
+		if e.HasCondition() {
+			cond, err := condition.Compile(e.Condition)
+			if err != nil {
+				return nil, fmt.Errorf("template: condition of %s passed validation but does not compile: %w", e.Label(), err)
+			}
+			c.Conditions[i] = cond
+		}
+	}
+	return c, nil
+}
+
+// Compiled returns a published version compiled, from the cache when it was compiled before. version 0 means
+// the latest. ENOTFOUND for an unknown template or version; EUNPROCESSABLE when a template has no version yet.
+func (s *Service) Compiled(ctx context.Context, tenant, key string, version int) (*Compiled, error) {
+	if version == 0 {
+		t, err := s.store.GetTemplate(ctx, tenant, key)
+		if err != nil {
+			return nil, err
+		}
+		if t.LatestVersion == nil {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "not_published", "template %q has no published version yet", key)
+		}
+		version = *t.LatestVersion
+	}
+	ck := cacheKey{tenant, key, version}
+	if c, ok := s.cache.Load(ck); ok {
+		return c.(*Compiled), nil
+	}
+	v, err := s.store.GetVersion(ctx, tenant, key, version)
+	if err != nil {
+		return nil, err
+	}
+	c, err := compile(key, version, v.Definition)
+	if err != nil {
+		return nil, fmt.Errorf("template: stored version %s@%d no longer compiles: %w", key, version, err)
+	}
+	s.cache.Store(ck, c)
+	return c, nil
+}
+
+// Get returns a template with its draft and its versions.
+func (s *Service) Get(ctx context.Context, tenant, key string) (*View, error) {
+	t, err := s.store.GetTemplate(ctx, tenant, key)
+	if err != nil {
+		return nil, err
+	}
+	if t.Hidden {
+		return nil, model.Errorf(model.ENOTFOUND, "template %q not found", key)
+	}
+	vs, err := s.store.ListVersions(ctx, tenant, key)
+	if err != nil {
+		return nil, err
+	}
+	v := view(t)
+	v.Versions = vs
+	r := Validate(t.Draft)
+	v.Validation = &r
+	return v, nil
+}
+
+// List pages through templates.
+func (s *Service) List(ctx context.Context, tenant string, page model.Page) ([]*View, string, error) {
+	ts, next, err := s.store.ListTemplates(ctx, tenant, page)
+	if err != nil {
+		return nil, "", err
+	}
+	out := make([]*View, len(ts))
+	for i, t := range ts {
+		out[i] = view(t)
+	}
+	return out, next, nil
+}
+
+// GetVersion returns one published version. Hidden (linear) templates are readable by id for instance display.
+func (s *Service) GetVersion(ctx context.Context, tenant, key string, version int) (*model.TemplateVersion, error) {
+	return s.store.GetVersion(ctx, tenant, key, version)
+}
+
+// Diagram renders a version (with node states when given) as a Mermaid flowchart.
+func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
+	c, err := s.Compiled(ctx, tenant, key, version)
+	if err != nil {
+		return "", err
+	}
+	labels := make(map[string]string, len(c.Def.Edges))
+	for i, e := range c.Def.Edges {
+		if c.Conditions[i] != nil {
+			labels[edgeKey(e)] = c.Conditions[i].String()
+		}
+	}
+	return graph.Mermaid(c.Def, states, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
+}
+
+func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
+
+// LinearStep is one step of a dynamic linear process.
+type LinearStep struct {
+	Name      string          `json:"name"`
+	Approvers model.Approvers `json:"approvers"`
+	Sign      string          `json:"sign"`
+	PassRatio float64         `json:"pass_ratio,omitempty"`
+}
+
+// CreateLinear builds a one-off version start → step1 → ... → end (seeds/003 动态线性流程), validates it like
+// any template and stores it hidden. It returns the compiled version.
+func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, title string, steps []LinearStep) (*Compiled, error) {
+	if len(steps) == 0 || len(steps) > 100 {
+		return nil, model.CodedError(model.EINVALID, "invalid_steps", "steps must hold 1 to 100 steps")
+	}
+	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
+	prev := "start"
+	for i, st := range steps {
+		id := fmt.Sprintf("step%d", i+1)
+		name := strings.TrimSpace(st.Name)
+		if name == "" {
+			name = fmt.Sprintf("Step %d", i+1)
+		}
+		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
+		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
+		prev = id
+	}
+	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
+	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	raw, err := json.Marshal(&def)
+	if err != nil {
+		return nil, err
+	}
+	key := "linear-" + uuid.Must(uuid.NewV7()).String()
+	c, err := compile(key, 1, raw)
+	if err != nil {
+		if de, ok := err.(*model.Error); ok {
+			de.Code = "invalid_steps"
+		}
+		return nil, err
+	}
+	t := &model.Template{TenantID: actor.TenantID, Key: key, Name: title, Hidden: true, CreatedBy: actor.Username}
+	v := &model.TemplateVersion{TenantID: actor.TenantID, Key: key, Version: 1, Definition: raw, PublishedBy: actor.Username}
+	if err := s.store.CreateHiddenVersion(ctx, t, v); err != nil {
+		return nil, err
+	}
+	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
+	return c, nil
+}
