@@ -667,6 +667,18 @@ func (d *Definition) index() *defIndex {
 	return nil
 }
 
+// MarshalJSON writes nodes and edges as arrays even when they are nil.
+func (d Definition) MarshalJSON() ([]byte, error) {
+	type plain Definition
+	if d.Nodes == nil {
+		d.Nodes = []Node{}
+	}
+	if d.Edges == nil {
+		d.Edges = []Edge{}
+	}
+	return json.Marshal(plain(d))
+}
+
 // UnmarshalJSON decodes leniently (stored definitions, drafts) and builds the index. Use ParseDefinition to
 // decode a definition from a user strictly.
 func (d *Definition) UnmarshalJSON(b []byte) error {

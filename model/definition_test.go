@@ -325,6 +325,17 @@ func TestOnTimeoutJSON(t *testing.T) {
 	}
 }
 
+func TestDefinitionMarshalsArrays(t *testing.T) {
+	b, err := json.Marshal(model.Definition{})
+	if err != nil || string(b) != `{"nodes":[],"edges":[]}` {
+		t.Errorf("Marshal(Definition{}) = %s, %v", b, err)
+	}
+	b, _ = json.Marshal(&model.Definition{Nodes: []model.Node{{ID: "e", Type: model.NodeEnd}}})
+	if string(b) != `{"nodes":[{"id":"e","type":"end"}],"edges":[]}` {
+		t.Errorf("Marshal = %s", b)
+	}
+}
+
 func TestValidationErrorNodesNeverNull(t *testing.T) {
 	b, err := json.Marshal(model.ValidationError{Code: model.CodeNoStart, Message: "m"})
 	if err != nil || string(b) != `{"code":"no_start","message":"m","nodes":[]}` {
@@ -495,5 +506,65 @@ func TestForeignFields(t *testing.T) {
 	tr := model.Trigger{Kind: model.TriggerCrontab, Expr: "* * * * *", Module: "m", Members: []string{"x"}}
 	if got := tr.ForeignFields(); !slices.Equal(got, []string{"module", "members"}) {
 		t.Errorf("trigger ForeignFields = %v", got)
+	}
+}
+
+// TestParseDefinitionPathsAgree: a well-formed definition is read in one strict pass; a definition with any
+// problem is read field by field. Both must build the same definition, which the test checks by adding an
+// unknown top-level field (one bad_definition error) to force the second path.
+func TestParseDefinitionPathsAgree(t *testing.T) {
+	inputs := map[string]string{
+		"every field": fullDefinition,
+		"nulls count as absent": `{"nodes": [
+		  {"id": "s", "type": "start", "trigger": {"kind": "manual", "expr": null, "form": null}, "sign": null, "meta": null},
+		  {"id": "d", "type": "delay", "interval": "1m", "sign": null, "form": null, "on_timeout": null, "timeout": null},
+		  {"id": "e", "type": "end", "plugins": null}
+		], "edges": [{"from": "s", "to": "d", "condition": null, "default": null, "meta": null}, {"from": "d", "to": "e"}], "meta": null}`,
+		"field names match case-insensitively, as encoding/json does": `{"Nodes": [
+		  {"ID": "s", "Type": "start", "Trigger": {"Kind": "crontab", "EXPR": "* * * * *"}},
+		  {"id": "a", "type": "approval", "Approvers": {"Users": ["bob"]}, "Sign": "all", "Timeout": "1h", "On_Timeout": "remind"},
+		  {"id": "e", "type": "end"}
+		], "EDGES": [{"From": "s", "To": "a"}, {"from": "a", "to": "e", "Default": false}]}`,
+		"a trigger of an unknown kind keeps its fields": `{"nodes": [{"id": "s", "type": "start", "trigger": {"kind": "webhook", "expr": "x", "module": "m"}}]}`,
+		"empty": `{}`,
+	}
+	for name, raw := range inputs {
+		t.Run(name, func(t *testing.T) {
+			clean, errs := model.ParseDefinition([]byte(raw))
+			if clean == nil || len(errs) != 0 {
+				t.Fatalf("ParseDefinition: %v", errs)
+			}
+			forced := strings.Replace(strings.TrimSpace(raw), "{", `{"zzz": 1, `, 1)
+			if raw == "{}" {
+				forced = `{"zzz": 1}`
+			}
+			each, errs := model.ParseDefinition([]byte(forced))
+			if each == nil || len(errs) != 1 || errs[0].Code != model.CodeBadDefinition {
+				t.Fatalf("forced field-by-field parse: %v", errs)
+			}
+			if !reflect.DeepEqual(clean.Nodes, each.Nodes) || !reflect.DeepEqual(clean.Edges, each.Edges) || !reflect.DeepEqual(clean.Meta, each.Meta) {
+				t.Errorf("the two parsers disagree:\none pass:  %+v\n%+v\nper field: %+v\n%+v", clean.Nodes, clean.Edges, each.Nodes, each.Edges)
+			}
+		})
+	}
+	d := mustParse(t, inputs["field names match case-insensitively, as encoding/json does"])
+	if a := d.Node("a"); a == nil || a.Sign != model.SignAll || a.OnTimeout.Action != model.TimeoutRemind || d.Start().Trigger.Expr != "* * * * *" {
+		t.Errorf("case-insensitive fields not read: %+v", d.Nodes)
+	}
+	if d := mustParse(t, inputs["nulls count as absent"]); d.Node("d").Sign != "" || d.Edges[0].Condition != nil || d.Meta != nil {
+		t.Errorf("nulls not absent: %+v", d)
+	}
+}
+
+// Problems that the one strict pass stops at are all reported, in node order, by the field-by-field pass.
+func TestParseDefinitionNullEntries(t *testing.T) {
+	_, errs := model.ParseDefinition([]byte(`{"nodes": [null, {"id": "e", "type": "end"}], "edges": [null]}`))
+	var msgs []string
+	for _, e := range errs {
+		msgs = append(msgs, e.Message)
+	}
+	want := []string{"node #1 must be a JSON object, got null", "edge #1 must be a JSON object, got null"}
+	if !slices.Equal(msgs, want) {
+		t.Errorf("errors = %q, want %q", msgs, want)
 	}
 }

@@ -366,3 +366,22 @@ type InstanceStore interface {
 	// HasTaskIn reports whether the user has or had a task in the instance.
 	HasTaskIn(ctx context.Context, tenant, instanceID, username string) (bool, error)
 }
+
+// TimerStore reads timer rows for the scheduler.
+type TimerStore interface {
+	// GetTimers returns the timers with these ids (missing ids are left out).
+	GetTimers(ctx context.Context, ids []string) ([]*Timer, error)
+	// PendingTimers pages through pending timers by id (to re-arm the scheduler from the database).
+	PendingTimers(ctx context.Context, afterID string, limit int) ([]*Timer, error)
+	// SaveTimer writes (or replaces) a timer that belongs to no instance (crontab starts).
+	SaveTimer(ctx context.Context, t *Timer) error
+	// MarkTimerFired marks a pending timer fired; false when it was not pending (already fired or cancelled).
+	MarkTimerFired(ctx context.Context, id string, at time.Time) (bool, error)
+}
+
+// OutboxStore hands committed outbox rows to the dispatcher.
+type OutboxStore interface {
+	// DispatchOutbox calls fn with up to limit undispatched items, oldest first, and deletes them when fn returns
+	// nil, in one transaction (rows other dispatchers hold are skipped). It returns how many it dispatched.
+	DispatchOutbox(ctx context.Context, limit int, fn func(items []OutboxItem) error) (int, error)
+}

@@ -55,6 +55,7 @@ type Engine struct {
 	publicURL   string
 	events      EventSink
 	onOutbox    func()
+	cron        func(ctx context.Context, t *model.Timer) error
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}

@@ -17,16 +17,21 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/halley-bpm/halley/frontend"
+	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/outbox"
+	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/template"
 )
@@ -139,6 +144,82 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 
 	templates := template.New(st, nil)
 	eng := engine.New(st, templates, st, engine.Options{Logger: lg, CallbackKey: identity.DeriveKey([]byte(cfg.Secret), "callback-url"), PublicURL: cfg.PublicURL})
+
+	// Timers: the Redis sorted set when Redis is configured (shared by every replica), else an in-process heap.
+	schedOpts := scheduler.Options{Clock: clock.Real{}, Logger: lg}
+	var sched scheduler.Scheduler
+	if rdb != nil {
+		sched = scheduler.NewRedis(rdb, "halley:", schedOpts)
+	} else {
+		sched = scheduler.NewMemory(schedOpts)
+	}
+	defer sched.Close()
+	ready["scheduler"] = sched
+	disp := outbox.New(st, outbox.Options{Logger: lg})
+	arm, cancelTimers := engine.TimerOutbox(sched)
+	disp.Handle(model.OutboxTimerArm, arm)
+	disp.Handle(model.OutboxTimerCancel, cancelTimers)
+	eng.SetOnOutbox(disp.Notify)
+
+	var rdbLock redis.UniversalClient
+	if rdb != nil {
+		rdbLock = rdb
+	}
+	hk, err := scheduler.NewHousekeeper(rdbLock, "halley:", lg)
+	if err != nil {
+		return err
+	}
+	jobs := []struct {
+		name  string
+		every time.Duration
+		fn    func(ctx context.Context) error
+	}{
+		{"rearm-timers", 5 * time.Minute, func(ctx context.Context) error {
+			n, err := eng.RearmTimers(ctx, sched)
+			if n > 0 {
+				lg.Warn("re-armed timers missing from the scheduler", "count", n)
+			}
+			return err
+		}},
+		{"purge-messages", 10 * time.Minute, func(ctx context.Context) error {
+			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
+			return err
+		}},
+		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
+			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
+			return err
+		}},
+	}
+	for _, j := range jobs {
+		if err := hk.Add(j.name, j.every, j.fn); err != nil {
+			return err
+		}
+	}
+
+	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); disp.Run(bg) }()
+	go func() {
+		defer wg.Done()
+		if err := sched.Run(bg, eng.HandleTimers); err != nil {
+			lg.Error("scheduler stopped", "err", err)
+		}
+	}()
+	if n, err := eng.RearmTimers(ctx, sched); err != nil {
+		lg.Error("unable to re-arm timers at start; the housekeeping job will retry", "err", err)
+	} else if n > 0 {
+		lg.Info("armed pending timers from the database", "count", n)
+	}
+	hk.Start()
+	defer func() {
+		// After HTTP has drained: stop the background loops and wait for them.
+		if err := hk.Shutdown(); err != nil {
+			lg.Error("housekeeping shutdown", "err", err)
+		}
+		stopBG()
+		wg.Wait()
+	}()
 
 	var ui http.FileSystem
 	if frontend.Built() {

@@ -1,0 +1,124 @@
+// Package outbox moves the side effects the engine committed (outbox rows: timers to arm or cancel, plugin runs,
+// events) to the components that carry them out. Rows are deleted only after their handler succeeded, so a crash
+// between the engine's commit and the dispatch loses nothing: the rows are dispatched again after a restart.
+// Handlers must therefore be idempotent.
+package outbox
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// Handler carries out a batch of outbox items of one kind.
+type Handler func(ctx context.Context, items []model.OutboxItem) error
+
+// Options configure a Dispatcher.
+type Options struct {
+	BatchSize int           // rows per transaction; default 200
+	Interval  time.Duration // poll interval when nothing wakes the loop (other replicas' commits); default 1s
+	Logger    *slog.Logger
+	// OnDispatched is called after each dispatched batch (test signal).
+	OnDispatched func(n int)
+}
+
+// Dispatcher is the loop that drains the outbox.
+type Dispatcher struct {
+	store    model.OutboxStore
+	handlers map[string]Handler
+	opts     Options
+	wake     chan struct{}
+	once     sync.Once
+}
+
+// New returns a dispatcher; register handlers before Run.
+func New(store model.OutboxStore, opts Options) *Dispatcher {
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = 200
+	}
+	if opts.Interval <= 0 {
+		opts.Interval = time.Second
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Dispatcher{store: store, handlers: map[string]Handler{}, opts: opts, wake: make(chan struct{}, 1)}
+}
+
+// Handle registers the handler of a kind.
+func (d *Dispatcher) Handle(kind string, h Handler) { d.handlers[kind] = h }
+
+// Notify wakes the loop: a commit wrote outbox rows.
+func (d *Dispatcher) Notify() {
+	select {
+	case d.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Run drains the outbox until ctx is done.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	backoff := time.Duration(0)
+	for {
+		n, err := d.DispatchOnce(ctx)
+		switch {
+		case err != nil:
+			if ctx.Err() != nil {
+				return nil
+			}
+			backoff = min(max(backoff*2, 100*time.Millisecond), 30*time.Second)
+			d.opts.Logger.Error("outbox: dispatch failed; will retry", "err", err, "retry_in", backoff)
+		case n == d.opts.BatchSize:
+			backoff = 0
+			continue // more is waiting
+		default:
+			backoff = 0
+		}
+		wait := d.opts.Interval
+		if backoff > 0 {
+			wait = backoff
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-d.wake:
+			t.Stop()
+		case <-t.C:
+		}
+	}
+}
+
+// DispatchOnce dispatches one batch and returns its size.
+func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
+	n, err := d.store.DispatchOutbox(ctx, d.opts.BatchSize, func(items []model.OutboxItem) error {
+		byKind := map[string][]model.OutboxItem{}
+		var order []string
+		for _, it := range items {
+			if _, ok := byKind[it.Kind]; !ok {
+				order = append(order, it.Kind)
+			}
+			byKind[it.Kind] = append(byKind[it.Kind], it)
+		}
+		for _, k := range order {
+			h, ok := d.handlers[k]
+			if !ok {
+				// Nobody handles this kind in this build: drop it loudly rather than block the outbox forever.
+				d.opts.Logger.Error("outbox: no handler; dropping items", "kind", k, "count", len(byKind[k]))
+				continue
+			}
+			if err := h(ctx, byKind[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if n > 0 && d.opts.OnDispatched != nil {
+		d.opts.OnDispatched(n)
+	}
+	return n, err
+}
