@@ -48,6 +48,10 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+## templates: load the ready-made templates into a running Halley (URL, user, password: see halley templates load -h)
+templates: build
+	./$(BIN) templates load $(ARGS)
+
 clean:
 	rm -rf bin frontend/node_modules
 	find frontend/dist -mindepth 1 ! -name .gitkeep -delete 2>/dev/null || true

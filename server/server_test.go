@@ -18,17 +18,20 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
 )
 
 type env struct {
-	t     *testing.T
-	url   string
-	store *store.Store
-	admin string // admin's token
-	clock *time.Time
+	t      *testing.T
+	url    string
+	store  *store.Store
+	admin  string // admin's token
+	clock  *time.Time
+	engine *engine.Engine
 }
 
 type resp struct {
@@ -53,7 +56,10 @@ func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1"); err != nil {
 		t.Fatal(err)
 	}
-	d := server.Deps{Identity: ids, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
+	tpl := template.New(s, func() time.Time { return *e.clock })
+	eng := engine.New(s, tpl, s, engine.Options{CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"})
+	e.engine = eng
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
 	if mod != nil {
 		mod(&d)
 	}

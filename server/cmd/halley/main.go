@@ -53,7 +53,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
+		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url http://127.0.0.1:8080] [--user admin] [--password pw | --token tok]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -67,6 +67,12 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	case "version":
 		fmt.Fprintln(stderr, "halley", version)
 		return nil
+	case "templates":
+		if fs.NArg() < 2 || fs.Arg(1) != "load" {
+			fs.Usage()
+			return fmt.Errorf("unknown command %q", strings.Join(fs.Args(), " "))
+		}
+		return loadTemplates(ctx, fs.Args()[2:], getenv, stderr)
 	case "serve", "migrate":
 	default:
 		fs.Usage()

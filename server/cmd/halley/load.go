@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/halley-bpm/halley/templates"
+)
+
+// loadTemplates implements `halley templates load`: it creates (or updates the draft of) every ready-made
+// template in a running Halley through its HTTP API and publishes it.
+func loadTemplates(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+	fs := flag.NewFlagSet("templates load", flag.ContinueOnError)
+	fs.SetOutput(out)
+	url := fs.String("url", "http://127.0.0.1:8080", "Halley's base URL")
+	user := fs.String("user", "admin", "admin username")
+	password := fs.String("password", "", "admin password (default: $HALLEY_ADMIN_PASSWORD, else admin)")
+	token := fs.String("token", "", "an admin API token instead of user and password")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	c := &apiClient{base: strings.TrimRight(*url, "/"), hc: &http.Client{Timeout: 30 * time.Second}, token: *token}
+	if c.token == "" {
+		pw := *password
+		if pw == "" {
+			pw = getenv("HALLEY_ADMIN_PASSWORD")
+		}
+		if pw == "" {
+			pw = "admin"
+		}
+		var login struct {
+			Token string `json:"token"`
+		}
+		if st, body, err := c.do(ctx, "POST", "/api/v1/auth/login", map[string]string{"username": *user, "password": pw}, &login); err != nil || st != 200 {
+			return fmt.Errorf("log in as %s: %v %d %s", *user, err, st, body)
+		}
+		c.token = login.Token
+	}
+	all, err := templates.All()
+	if err != nil {
+		return err
+	}
+	for _, t := range all {
+		st, body, err := c.do(ctx, "POST", "/api/v1/templates", t, nil)
+		if err != nil {
+			return err
+		}
+		switch st {
+		case http.StatusCreated:
+		case http.StatusConflict:
+			if same, v := c.sameAsLatest(ctx, t); same {
+				fmt.Fprintf(out, "unchanged %s version %d (%s)\n", t.Key, v, t.Name)
+				continue
+			}
+			if st, body, err = c.do(ctx, "PUT", "/api/v1/templates/"+t.Key+"/draft", map[string]any{"definition": t.Definition}, nil); err != nil || st != 200 {
+				return fmt.Errorf("update draft of %s: %v %d %s", t.Key, err, st, body)
+			}
+		default:
+			return fmt.Errorf("create %s: %d %s", t.Key, st, body)
+		}
+		var pub struct {
+			Version int `json:"version"`
+		}
+		if st, body, err = c.do(ctx, "POST", "/api/v1/templates/"+t.Key+"/publish", nil, &pub); err != nil || st != 201 {
+			return fmt.Errorf("publish %s: %v %d %s", t.Key, err, st, body)
+		}
+		fmt.Fprintf(out, "published %s version %d (%s)\n", t.Key, pub.Version, t.Name)
+	}
+	return nil
+}
+
+// sameAsLatest reports whether the template's latest published version already holds this definition.
+func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (bool, int) {
+	var tv struct {
+		LatestVersion *int `json:"latest_version"`
+	}
+	if st, _, err := c.do(ctx, "GET", "/api/v1/templates/"+t.Key, nil, &tv); err != nil || st != 200 || tv.LatestVersion == nil {
+		return false, 0
+	}
+	var v struct {
+		Definition json.RawMessage `json:"definition"`
+	}
+	if st, _, err := c.do(ctx, "GET", fmt.Sprintf("/api/v1/templates/%s/versions/%d", t.Key, *tv.LatestVersion), nil, &v); err != nil || st != 200 {
+		return false, 0
+	}
+	var a, b bytes.Buffer
+	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, t.Definition) != nil {
+		return false, 0
+	}
+	var x, y any
+	json.Unmarshal(a.Bytes(), &x)
+	json.Unmarshal(b.Bytes(), &y)
+	ja, _ := json.Marshal(x)
+	jb, _ := json.Marshal(y)
+	return bytes.Equal(ja, jb), *tv.LatestVersion
+}
+
+type apiClient struct {
+	base, token string
+	hc          *http.Client
+}
+
+func (c *apiClient) do(ctx context.Context, method, path string, body, into any) (int, string, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return 0, "", err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	if into != nil && res.StatusCode < 300 {
+		if err := json.Unmarshal(b, into); err != nil {
+			return res.StatusCode, string(b), err
+		}
+	}
+	return res.StatusCode, string(b), nil
+}
