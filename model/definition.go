@@ -80,18 +80,18 @@ const (
 
 // Validation error codes (API.md "Validation error codes").
 const (
-	CodeBadDefinition = "bad_definition" // not a JSON object, or its top level is malformed
-	CodeNoStart       = "no_start"
-	CodeMultipleStart = "multiple_starts"
-	CodeNoEnd         = "no_end"
-	CodeCycle         = "cycle"
-	CodeUnreachable   = "unreachable"
-	CodeDeadEnd       = "dead_end"
-	CodeUnknownNode   = "unknown_node"
-	CodeDuplicateID   = "duplicate_id"
-	CodeBadCondition  = "bad_condition"
-	CodeBadCron       = "bad_cron"
-	CodeBadNode       = "bad_node"
+	CodeBadDefinition  = "bad_definition" // not a JSON object, or its top level is malformed
+	CodeNoStart        = "no_start"
+	CodeMultipleStarts = "multiple_starts"
+	CodeNoEnd          = "no_end"
+	CodeCycle          = "cycle"
+	CodeUnreachable    = "unreachable"
+	CodeDeadEnd        = "dead_end"
+	CodeUnknownNode    = "unknown_node"
+	CodeDuplicateID    = "duplicate_id"
+	CodeBadCondition   = "bad_condition"
+	CodeBadCron        = "bad_cron"
+	CodeBadNode        = "bad_node"
 )
 
 // KnownNodeType reports whether t is one of the node types.
@@ -196,7 +196,10 @@ func ParseDuration(s string) (Duration, error) {
 	}
 	if f, err := strconv.ParseFloat(s, 64); err == nil {
 		var d Duration
-		return d, d.setSeconds(f)
+		if err := d.setSeconds(f); err != nil {
+			return 0, err
+		}
+		return d, nil
 	}
 	v, err := time.ParseDuration(s)
 	if err != nil {
@@ -613,8 +616,8 @@ func (e Edge) Label() string {
 //
 // Lookups (Node, Outgoing, Incoming, Start, ErrorNode) use an index built by Index; ParseDefinition and
 // json.Unmarshal build it. Build it before sharing a definition between goroutines; after that the lookups only
-// read. A definition changed after indexing (nodes or edges added or removed) falls back to linear scans until it
-// is indexed again.
+// read, and the nodes they return must not be changed. A definition changed after indexing (nodes or edges added
+// or removed) falls back to linear scans until it is indexed again.
 type Definition struct {
 	Nodes []Node          `json:"nodes"`
 	Edges []Edge          `json:"edges"`

@@ -71,3 +71,30 @@ type TemplateStore interface {
 	// CreateHiddenVersion stores a one-off template and its version 1 (dynamic linear processes).
 	CreateHiddenVersion(ctx context.Context, t *Template, v *TemplateVersion) error
 }
+
+// TriggerLogEntry records what a start trigger did besides starting an instance (e.g. a skipped crontab fire).
+type TriggerLogEntry struct {
+	TenantID   string    `json:"-"`
+	Key        string    `json:"template"`
+	Version    int       `json:"version"`
+	Kind       string    `json:"kind"`
+	Action     string    `json:"action"` // started, skipped, closed
+	At         time.Time `json:"at"`
+	InstanceID string    `json:"instance_id"`
+	Detail     string    `json:"detail"`
+}
+
+// TriggerStore keeps API trigger routes, crontab bookkeeping and the trigger log.
+type TriggerStore interface {
+	// APIRouteOwner returns the template owning module/function, or "" when none does.
+	APIRouteOwner(ctx context.Context, tenant, module, function string) (key string, version int, err error)
+	// SetAPIRoutes replaces the routes of a template (none when its latest version has no API trigger).
+	// ECONFLICT when another template owns one of them.
+	SetAPIRoutes(ctx context.Context, tenant, key string, version int, routes []APITriggerRoute) error
+	// CancelCronTimers cancels the pending crontab timers of a template and returns their ids.
+	CancelCronTimers(ctx context.Context, tenant, key string) ([]string, error)
+	// RunningInstance returns the id of a running instance of the template started by initiator, or "".
+	RunningInstance(ctx context.Context, tenant, key, initiator string) (string, error)
+	AppendTriggerLog(ctx context.Context, e *TriggerLogEntry) error
+	TriggerLog(ctx context.Context, tenant, key string, limit int) ([]*TriggerLogEntry, error)
+}

@@ -43,6 +43,9 @@ func Validate(raw []byte, opts Options) Result {
 // ValidateDefinition validates an already parsed definition and returns every problem found (an empty, non-nil
 // slice when there is none).
 func ValidateDefinition(d *model.Definition, opts Options) []model.ValidationError {
+	if d == nil {
+		return []model.ValidationError{model.NewValidationError(model.CodeBadDefinition, nil, "there is no definition")}
+	}
 	v := &validator{
 		d:    d,
 		opts: opts,
@@ -299,7 +302,7 @@ func (v *validator) checkStructure() {
 	case len(starts) == 0:
 		v.add(model.CodeNoStart, nil, "the template has no start node")
 	case len(starts) > 1:
-		v.add(model.CodeMultipleStart, starts, "the template has %d start nodes (%s); it needs exactly one", len(starts), strings.Join(starts, ", "))
+		v.add(model.CodeMultipleStarts, starts, "the template has %d start nodes (%s); it needs exactly one", len(starts), strings.Join(starts, ", "))
 	}
 	if ends == 0 {
 		v.add(model.CodeNoEnd, nil, "the template has no end node")

@@ -26,8 +26,11 @@ const maxEdgeLabel = 60
 // "cancelled") every node is given its state as a class, for an instance diagram.
 func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
 	var b strings.Builder
-	b.Grow(64 * (len(d.Nodes) + len(d.Edges) + 8))
 	b.WriteString("flowchart TD\n")
+	if d == nil {
+		return b.String()
+	}
+	b.Grow(64 * (len(d.Nodes) + len(d.Edges) + 8))
 	ids := make(map[string]string, len(d.Nodes)) // node id → generated id, the first node wins
 	gen := make([]string, len(d.Nodes))
 	for i := range d.Nodes {

@@ -172,7 +172,7 @@ func TestValidateMultipleStarts(t *testing.T) {
 			node("s1", "start", `"trigger": {"kind": "manual"}`), node("s2", "start", `"trigger": {"kind": "manual"}`),
 			node("a", "auto"), end,
 		}, edge("s1", "a"), edge("s2", "a"), edge("a", "end")),
-			[]want{{model.CodeMultipleStart, []string{"s1", "s2"}, "2 start nodes"}}},
+			[]want{{model.CodeMultipleStarts, []string{"s1", "s2"}, "2 start nodes"}}},
 	})
 }
 
@@ -292,6 +292,8 @@ func TestValidateBadCron(t *testing.T) {
 	}
 	runCases(t, []validationCase{
 		{"valid", cron("*/5 * * * *"), nil},
+		{"valid with a time zone", cron("CRON_TZ=UTC 0 9 * * 1-5"), nil},
+		{"descriptors are not 5 fields", cron("@daily"), []want{{model.CodeBadCron, []string{"start"}, ""}}},
 		{"minute out of range", cron("61 * * * *"), []want{{model.CodeBadCron, []string{"start"}, `crontab expr "61 * * * *"`}}},
 		{"six fields", cron("0 */5 * * * *"), []want{{model.CodeBadCron, []string{"start"}, "expected exactly 5 fields"}}},
 		{"garbage", cron("every day"), []want{{model.CodeBadCron, []string{"start"}, ""}}},
@@ -409,9 +411,15 @@ func TestValidateBadNode(t *testing.T) {
 }
 
 func TestValidateBadDefinition(t *testing.T) {
-	for _, raw := range []string{`[]`, `"x"`, `42`, `null`, `{"nodes": 1}`, `{"nodes": [], "edges": {}}`} {
+	for _, raw := range []string{`[]`, `"x"`, `42`, `null`, ``, `{"nodes": 1}`, `{"nodes": [], "edges": {}}`, `{"nodes": [`} {
 		res := graph.Validate([]byte(raw), graph.Options{})
 		assertErrors(t, res, want{model.CodeBadDefinition, nil, ""})
+	}
+	if errs := graph.ValidateDefinition(nil, graph.Options{}); len(errs) != 1 || errs[0].Code != model.CodeBadDefinition {
+		t.Errorf("ValidateDefinition(nil) = %v", errs)
+	}
+	if got := graph.Mermaid(nil, nil, nil); got != "flowchart TD\n" {
+		t.Errorf("Mermaid(nil) = %q", got)
 	}
 }
 
@@ -433,7 +441,7 @@ func TestValidateReportsEverythingAtOnce(t *testing.T) {
 	res := graph.Validate([]byte(raw), graph.Options{CheckCondition: checkCondition})
 	assertErrors(t, res,
 		want{model.CodeBadCron, []string{"s1"}, ""},
-		want{model.CodeMultipleStart, []string{"s1", "s2"}, ""},
+		want{model.CodeMultipleStarts, []string{"s1", "s2"}, ""},
 		want{model.CodeNoEnd, nil, ""},
 		want{model.CodeCycle, []string{"x", "y"}, ""},
 		want{model.CodeUnreachable, []string{"lonely"}, ""},

@@ -1,0 +1,155 @@
+package templates_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/condition"
+	"github.com/halley-bpm/halley/service/graph"
+	"github.com/halley-bpm/halley/templates"
+)
+
+func checkCondition(raw []byte) error {
+	_, err := condition.Compile(raw)
+	return err
+}
+
+func all(t *testing.T) map[string]templates.Template {
+	t.Helper()
+	list, err := templates.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]templates.Template{}
+	for _, tpl := range list {
+		m[tpl.Key] = tpl
+	}
+	return m
+}
+
+// TestTemplatesValidate: every ready-made template passes the validation that publishing runs, with the real
+// condition compiler.
+func TestTemplatesValidate(t *testing.T) {
+	list, err := templates.All()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	for _, tpl := range list {
+		keys = append(keys, tpl.Key)
+		t.Run(tpl.Key, func(t *testing.T) {
+			if tpl.File != tpl.Key+".json" {
+				t.Errorf("key %q lives in %s", tpl.Key, tpl.File)
+			}
+			if tpl.Name == "" || len(tpl.Description) < 40 {
+				t.Errorf("name %q / description %q too thin", tpl.Name, tpl.Description)
+			}
+			res := graph.Validate(tpl.Definition, graph.Options{CheckCondition: checkCondition})
+			if !res.Valid || len(res.Errors) != 0 {
+				t.Fatalf("invalid: %+v", res.Errors)
+			}
+			d, _ := model.ParseDefinition(tpl.Definition)
+			if src := graph.Mermaid(d, nil, nil); strings.Count(src, "\n") < len(d.Nodes)+len(d.Edges) {
+				t.Errorf("diagram too short:\n%s", src)
+			}
+		})
+	}
+	want := []string{"cache-resource-change", "leave", "push-task-approval", "table-permission"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys = %v, want %v (sorted)", keys, want)
+	}
+}
+
+// The templates carry the scenarios they are named after.
+func TestTemplatesScenarios(t *testing.T) {
+	m := all(t)
+	def := func(key string) *model.Definition {
+		t.Helper()
+		d, errs := model.ParseDefinition(m[key].Definition)
+		if d == nil || len(errs) > 0 {
+			t.Fatalf("%s: %v", key, errs)
+		}
+		return d
+	}
+	evalEdge := func(e model.Edge, ctx string) bool {
+		t.Helper()
+		ok, err := condition.Evaluate(e.Condition, []byte(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	edgeTo := func(d *model.Definition, from, to string) model.Edge {
+		t.Helper()
+		for _, e := range d.Outgoing(from) {
+			if e.To == to {
+				return e
+			}
+		}
+		t.Fatalf("no edge %s → %s", from, to)
+		return model.Edge{}
+	}
+
+	t.Run("leave: the manager approves only more than 3 days", func(t *testing.T) {
+		d := def("leave")
+		toManager, toEnd := edgeTo(d, "lead", "manager"), edgeTo(d, "lead", "end")
+		if !evalEdge(toManager, `{"days": 5}`) || evalEdge(toManager, `{"days": 3}`) {
+			t.Error("lead → manager is not days > 3")
+		}
+		if !toEnd.Default || d.Node("end").JoinMode() != model.JoinOr {
+			t.Error("lead → end is not the default, or end does not join with or")
+		}
+	})
+	t.Run("cache: large changes need the SRE lead; create-cache runs after the create node", func(t *testing.T) {
+		d := def("cache-resource-change")
+		toLead := edgeTo(d, "owner", "sre_lead")
+		if !evalEdge(toLead, `{"memory_gb": 64}`) || !evalEdge(toLead, `{"memory_gb": 8, "shared_cluster": true}`) || evalEdge(toLead, `{"memory_gb": 8}`) {
+			t.Error("owner → sre_lead condition is wrong")
+		}
+		create := d.Node("create")
+		if create.Type != model.NodeAuto || !slices.Equal(create.Plugins.After, []string{"create-cache"}) || create.ErrorHandler.Op() != model.ErrorOpRetry {
+			t.Errorf("create node = %+v", create)
+		}
+		if d.ErrorNode() == nil {
+			t.Error("no error node")
+		}
+	})
+	t.Run("table permission: AND join of DBA and owner, security by level or department, auto grant", func(t *testing.T) {
+		d := def("table-permission")
+		reviewed := d.Node("reviewed")
+		var from []string
+		for _, e := range d.Incoming("reviewed") {
+			from = append(from, e.From)
+		}
+		if reviewed.JoinMode() != model.JoinAnd || !slices.Equal(from, []string{"dba", "owner"}) {
+			t.Errorf("reviewed joins %v with %s", from, reviewed.JoinMode())
+		}
+		if edgeTo(d, "leader", "dba").Condition == nil || !edgeTo(d, "leader", "grant").Default {
+			t.Error("the level does not decide the chain")
+		}
+		sec := edgeTo(d, "reviewed", "security")
+		if !evalEdge(sec, `{"level": 4, "department": "ops"}`) || !evalEdge(sec, `{"level": 2, "department": "hr"}`) || evalEdge(sec, `{"level": 3, "department": "ops"}`) {
+			t.Error("reviewed → security condition is wrong")
+		}
+		if g := d.Node("grant"); g.Type != model.NodeAuto || !slices.Equal(g.Plugins.After, []string{"grant-table"}) {
+			t.Errorf("grant node = %+v", g)
+		}
+		if d.Node("owner").Approvers.Context != "table.owner" {
+			t.Error("the table owner does not come from the context")
+		}
+	})
+	t.Run("push task: approvers from the context, parallel groups", func(t *testing.T) {
+		d := def("push-task-approval")
+		if a := d.Node("reviewer").Approvers; a.Context != "approvers.reviewer" {
+			t.Errorf("reviewer approvers = %+v", a)
+		}
+		if g := d.Node("groups"); g.Approvers.GroupsContext != "approvers.groups" || g.GroupSignMode() != model.SignOr {
+			t.Errorf("groups node = %+v", g)
+		}
+		if tr := d.Start().Trigger; tr.Kind != model.TriggerAsyncAPI || tr.Module != "push" || tr.Function != "task-approval" {
+			t.Errorf("trigger = %+v", tr)
+		}
+	})
+}
