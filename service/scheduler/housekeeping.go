@@ -1,0 +1,79 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/go-co-op/gocron/v2"
+	"github.com/redis/go-redis/v9"
+)
+
+// Housekeeper runs the service's own periodic jobs (purging old bookmark-queue items and plugin logs,
+// re-arming lost timers) on gocron. With Redis, each job takes a Locker first, so among any number of replicas
+// only one runs each occurrence; without Redis (the embedded default) jobs simply run in this process.
+type Housekeeper struct {
+	s      gocron.Scheduler
+	rdb    redis.UniversalClient
+	prefix string
+	log    *slog.Logger
+}
+
+// NewHousekeeper returns a stopped Housekeeper. rdb may be nil (single process: no locking); lock keys are
+// prefix+"lock:"+job name.
+func NewHousekeeper(rdb redis.UniversalClient, prefix string, logger *slog.Logger) (*Housekeeper, error) {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	// slog.Logger already has gocron.Logger's method set.
+	s, err := gocron.NewScheduler(gocron.WithLogger(logger), gocron.WithStopTimeout(30*time.Second))
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: housekeeper: %w", err)
+	}
+	return &Housekeeper{s: s, rdb: rdb, prefix: prefix, log: logger}, nil
+}
+
+// Add registers fn to run every interval under name (unique: it is also the lock key). fn gets a context
+// cancelled on Shutdown; its error is logged. A run that is still going when the next one is due makes that
+// next one wait rather than overlap.
+func (h *Housekeeper) Add(name string, every time.Duration, fn func(ctx context.Context) error) error {
+	if name == "" || every <= 0 || fn == nil {
+		return fmt.Errorf("scheduler: housekeeping job needs a name, a positive interval and a function")
+	}
+	opts := []gocron.JobOption{
+		gocron.WithName(name),
+		gocron.WithSingletonMode(gocron.LimitModeReschedule),
+	}
+	if h.rdb != nil {
+		// A locker per job rather than one WithDistributedLocker for the scheduler: the lock is held for at
+		// least half the job's interval (so replicas firing a few ms apart do not both run it), and its TTL
+		// covers at least one interval (so a long purge is not run twice at once).
+		opts = append(opts, gocron.WithDistributedJobLocker(NewLocker(h.rdb, h.prefix, max(every, time.Minute), every/2)))
+	}
+	task := func(ctx context.Context) error {
+		start := time.Now()
+		err := fn(ctx)
+		if err != nil {
+			h.log.Error("housekeeping job failed", "job", name, "err", err, "took", time.Since(start))
+			return err
+		}
+		h.log.Debug("housekeeping job done", "job", name, "took", time.Since(start))
+		return nil
+	}
+	if _, err := h.s.NewJob(gocron.DurationJob(every), gocron.NewTask(task), opts...); err != nil {
+		return fmt.Errorf("scheduler: housekeeping job %q: %w", name, err)
+	}
+	return nil
+}
+
+// Start begins running the jobs.
+func (h *Housekeeper) Start() { h.s.Start() }
+
+// Shutdown stops the jobs, cancelling their contexts and waiting (up to 30 s) for running ones.
+func (h *Housekeeper) Shutdown() error {
+	if err := h.s.Shutdown(); err != nil {
+		return fmt.Errorf("scheduler: housekeeper shutdown: %w", err)
+	}
+	return nil
+}
