@@ -16,6 +16,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/template"
+	"github.com/halley-bpm/halley/service/trigger"
 )
 
 // Pinger is something /readyz checks.
@@ -25,10 +26,13 @@ type Pinger interface {
 
 // Deps are what the server needs; the composition root builds them.
 type Deps struct {
-	Identity    *identity.Service
-	Templates   *template.Service
-	Engine      *engine.Engine
-	Idempotency model.IdempotencyStore
+	Identity  *identity.Service
+	Templates *template.Service
+	Engine    *engine.Engine
+	Triggers  *trigger.Service
+	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
+	TrustedProxies []string
+	Idempotency    model.IdempotencyStore
 	// Ready lists the dependencies /readyz pings, by name ("database", "redis", "scheduler").
 	Ready     map[string]Pinger
 	DBStats   func() sql.DBStats
@@ -43,6 +47,8 @@ type Server struct {
 	identity  *identity.Service
 	templates *template.Service
 	engine    *engine.Engine
+	triggers  *trigger.Service
+	proxies   []string
 	idem      model.IdempotencyStore
 	ready     map[string]Pinger
 	log       *slog.Logger
@@ -62,7 +68,7 @@ func New(d Deps) *Server {
 		d.BodyLimit = 1 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, proxies: d.TrustedProxies, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
 	s.router = s.routes()
 	return s
@@ -75,6 +81,11 @@ func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
+	// Only listed proxies may set the client IP (IP allow-lists of triggers depend on it).
+	if err := r.SetTrustedProxies(s.proxies); err != nil {
+		s.log.Error("server: bad trusted proxies; trusting none", "err", err)
+		r.SetTrustedProxies(nil)
+	}
 	r.ContextWithFallback = true
 	r.Use(requestID(), s.metrics.middleware, accessLog(s.log), recoverer())
 	r.NoRoute(s.noRoute)
@@ -91,6 +102,12 @@ func (s *Server) routes() *gin.Engine {
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
 	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
+
+	// Triggers authenticate as each trigger says; forms may be anonymous when their template allows it.
+	api.Any("/trigger/sync/:module/:function", s.triggerSync)
+	api.Any("/trigger/async/:module/:function", s.triggerAsync)
+	api.GET("/forms/:key", s.authenticateOptional, s.getForm)
+	api.POST("/forms/:key/submit", s.authenticateOptional, s.idempotent, s.submitForm)
 
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)

@@ -18,11 +18,14 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/template"
+	"github.com/halley-bpm/halley/service/trigger"
 )
 
 type env struct {
@@ -57,9 +60,13 @@ func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 		t.Fatal(err)
 	}
 	tpl := template.New(s, func() time.Time { return *e.clock })
-	eng := engine.New(s, tpl, s, engine.Options{CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"})
+	clk := ptrClock{e.clock}
+	eng := engine.New(s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"})
+	trg := trigger.New(s, tpl, eng, clk, nil)
+	tpl.SetPublisher(trg)
+	eng.SetCronHandler(trg.HandleCron)
 	e.engine = eng
-	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
 	if mod != nil {
 		mod(&d)
 	}
@@ -113,6 +120,38 @@ func (e *env) mkUser(name string, roles ...string) string {
 	}
 	r = e.do("POST", "/api/v1/auth/login", "", map[string]string{"username": name, "password": "pw-" + name + "-123"}, nil)
 	return r.JSON["token"].(string)
+}
+
+// ptrClock is the test server's clock: it reads env.clock, which a test moves forward.
+type ptrClock struct{ p *time.Time }
+
+func (c ptrClock) Now() time.Time                         { return *c.p }
+func (c ptrClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c ptrClock) NewTimer(d time.Duration) clock.Timer   { return clock.Real{}.NewTimer(d) }
+
+// fireDue hands every pending timer due by the env's clock to the engine's timer handler, as the scheduler would,
+// and returns how many it handed over.
+func (e *env) fireDue() int {
+	e.t.Helper()
+	rows, err := e.store.PendingTimers(context.Background(), "", 10000)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var due []scheduler.Due
+	for _, r := range rows {
+		if !r.DueAt.After(*e.clock) {
+			due = append(due, scheduler.Due{ID: r.ID, Due: r.DueAt, Attempt: 1})
+		}
+	}
+	if len(due) == 0 {
+		return 0
+	}
+	for i, err := range e.engine.HandleTimers(context.Background(), due) {
+		if err != nil {
+			e.t.Fatalf("timer %s: %v", due[i].ID, err)
+		}
+	}
+	return len(due)
 }
 
 // assertError checks the API.md error shape: status, error.code, a message and a details object.

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -45,6 +46,7 @@ type Config struct {
 	PluginWorkers     int
 	PluginOutputCap   int
 	RetentionDays     int
+	TrustedProxies    []string
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
@@ -144,6 +146,22 @@ var settings = []Setting{
 	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond).", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
 	{"HALLEY_PLUGIN_WORKERS", "plugin_workers", "8", "Plugin runs executed at once by this process.", intSetter(func(c *Config, n int64) { c.PluginWorkers = int(n) }, 1, 1024)},
 	{"HALLEY_PLUGIN_OUTPUT_CAP", "plugin_output_cap", "1048576", "Bytes of stdout and of stderr kept per plugin run; the rest is discarded.", intSetter(func(c *Config, n int64) { c.PluginOutputCap = int(n) }, 1024, 1<<30)},
+	{"HALLEY_TRUSTED_PROXIES", "trusted_proxies", "", "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is trusted for the client IP; unset = none (the TCP peer is the client).", func(c *Config, v string) error {
+		c.TrustedProxies = nil
+		for _, p := range strings.Split(v, ",") {
+			p = strings.TrimSpace(p)
+			if p == "" {
+				continue
+			}
+			if _, err := netip.ParsePrefix(p); err != nil {
+				if _, err := netip.ParseAddr(p); err != nil {
+					return fmt.Errorf("%q is neither an IP nor a CIDR", p)
+				}
+			}
+			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+		return nil
+	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
 }
 

@@ -6,6 +6,8 @@ package template
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -13,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/condition"
@@ -129,7 +133,36 @@ func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_definition", "definition is not valid JSON: %v", err)
 	}
-	return buf.Bytes(), nil
+	return hashSecrets(buf.Bytes()), nil
+}
+
+// HashSecret is how API trigger secrets are kept in definitions: "sha256:<hex>". Drafts are hashed when saved,
+// so a trigger's token or password is never stored or shown in plaintext.
+func HashSecret(v string) string {
+	h := sha256.Sum256([]byte(v))
+	return "sha256:" + hex.EncodeToString(h[:])
+}
+
+// hashSecrets replaces plaintext header_token / header_password of start triggers with their hashes.
+func hashSecrets(def []byte) []byte {
+	nodes := gjson.GetBytes(def, "nodes")
+	if !nodes.IsArray() {
+		return def
+	}
+	for i, n := range nodes.Array() {
+		if n.Get("type").Str != model.NodeStart {
+			continue
+		}
+		for _, f := range []string{"header_token", "header_password"} {
+			v := n.Get("trigger." + f)
+			if v.Type == gjson.String && v.Str != "" && !strings.HasPrefix(v.Str, "sha256:") {
+				if out, err := sjson.SetBytes(def, fmt.Sprintf("nodes.%d.trigger.%s", i, f), HashSecret(v.Str)); err == nil {
+					def = out
+				}
+			}
+		}
+	}
+	return def
 }
 
 // Create stores a new template with its draft. ECONFLICT when the key exists.

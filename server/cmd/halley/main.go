@@ -34,6 +34,7 @@ import (
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/template"
+	"github.com/halley-bpm/halley/service/trigger"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -161,6 +162,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	}
 	defer sched.Close()
 	ready["scheduler"] = sched
+	triggers := trigger.New(st, templates, eng, clock.Real{}, lg)
+	triggers.SetScheduler(sched)
+	templates.SetPublisher(triggers)
+	eng.SetCronHandler(triggers.HandleCron)
 	disp := outbox.New(st, outbox.Options{Logger: lg})
 	arm, cancelTimers := engine.TimerOutbox(sched)
 	disp.Handle(model.OutboxTimerArm, arm)
@@ -233,7 +238,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	} else {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
