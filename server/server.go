@@ -147,6 +147,7 @@ func (s *Server) routes() *gin.Engine {
 	admin.POST("/templates", s.createTemplate)
 	admin.PUT("/templates/:key/draft", s.saveDraft)
 	admin.POST("/templates/:key/publish", s.publish)
+	admin.GET("/templates/:key/trigger-log", s.triggerLog)
 	return r
 }
 

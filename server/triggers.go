@@ -72,3 +72,20 @@ func (s *Server) submitForm(c *gin.Context) {
 	}
 	c.JSON(http.StatusCreated, v)
 }
+
+func (s *Server) triggerLog(c *gin.Context) {
+	pg, err := page(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	items, err := s.triggers.Log(c.Request.Context(), principal(c).TenantID, c.Param("key"), pg.Limit)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if items == nil {
+		items = []*model.TriggerLogEntry{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": items})
+}

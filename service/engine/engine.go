@@ -439,8 +439,11 @@ func (e *Engine) WaitEnd(ctx context.Context, tenant, id string) (*model.Instanc
 	tick := time.NewTicker(250 * time.Millisecond) // another replica may end it
 	defer tick.Stop()
 	for {
-		inst, _, err := e.store.GetInstance(ctx, tenant, id)
-		if err != nil || inst.Ended() {
+		// Read with a context of its own: the last look after ctx's deadline must still succeed.
+		rctx, cancelRead := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		inst, _, err := e.store.GetInstance(rctx, tenant, id)
+		cancelRead()
+		if err != nil || inst.Ended() || ctx.Err() != nil {
 			return inst, err
 		}
 		select {

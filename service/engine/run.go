@@ -29,6 +29,10 @@ type run struct {
 	// depth guards the recursion of automatic steps (a DAG cannot loop, but an error node catching its own
 	// error could).
 	depth int
+	// advancing counts the propagations in progress. The instance is settled only when the outermost one is
+	// done: halfway through, the targets of edges just taken are not activated yet, so nothing may look active
+	// and a running instance would be rejected (or completed) too early.
+	advancing int
 }
 
 func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *run {
@@ -259,6 +263,16 @@ func (r *run) killOutgoing(id string) error {
 
 // propagate considers the targets of edges that just got a state, then settles the instance.
 func (r *run) propagate(idx []int) error {
+	r.advancing++
+	err := r.considerTargets(idx)
+	r.advancing--
+	if err != nil {
+		return err
+	}
+	return r.settle()
+}
+
+func (r *run) considerTargets(idx []int) error {
 	seen := map[string]bool{}
 	for _, i := range idx {
 		to := r.c.Def.Edges[i].To
@@ -273,7 +287,7 @@ func (r *run) propagate(idx []int) error {
 			return err
 		}
 	}
-	return r.settle()
+	return nil
 }
 
 // consider activates or skips a node whose incoming edges changed, according to its join.
@@ -322,9 +336,9 @@ const nodeReset = "reset"
 func (r *run) edgeIndexes(from string) []int { return r.c.OutgoingIndexes(from) }
 
 // settle decides whether the instance is over: completed when an end node completed and nothing is active;
-// rejected when nothing active can still reach an end.
+// rejected when nothing active can still reach an end. Inside a propagation it waits for the outermost one.
 func (r *run) settle() error {
-	if r.inst.Ended() {
+	if r.inst.Ended() || r.advancing > 0 {
 		return nil
 	}
 	active := false
@@ -448,29 +462,37 @@ func (r *run) nodeError(id, code, msg string) error {
 			r.history("node.retry_scheduled", id, "", "", map[string]any{"attempt": ns.Attempt, "at": r.now.Add(period)})
 			return nil
 		}
-		// Retries exhausted: fall through to the default handling.
+		// Retries exhausted: to the catch branch when one is named, else thrown.
+		if h.Catch.Branch != "" {
+			return r.catch(id, code, msg, h.Catch.Branch)
+		}
 		return r.throw(id, msg)
 	case model.ErrorOpIgnore:
 		r.history("node.error_ignored", id, "", msg, nil)
 		ns.Error = ""
 		return r.complete(id)
 	case model.ErrorOpCatch:
-		r.endVisit(ns, model.NodeFailed)
-		r.cancelNodeTasks(ns.NodeInstanceID, "caught error")
-		r.history("node.error_caught", id, "", msg, map[string]any{"branch": h.Catch.Branch})
-		if err := r.setContextPath("error", errorDoc(id, code, msg)); err != nil {
-			return err
-		}
-		// The failed node's outgoing edges are dead; the flow continues at the catch branch.
-		for _, i := range r.edgeIndexes(id) {
-			r.inst.State.Edges[i] = model.EdgeDead
-		}
-		if err := r.activate(h.Catch.Branch); err != nil {
-			return err
-		}
-		return r.propagate(r.edgeIndexes(id))
+		return r.catch(id, code, msg, h.Catch.Branch)
 	}
 	return r.throw(id, msg)
+}
+
+// catch fails the node and continues at the branch node; the failed node's outgoing edges are dead.
+func (r *run) catch(id, code, msg, branch string) error {
+	ns := r.node(id)
+	r.endVisit(ns, model.NodeFailed)
+	r.cancelNodeTasks(ns.NodeInstanceID, "caught error")
+	r.history("node.error_caught", id, "", msg, map[string]any{"branch": branch})
+	if err := r.setContextPath("error", errorDoc(id, code, msg)); err != nil {
+		return err
+	}
+	for _, i := range r.edgeIndexes(id) {
+		r.inst.State.Edges[i] = model.EdgeDead
+	}
+	if err := r.activate(branch); err != nil {
+		return err
+	}
+	return r.propagate(r.edgeIndexes(id))
 }
 
 func errorDoc(nodeID, code, msg string) json.RawMessage {

@@ -105,10 +105,11 @@ func (v *validator) checkErrorHandler(i int, n *model.Node, name string, bad fun
 	switch {
 	case op == model.ErrorOpCatch && h.Catch.Branch == "":
 		bad("node %q: error_handler operation catch needs catch.branch, the node to go to", name)
-	case op == model.ErrorOpCatch:
+	case op == model.ErrorOpCatch, op == model.ErrorOpRetry && h.Catch.Branch != "":
+		// With retry, catch.branch is where the flow goes once the retries are exhausted.
 		v.branch(i, name, "error_handler.catch.branch", h.Catch.Branch, bad)
 	case h.Catch.Branch != "":
-		bad("node %q: error_handler.catch applies only to operation catch, not %s", name, op)
+		bad("node %q: error_handler.catch applies only to operations catch and retry, not %s", name, op)
 	}
 }
 

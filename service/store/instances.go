@@ -370,11 +370,6 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 		}
 	}
 	now := s.now()
-	if len(w.CloseBookmarks) > 0 {
-		if err := tx.Model(&bookmarkRow{}).Where("node_instance_id IN ? AND closed_at IS NULL", w.CloseBookmarks).Update("closed_at", now).Error; err != nil {
-			return fmt.Errorf("store: unable to close bookmarks: %w", err)
-		}
-	}
 	if len(w.NewBookmarks) > 0 {
 		rows := make([]bookmarkRow, len(w.NewBookmarks))
 		for i, b := range w.NewBookmarks {
@@ -389,14 +384,10 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 			return fmt.Errorf("store: unable to create bookmarks: %w", err)
 		}
 	}
-	if len(w.CancelTimers) > 0 {
-		if err := tx.Model(&timerRow{}).Where("node_instance_id IN ? AND status = ?", w.CancelTimers, model.TimerPending).Update("status", model.TimerCancelled).Error; err != nil {
-			return fmt.Errorf("store: unable to cancel timers: %w", err)
-		}
-	}
-	if len(w.FiredTimers) > 0 {
-		if err := tx.Model(&timerRow{}).Where("id IN ? AND status = ?", w.FiredTimers, model.TimerPending).Updates(map[string]any{"status": model.TimerFired, "fired_at": now}).Error; err != nil {
-			return fmt.Errorf("store: unable to mark timers fired: %w", err)
+	// Closed after the inserts: a bookmark may be opened and closed in one step.
+	if len(w.CloseBookmarks) > 0 {
+		if err := tx.Model(&bookmarkRow{}).Where("node_instance_id IN ? AND closed_at IS NULL", w.CloseBookmarks).Update("closed_at", now).Error; err != nil {
+			return fmt.Errorf("store: unable to close bookmarks: %w", err)
 		}
 	}
 	if len(w.NewTimers) > 0 {
@@ -419,6 +410,17 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 		}
 		if err := tx.Create(&rows).Error; err != nil {
 			return fmt.Errorf("store: unable to create timers: %w", err)
+		}
+	}
+	// Cancelled after the inserts: a timer may be armed and cancelled in one step.
+	if len(w.CancelTimers) > 0 {
+		if err := tx.Model(&timerRow{}).Where("node_instance_id IN ? AND status = ?", w.CancelTimers, model.TimerPending).Update("status", model.TimerCancelled).Error; err != nil {
+			return fmt.Errorf("store: unable to cancel timers: %w", err)
+		}
+	}
+	if len(w.FiredTimers) > 0 {
+		if err := tx.Model(&timerRow{}).Where("id IN ? AND status = ?", w.FiredTimers, model.TimerPending).Updates(map[string]any{"status": model.TimerFired, "fired_at": now}).Error; err != nil {
+			return fmt.Errorf("store: unable to mark timers fired: %w", err)
 		}
 	}
 	if len(w.ConsumeMessage) > 0 {

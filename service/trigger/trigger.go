@@ -270,7 +270,7 @@ func (s *Service) Invoke(ctx context.Context, call Call) (*CallResult, error) {
 		return nil, err
 	}
 	res := &CallResult{InstanceID: v.ID, Status: v.Status, Context: v.Context, Done: v.Ended()}
-	if !call.Sync || res.Done {
+	if !call.Sync || res.Done || call.Wait <= 0 {
 		if !call.Sync {
 			res.Context = nil
 		}
@@ -454,4 +454,12 @@ func (s *Service) allowAnonymous(ip string) bool {
 		s.limiters[ip] = l
 	}
 	return l.Allow()
+}
+
+// Log returns what a template's start trigger did (started, skipped, closed), newest first.
+func (s *Service) Log(ctx context.Context, tenant, key string, limit int) ([]*model.TriggerLogEntry, error) {
+	if _, err := s.templates.Get(ctx, tenant, key); err != nil {
+		return nil, err
+	}
+	return s.store.TriggerLog(ctx, tenant, key, limit)
 }
