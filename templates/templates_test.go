@@ -56,7 +56,7 @@ func TestTemplatesValidate(t *testing.T) {
 			}
 		})
 	}
-	want := []string{"cache-resource-change", "leave", "push-task-approval", "table-permission"}
+	want := []string{"cache-resource-change", "expense-form", "leave", "nightly-report", "push-task-approval", "resource-provision", "table-permission"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys = %v, want %v (sorted)", keys, want)
 	}
