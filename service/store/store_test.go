@@ -139,3 +139,26 @@ func TestIdempotencyRecords(t *testing.T) {
 		}
 	})
 }
+
+func TestPurgeFinished(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		s.SetNow(func() time.Time { return old })
+		for _, tm := range []*model.Timer{
+			{ID: "done", TenantID: "default", Kind: model.TimerDelay, DueAt: old, Status: model.TimerFired},
+			{ID: "live", TenantID: "default", Kind: model.TimerDelay, DueAt: old.AddDate(1, 0, 0), Status: model.TimerPending},
+		} {
+			if err := s.SaveTimer(ctx, tm); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, err := s.PurgeFinished(ctx, old.Add(time.Hour))
+		if err != nil || n != 1 {
+			t.Fatalf("purged %d, %v", n, err)
+		}
+		left, _ := s.PendingTimers(ctx, "", 10)
+		if len(left) != 1 || left[0].ID != "live" {
+			t.Fatalf("a pending timer was purged: %v", left)
+		}
+	})
+}

@@ -196,6 +196,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
 			return err
 		}},
+		{"purge-finished-waits", time.Hour, func(ctx context.Context) error {
+			_, err := st.PurgeFinished(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
+			return err
+		}},
 		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
 			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
 			return err
