@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 
@@ -151,7 +152,11 @@ func (s *Server) evaluateCondition(c *gin.Context) {
 	}
 	ok, err := condition.Evaluate(req.Condition, doc)
 	if err != nil {
-		fail(c, model.CodedError(model.EINVALID, "bad_condition", "%s", err.Error()))
+		var ce *condition.CompileError
+		if errors.As(err, &ce) {
+			err = model.CodedError(model.EINVALID, "bad_condition", "%s", ce.Error())
+		}
+		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusOK, gin.H{"result": ok})

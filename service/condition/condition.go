@@ -118,26 +118,27 @@ func (c *Condition) Match(doc []byte) (matched bool) {
 }
 
 // match is Match without the recover, so that tests see panics.
-func (c *Condition) match(doc []byte) bool {
+func (c *Condition) match(doc []byte) bool { return c.matchIndexed(doc, true) }
+
+// matchIndexed matches doc, finding the condition's top-level fields in one pass when indexed is true (as
+// Match does) or each with gjson.Get (for tests that compare both ways).
+func (c *Condition) matchIndexed(doc []byte, indexed bool) bool {
 	if c == nil || c.root == nil {
 		return true
 	}
-	root := parseDoc(doc)
+	// The document is read without copying: nothing read from it outlives this call, and nothing writes
+	// to it (gjson.GetBytes does the same).
+	text := unsafe.String(unsafe.SliceData(doc), len(doc))
+	root := gjson.Parse(text)
 	if kindOf(root) != kindObject {
-		root = gjson.Result{} // read as an empty document
+		return matchDoc(c.root, gjson.Result{}, nil) // read as an empty document
+	}
+	if !indexed {
+		return matchDoc(c.root, root, nil)
 	}
 	var top topFields
-	scanTop(root.Raw, c.top, top.vals[:len(c.top)])
+	scanTop(doc, text, c.top, top.vals[:len(c.top)])
 	return matchDoc(c.root, root, &top)
-}
-
-// parseDoc reads doc without copying it: nothing read from it outlives the call to Match, and Match does
-// not write to it (gjson.GetBytes does the same).
-func parseDoc(doc []byte) gjson.Result {
-	if len(doc) == 0 {
-		return gjson.Result{}
-	}
-	return gjson.Parse(unsafe.String(unsafe.SliceData(doc), len(doc)))
 }
 
 // Evaluate compiles condition and matches it against doc (used by POST /conditions/evaluate). An empty or

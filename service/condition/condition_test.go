@@ -2,8 +2,11 @@ package condition_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/condition"
@@ -29,6 +32,9 @@ func runMatchCases(t *testing.T, cases []matchCase) {
 			}
 			if got := c.Match([]byte(tc.doc)); got != tc.want {
 				t.Errorf("Match (with recover) disagrees: %v", got)
+			}
+			if got := condition.MatchWithoutIndex(c, []byte(tc.doc)); got != tc.want {
+				t.Errorf("Match without the top-level index disagrees: %v", got)
 			}
 		})
 	}
@@ -112,6 +118,13 @@ var semanticCases = []matchCase{
 	{"empty key component", `{"a..b":1}`, `{"a":{"":{"b":1}}}`, true},
 	{"escaped key", `{"ab":1}`, `{"a\u0062":1}`, true},
 	{"first of duplicate keys", `{"a":1}`, `{"a":1,"a":2}`, true},
+	{"not the second of duplicate keys", `{"a":2}`, `{"a":1,"a":2}`, false},
+	{"strings with brackets and escapes before the field", `{"b":2}`, `{"x":["]}\"","\\",{"y":"{["}],"b":2}`, true},
+	{"escaped key before the field", `{"b":2}`, `{"a\"b":1,"b":2}`, true},
+	{"escaped key is the field", `{"a\"b":1}`, `{"x":0,"a\"b":1}`, true},
+	{"spaces around the field", `{"b":2}`, " {\n \"a\" : [ 1 , {} ] ,\t\"b\"\r: 2 } ", true},
+	{"more than 16 top-level fields", `{"f1":1,"f2":2,"f3":3,"f4":4,"f5":5,"f6":6,"f7":7,"f8":8,"f9":9,"f10":10,"f11":11,"f12":12,"f13":13,"f14":14,"f15":15,"f16":16,"f17":17,"f18":18}`,
+		`{"f18":18,"f17":17,"f16":16,"f15":15,"f14":14,"f13":13,"f12":12,"f11":11,"f10":10,"f9":9,"f8":8,"f7":7,"f6":6,"f5":5,"f4":4,"f3":3,"f2":2,"f1":1}`, true},
 
 	// An array field matches when an element matches, or the array as a whole ($eq with an array value).
 	{"element eq", `{"a":2}`, `{"a":[1,2,3]}`, true},
@@ -341,6 +354,7 @@ func TestCompileErrors(t *testing.T) {
 		{"elemMatch value inner error", `{"a":{"$elemMatch":{"$gt":1,"b":2}}}`, "b", "a.$elemMatch", "cannot also hold fields"},
 		{"all mixed elemMatch", `{"a":{"$all":[{"$elemMatch":{"b":1}},2]}}`, "$all", "a", "cannot mix"},
 		{"all bad elemMatch", `{"a":{"$all":[{"$elemMatch":{"b":1},"c":2}]}}`, "$all", "a.$all.0", "exactly"},
+		{"too many indexes", `{"a.0.1.2.3.4.5.6.7.8":1}`, "", "a.0.1.2.3.4.5.6.7.8", "at most 8 array indexes"},
 		{"deep nesting", strings.Repeat(`{"$and":[`, 60) + `{}` + strings.Repeat(`]}`, 60), "", "", "nested deeper"},
 	}
 	for _, tc := range cases {
@@ -447,6 +461,56 @@ func TestEvaluate(t *testing.T) {
 		if _, err = condition.Evaluate([]byte(`{}`), []byte(doc)); !model.IsKind(err, model.EINVALID) {
 			t.Errorf("Evaluate with context %s: err = %v, want EINVALID", doc, err)
 		}
+	}
+}
+
+// TestHostileIndexPath checks the worst case of index paths: every level of the document is an array whose
+// first element is an object with a field "0", so each index in the path is followed two ways.
+func TestHostileIndexPath(t *testing.T) {
+	doc := "1"
+	for range 40 {
+		doc = `[{"0":` + doc + `}]`
+	}
+	doc = `{"a":` + doc + `}`
+	c, err := condition.Compile([]byte(`{"a.0.0.0.0.0.0.0.0":{"$gt":5}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for range 100 {
+		if c.Match([]byte(doc)) {
+			t.Fatal("no value is greater than 5")
+		}
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("100 matches took %v", d)
+	}
+}
+
+// TestConcurrentMatch shares one compiled condition between goroutines, as the engine does across instances.
+func TestConcurrentMatch(t *testing.T) {
+	c, err := condition.Compile([]byte(`{"n":{"$gte":50},"tags":{"$regex":"^x"},"items":{"$elemMatch":{"q":{"$lt":3}}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 8)
+	for g := range 8 {
+		wg.Go(func() {
+			for n := range 100 {
+				doc := fmt.Sprintf(`{"n":%d,"tags":["a","x%d"],"items":[{"q":%d}]}`, n, g, n%5)
+				want := n >= 50 && n%5 < 3
+				if got := c.Match([]byte(doc)); got != want {
+					errs <- fmt.Sprintf("Match(%s) = %v, want %v", doc, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 }
 

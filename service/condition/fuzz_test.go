@@ -3,6 +3,8 @@ package condition_test
 import (
 	"testing"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/halley-bpm/halley/service/condition"
 )
 
@@ -17,6 +19,9 @@ func FuzzCompileMatch(f *testing.F) {
 		f.Add([]byte(q), []byte(docs[i%len(docs)]))
 	}
 	f.Add([]byte(benchCondition), []byte(realisticContext))
+	// Documents whose strings hold quotes, backslashes and brackets, for the one-pass index.
+	f.Add([]byte(`{"a":1,"c\"d":{"$exists":true},"z":"]"}`), []byte(`{"x":"}\\","c\"d":[{"q":"\"]"}],"a":1,"z":"]"}`))
+	f.Add([]byte(`{"b":{"$type":"object"},"a\u0062":2}`), []byte(`{"s":"\\\"{[","ab":2,"b":{"k":"\u005d"}}`))
 	f.Fuzz(func(t *testing.T, cond, doc []byte) {
 		c, err := condition.Compile(cond)
 		if err != nil {
@@ -30,6 +35,9 @@ func FuzzCompileMatch(f *testing.F) {
 		first := condition.MatchStrict(c, doc)
 		if condition.MatchStrict(c, doc) != first {
 			t.Fatal("Match is not deterministic")
+		}
+		if gjson.ValidBytes(doc) && condition.MatchWithoutIndex(c, doc) != first {
+			t.Fatalf("the one-pass index of top-level fields disagrees with gjson.Get on %q", doc)
 		}
 		if c.String() != s {
 			t.Fatal("String is not stable")

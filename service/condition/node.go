@@ -15,6 +15,22 @@ type node interface {
 	matchValue(v gjson.Result) bool
 }
 
+// The expressions and the predicates of leaves.
+var (
+	_ node      = (*leaf)(nil)
+	_ node      = (*not)(nil)
+	_ node      = (*and)(nil)
+	_ node      = (*or)(nil)
+	_ node      = (*allOf)(nil)
+	_ predicate = (*cmpPred)(nil)
+	_ predicate = (*inPred)(nil)
+	_ predicate = existsPred{}
+	_ predicate = (*typePred)(nil)
+	_ predicate = (*regexPred)(nil)
+	_ predicate = (*sizePred)(nil)
+	_ predicate = (*elemMatchPred)(nil)
+)
+
 // matchDoc evaluates n against a document (or, inside $elemMatch, an array element read as a document).
 // top holds the top-level fields of the document found in one pass, or is nil.
 func matchDoc(n node, doc gjson.Result, top *topFields) bool {
@@ -56,13 +72,12 @@ type leaf struct {
 	path         string
 	parts        []pathPart
 	pred         predicate
-	op           string // the operator, for String()
-	traverseLeaf bool   // false for $size and $elemMatch, which look at a leaf array as a whole
-	slot         int    // index of parts[0] in the condition's top-level fields, or -1
+	traverseLeaf bool // false for $size and $elemMatch, which look at a leaf array as a whole
+	slot         int  // index of parts[0] in the condition's top-level fields, or -1
 }
 
-func newLeaf(path, op string, pred predicate) *leaf {
-	l := &leaf{path: path, parts: splitPath(path), pred: pred, op: op, traverseLeaf: true, slot: -1}
+func newLeaf(path string, pred predicate) *leaf {
+	l := &leaf{path: path, parts: splitPath(path), pred: pred, traverseLeaf: true, slot: -1}
 	switch pred.(type) {
 	case *sizePred, *elemMatchPred:
 		l.traverseLeaf = false

@@ -112,8 +112,21 @@ func parseTopOperator(op string, v gjson.Result, loc string) (node, error) {
 	return nil, errAt(loc, op, "is not a supported top-level operator (use $and, $or, $nor or a field name)")
 }
 
+// maxPathIndexes bounds the array indexes in a path: at an array, MongoDB's rules look into an object element
+// both with the index and without it, so each index can double the work on a hostile document.
+const maxPathIndexes = 8
+
 // parseField compiles the condition on one field path: an operator object or a value to equal.
 func parseField(path string, v gjson.Result, loc string) (node, error) {
+	indexes := 0
+	for _, p := range strings.Split(path, ".") {
+		if arrayIndex(p) >= 0 {
+			indexes++
+		}
+	}
+	if indexes > maxPathIndexes {
+		return nil, errAt(loc, "", "a path may hold at most %d array indexes", maxPathIndexes)
+	}
 	if isOperatorObject(v) {
 		return parseOperators(path, v, loc)
 	}
@@ -121,7 +134,7 @@ func parseField(path string, v gjson.Result, loc string) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLeaf(path, "$eq", &cmpPred{op: opEq, val: val}), nil
+	return newLeaf(path, &cmpPred{op: opEq, val: val}), nil
 }
 
 // literal converts a value to compare with, refusing objects that hold operators (an operator that is not
@@ -191,7 +204,7 @@ func parseOperators(path string, obj gjson.Result, loc string) (node, error) {
 		case "$regex":
 			var re *regexPred
 			if re, err = compileRegex(pattern, options, loc); err == nil {
-				n = newLeaf(path, op, re)
+				n = newLeaf(path, re)
 			}
 		default:
 			n, err = parseOperator(path, op, v, loc)
@@ -230,18 +243,18 @@ func parseOperator(path, op string, v gjson.Result, loc string) (node, error) {
 			c.op = opLte
 		}
 		if op == "$ne" {
-			return &not{child: newLeaf(path, "$eq", c), op: op}, nil
+			return &not{child: newLeaf(path, c), op: op}, nil
 		}
-		return newLeaf(path, op, c), nil
+		return newLeaf(path, c), nil
 	case "$in", "$nin":
 		p, err := parseIn(v, loc, op)
 		if err != nil {
 			return nil, err
 		}
 		if op == "$nin" {
-			return &not{child: newLeaf(path, "$in", p), op: op}, nil
+			return &not{child: newLeaf(path, p), op: op}, nil
 		}
-		return newLeaf(path, op, p), nil
+		return newLeaf(path, p), nil
 	case "$exists":
 		var want bool
 		switch kindOf(v) {
@@ -252,7 +265,7 @@ func parseOperator(path, op string, v gjson.Result, loc string) (node, error) {
 		default:
 			return nil, errAt(loc, op, "needs true or false, got %s", describeJSON(v))
 		}
-		l := newLeaf(path, op, existsPred{})
+		l := newLeaf(path, existsPred{})
 		if !want {
 			return &not{child: l, op: op}, nil
 		}
@@ -262,7 +275,7 @@ func parseOperator(path, op string, v gjson.Result, loc string) (node, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newLeaf(path, op, p), nil
+		return newLeaf(path, p), nil
 	case "$size":
 		if kindOf(v) != kindNumber {
 			return nil, errAt(loc, op, "needs a non-negative whole number, got %s", describeJSON(v))
@@ -274,7 +287,7 @@ func parseOperator(path, op string, v gjson.Result, loc string) (node, error) {
 		if n < 0 {
 			return nil, errAt(loc, op, "needs a non-negative number, got %s", v.Raw)
 		}
-		return newLeaf(path, op, &sizePred{n: n}), nil
+		return newLeaf(path, &sizePred{n: n}), nil
 	case "$all":
 		return parseAll(path, v, loc)
 	case "$elemMatch":
@@ -380,12 +393,12 @@ func parseAll(path string, v gjson.Result, loc string) (node, error) {
 		case regexObject(e):
 			var re *regexPred
 			if re, err = compileRegexObject(e, eloc); err == nil {
-				n = newLeaf(path, "$regex", re)
+				n = newLeaf(path, re)
 			}
 		default:
 			var val value
 			if val, err = literal(e, eloc); err == nil {
-				n = newLeaf(path, "$eq", &cmpPred{op: opEq, val: val})
+				n = newLeaf(path, &cmpPred{op: opEq, val: val})
 			}
 		}
 		if err != nil {
@@ -422,7 +435,7 @@ func parseElemMatch(path string, v gjson.Result, loc string) (node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLeaf(path, op, p), nil
+	return newLeaf(path, p), nil
 }
 
 // typeAlias returns the BSON type number of a $type alias that a JSON value can have.
