@@ -102,6 +102,22 @@ type NodeState struct {
 	Groups []SignTally `json:"groups,omitempty"`
 	// Timers are the ids of the visit's pending timers (cancelled when the visit ends).
 	Timers []string `json:"timers,omitempty"`
+	// Chain is the plugin chain the visit is running (pre, auto or after plugins), if any.
+	Chain *PluginChain `json:"chain,omitempty"`
+	// AfterDone is set once the visit's after plugins ran (so completing does not run them twice).
+	AfterDone bool `json:"after_done,omitempty"`
+	// PreDone is set once the visit's pre plugins ran.
+	PreDone bool `json:"pre_done,omitempty"`
+}
+
+// PluginChain is a node visit's plugins running one after another.
+type PluginChain struct {
+	Phase    string   `json:"phase"` // pre, auto, after
+	Names    []string `json:"names"`
+	Index    int      `json:"index"`
+	RunID    string   `json:"run_id"`
+	Then     string   `json:"then"`               // what happens when the chain is through: run, complete, reject
+	Decision string   `json:"decision,omitempty"` // an auto plugin's decision
 }
 
 // SignTally counts the decisions of one signer group of an approval node.
@@ -279,6 +295,15 @@ type Work struct {
 	Outbox         []OutboxItem
 	CC             []*CCRecord
 	NewPluginRuns  []*PluginRun
+	// RunUpdates record plugin run results. Each is applied only if the run is still in one of FromStatus (a
+	// run finished twice makes the whole transaction fail with ECONFLICT).
+	RunUpdates []RunUpdate
+}
+
+// RunUpdate is a plugin run's new state, applied when its status is one of From.
+type RunUpdate struct {
+	Run  *PluginRun
+	From []string
 }
 
 // PluginRun statuses.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
@@ -15,9 +16,6 @@ import (
 
 // dateLayout names the day folders of the log store (UTC).
 const dateLayout = "2006-01-02"
-
-// runIDPattern keeps run ids to one harmless path element.
-var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$`)
 
 // LogStore keeps plugin run logs as <Dir>/<YYYY-MM-DD>/<plugin>/<run-id>.log (seed 003: by date and plugin, so
 // a day is purged by removing one folder and a plugin's runs of a day are read from one). The date is the UTC
@@ -28,13 +26,16 @@ type LogStore struct {
 
 var _ RunLog = (*LogStore)(nil)
 
+// runIDPattern keeps run ids to one harmless path element (engine run ids look like <instance uuid>.r<n>).
+var runIDPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+
 // Path returns the log file of run runID of plugin on day (UTC). It checks the arguments (EINVALID), not that
 // the file exists.
 func (s *LogStore) Path(day time.Time, plugin, runID string) (string, error) {
 	if err := ValidName(plugin); err != nil {
 		return "", err
 	}
-	if !runIDPattern.MatchString(runID) {
+	if !runIDPattern.MatchString(runID) || strings.Contains(runID, "..") {
 		return "", model.Errorf(model.EINVALID, "plugin run id %q is not a valid id", runID)
 	}
 	return filepath.Join(s.Dir, day.UTC().Format(dateLayout), plugin, runID+".log"), nil

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/template"
@@ -26,10 +27,14 @@ type Pinger interface {
 
 // Deps are what the server needs; the composition root builds them.
 type Deps struct {
-	Identity  *identity.Service
-	Templates *template.Service
-	Engine    *engine.Engine
-	Triggers  *trigger.Service
+	Identity    *identity.Service
+	Templates   *template.Service
+	Engine      *engine.Engine
+	Triggers    *trigger.Service
+	Plugins     model.PluginStore
+	PluginFiles *plugin.FileStore
+	// PluginMaxSize limits plugin uploads (default 10 MiB).
+	PluginMaxSize int64
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
@@ -44,19 +49,22 @@ type Deps struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	identity  *identity.Service
-	templates *template.Service
-	engine    *engine.Engine
-	triggers  *trigger.Service
-	proxies   []string
-	idem      model.IdempotencyStore
-	ready     map[string]Pinger
-	log       *slog.Logger
-	bodyLimit int64
-	metrics   *metrics
-	registry  *prometheus.Registry
-	ui        http.FileSystem
-	router    *gin.Engine
+	identity    *identity.Service
+	templates   *template.Service
+	engine      *engine.Engine
+	triggers    *trigger.Service
+	plugins     model.PluginStore
+	pluginFiles *plugin.FileStore
+	pluginMax   int64
+	proxies     []string
+	idem        model.IdempotencyStore
+	ready       map[string]Pinger
+	log         *slog.Logger
+	bodyLimit   int64
+	metrics     *metrics
+	registry    *prometheus.Registry
+	ui          http.FileSystem
+	router      *gin.Engine
 }
 
 // New builds the server and its routes.
@@ -67,8 +75,11 @@ func New(d Deps) *Server {
 	if d.BodyLimit == 0 {
 		d.BodyLimit = 1 << 20
 	}
+	if d.PluginMaxSize == 0 {
+		d.PluginMaxSize = 10 << 20
+	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, proxies: d.TrustedProxies, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, proxies: d.TrustedProxies, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
 	s.router = s.routes()
 	return s
@@ -97,7 +108,12 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metricsHandler)
 
-	api := r.Group("/api/v1", bodyLimit(func(*gin.Context) int64 { return s.bodyLimit }))
+	api := r.Group("/api/v1", bodyLimit(func(c *gin.Context) int64 {
+		if isPluginUpload(c) {
+			return s.pluginMax + 1<<20 // the file plus the multipart envelope; the file itself is checked exactly
+		}
+		return s.bodyLimit
+	}))
 	api.POST("/auth/login", s.login)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
@@ -108,6 +124,7 @@ func (s *Server) routes() *gin.Engine {
 	api.Any("/trigger/async/:module/:function", s.triggerAsync)
 	api.GET("/forms/:key", s.authenticateOptional, s.getForm)
 	api.POST("/forms/:key/submit", s.authenticateOptional, s.idempotent, s.submitForm)
+	api.POST("/plugin-runs/:id/result", s.authenticateOptional, s.pluginResult)
 
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)
@@ -148,6 +165,10 @@ func (s *Server) routes() *gin.Engine {
 	admin.PUT("/templates/:key/draft", s.saveDraft)
 	admin.POST("/templates/:key/publish", s.publish)
 	admin.GET("/templates/:key/trigger-log", s.triggerLog)
+	admin.POST("/plugins", s.uploadPlugin)
+	admin.GET("/plugins", s.listPlugins)
+	admin.GET("/plugins/:name", s.getPlugin)
+	admin.GET("/plugins/:name/runs", s.pluginRuns)
 	return r
 }
 

@@ -6,6 +6,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"sort"
 	"strings"
@@ -72,6 +73,9 @@ func New(store model.InstanceStore, templates *template.Service, dir Directory, 
 	return &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]chan struct{}{}}
 }
+
+// Now is the engine's clock (the plugin executor leases runs on it).
+func (e *Engine) Now() time.Time { return e.clock.Now() }
 
 // SetEvents sets the event sink (wired after construction to break a dependency cycle).
 func (e *Engine) SetEvents(s EventSink) { e.events = s }
@@ -244,15 +248,10 @@ func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID 
 	w, err := e.update(ctx, actor.TenantID, instID, actor.Username, func(r *run) error {
 		t := r.task(taskID)
 		if t == nil {
-			old, err := e.store.GetTask(ctx, actor.TenantID, taskID)
-			if err != nil {
-				return model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
-			}
-			if old.Assignee != actor.Username && !actor.IsAdmin() {
-				return model.CodedError(model.EFORBIDDEN, "not_assignee", "task %s is not yours", taskID)
-			}
-			return model.CodedError(model.ECONFLICT, "task_already_decided", "task %s is already %s", taskID, old.Status).
-				WithDetails(map[string]any{"status": old.Status})
+			// Not open (or unknown): why is read after the transaction. Reading it here would take a second
+			// connection while this one holds the row lock; with every pooled connection held by a request
+			// racing on the same instance, that read would wait forever.
+			return errTaskNotOpen
 		}
 		if t.Assignee != actor.Username && !actor.IsAdmin() {
 			return model.CodedError(model.EFORBIDDEN, "not_assignee", "task %s is not yours", taskID)
@@ -266,11 +265,27 @@ func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID 
 		}
 		return fn(r, t)
 	})
+	if err == errTaskNotOpen {
+		old, gerr := e.store.GetTask(ctx, actor.TenantID, taskID)
+		switch {
+		case model.IsKind(gerr, model.ENOTFOUND):
+			return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+		case gerr != nil:
+			return nil, gerr
+		case old.Assignee != actor.Username && !actor.IsAdmin():
+			return nil, model.CodedError(model.EFORBIDDEN, "not_assignee", "task %s is not yours", taskID)
+		}
+		return nil, model.CodedError(model.ECONFLICT, "task_already_decided", "task %s is already %s", taskID, old.Status).
+			WithDetails(map[string]any{"status": old.Status})
+	}
 	if model.IsKind(err, model.ENOTFOUND) && !strings.Contains(err.Error(), "task") {
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
 	return w, err
 }
+
+// errTaskNotOpen aborts a task action whose task is not open; taskAction then says why (404, 403 or 409).
+var errTaskNotOpen = errors.New("engine: task is not open")
 
 // DecideRequest is the body of approve and reject.
 type DecideRequest struct {

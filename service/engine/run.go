@@ -154,8 +154,24 @@ func (r *run) activate(id string) error {
 	}
 	if n.IsIgnore {
 		r.history("node.ignored", id, "", "", nil)
+		ns.PreDone, ns.AfterDone = true, true // an ignored node runs no plugins
 		return r.complete(id)
 	}
+	if n.Type == model.NodeCallback {
+		// Known before the node's pre plugins run, so that they can hand it to the system that calls back.
+		tok := CallbackToken(r.e.callbackKey, r.inst.ID, ns.NodeInstanceID)
+		ns.CallbackURL = fmt.Sprintf("%s/api/v1/callback/%s/%s?token=%s", r.e.publicURL, r.inst.ID, ns.NodeInstanceID, tok)
+	}
+	if len(n.Plugins.Pre) > 0 && n.Type != model.NodeAuto {
+		return r.startChain(ns, PhasePre, n.Plugins.Pre, thenRun)
+	}
+	return r.runNode(n, ns)
+}
+
+// runNode does a node's own work, once its pre plugins (if any) ran.
+func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
+	id := n.ID
+	now := r.now
 	switch n.Type {
 	case model.NodeStart, model.NodeEnd, model.NodeError:
 		return r.complete(id)
@@ -163,6 +179,10 @@ func (r *run) activate(id string) error {
 		ns.State, ns.EndedAt = model.NodeCompleted, &now
 		return r.finish(model.StatusTerminated, "terminate node "+id)
 	case model.NodeAuto:
+		// An auto node's work is its plugins: pre then after, in phase "auto"; a "reject" decision rejects it.
+		if names := append(append([]string{}, n.Plugins.Pre...), n.Plugins.After...); len(names) > 0 {
+			return r.startChain(ns, PhaseAuto, names, thenAuto)
+		}
 		return r.complete(id)
 	case model.NodeApproval:
 		return r.startApproval(n, ns)
@@ -179,6 +199,7 @@ func (r *run) endVisit(ns *model.NodeState, state string) {
 	now := r.now
 	ns.State, ns.EndedAt = state, &now
 	ns.WaitingFor = ""
+	ns.Chain = nil
 	r.w.CloseBookmarks = append(r.w.CloseBookmarks, ns.NodeInstanceID)
 	r.cancelTimers(ns)
 }
@@ -186,6 +207,9 @@ func (r *run) endVisit(ns *model.NodeState, state string) {
 // complete marks a node completed, evaluates its outgoing edges and advances.
 func (r *run) complete(id string) error {
 	ns := r.node(id)
+	if n := r.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone && n.Type != model.NodeAuto {
+		return r.startChain(ns, PhaseAfter, n.Plugins.After, thenComplete)
+	}
 	r.endVisit(ns, model.NodeCompleted)
 	r.history("node.completed", id, "", "", nil)
 	out := r.c.Def.Outgoing(id)
@@ -230,6 +254,10 @@ func (r *run) complete(id string) error {
 // reject marks an approval node rejected: its outgoing edges are dead (seeds/003).
 func (r *run) reject(id, reason string) error {
 	ns := r.node(id)
+	if n := r.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone {
+		r.cancelNodeTasks(ns.NodeInstanceID, reason)
+		return r.startChain(ns, PhaseAfter, n.Plugins.After, thenReject)
+	}
 	r.endVisit(ns, model.NodeRejected)
 	r.cancelNodeTasks(ns.NodeInstanceID, reason)
 	r.history("node.rejected", id, "", reason, nil)
@@ -470,6 +498,9 @@ func (r *run) nodeError(id, code, msg string) error {
 	case model.ErrorOpIgnore:
 		r.history("node.error_ignored", id, "", msg, nil)
 		ns.Error = ""
+		if ns.Chain != nil {
+			return r.chainNext(ns) // a failed plugin is passed over as if it had succeeded
+		}
 		return r.complete(id)
 	case model.ErrorOpCatch:
 		return r.catch(id, code, msg, h.Catch.Branch)

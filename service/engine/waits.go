@@ -120,8 +120,6 @@ func CallbackToken(key []byte, instanceID, nodeInstanceID string) string {
 // message name; a message queued before it arrived resumes it at once.
 func (r *run) startCallback(n *model.Node, ns *model.NodeState) error {
 	ns.State, ns.WaitingFor = model.NodeWaiting, "callback"
-	tok := CallbackToken(r.e.callbackKey, r.inst.ID, ns.NodeInstanceID)
-	ns.CallbackURL = fmt.Sprintf("%s/api/v1/callback/%s/%s?token=%s", r.e.publicURL, r.inst.ID, ns.NodeInstanceID, tok)
 	kind := model.BookmarkCallback
 	if n.Message != "" {
 		kind = model.BookmarkMessage
@@ -200,6 +198,11 @@ func (r *run) fire(t *model.Timer) error {
 	case model.TimerDelay:
 		return r.complete(ns.NodeID)
 	case model.TimerRetry:
+		if ns.Chain != nil {
+			// A failed plugin is retried alone: the chain goes on from where it failed.
+			ns.State = model.NodeActive
+			return r.queueRun(ns)
+		}
 		return r.activateRetry(ns.NodeID)
 	case model.TimerCallbackTimeout:
 		if n.TimeoutBranch != "" {

@@ -447,6 +447,11 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 			return fmt.Errorf("store: unable to create plugin runs: %w", err)
 		}
 	}
+	for _, u := range w.RunUpdates {
+		if err := applyRunUpdate(tx, u); err != nil {
+			return err
+		}
+	}
 	if len(w.Outbox) > 0 {
 		rows := make([]outboxRow, len(w.Outbox))
 		for i, o := range w.Outbox {

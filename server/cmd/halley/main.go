@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -25,6 +26,7 @@ import (
 
 	"github.com/halley-bpm/halley/frontend"
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
 	"github.com/halley-bpm/halley/service/clock"
@@ -172,6 +174,21 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	disp.Handle(model.OutboxTimerCancel, cancelTimers)
 	eng.SetOnOutbox(disp.Notify)
 
+	// Plugins: files under the plugin dir (a NAS mount in production), runs executed by a bounded worker pool
+	// that claims durable run rows, so every replica shares the work.
+	pluginFiles, err := plugin.NewFileStore(cfg.PluginDir)
+	if err != nil {
+		return fmt.Errorf("HALLEY_PLUGIN_DIR: %v", err)
+	}
+	pluginLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")}
+	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
+	executor := plugin.NewExecutor(engine.NewPluginQueue(eng, st, pluginFiles), runner, plugin.ExecutorOptions{
+		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
+	disp.Handle(model.OutboxPluginRun, func(context.Context, []model.OutboxItem) error {
+		executor.Notify()
+		return nil
+	})
+
 	var rdbLock redis.UniversalClient
 	if rdb != nil {
 		rdbLock = rdb
@@ -200,6 +217,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			_, err := st.PurgeFinished(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
 			return err
 		}},
+		{"purge-plugin-logs", time.Hour, func(ctx context.Context) error {
+			_, err := pluginLogs.Purge(time.Now().Add(-time.Duration(cfg.RetentionDays) * 24 * time.Hour))
+			return err
+		}},
 		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
 			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
 			return err
@@ -213,8 +234,14 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); disp.Run(bg) }()
+	go func() {
+		defer wg.Done()
+		if err := executor.Run(bg); err != nil {
+			lg.Error("plugin executor stopped", "err", err)
+		}
+	}()
 	go func() {
 		defer wg.Done()
 		if err := sched.Run(bg, eng.HandleTimers); err != nil {
@@ -242,7 +269,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	} else {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),

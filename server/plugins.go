@@ -1,0 +1,148 @@
+package server
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
+	"github.com/halley-bpm/halley/service/engine"
+)
+
+// uploadPlugin stores a new version of a plugin (multipart: name, runtime, timeout, file).
+func (s *Server) uploadPlugin(c *gin.Context) {
+	name := c.PostForm("name")
+	if err := plugin.ValidName(name); err != nil {
+		fail(c, err)
+		return
+	}
+	runtime := plugin.Runtime(c.PostForm("runtime"))
+	if err := runtime.Validate(); err != nil {
+		fail(c, model.CodedError(model.EINVALID, "invalid_runtime", "runtime must be python or binary"))
+		return
+	}
+	timeout := 60 * time.Second
+	if v := c.PostForm("timeout"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second || d > time.Hour {
+			fail(c, model.CodedError(model.EINVALID, "invalid_timeout", "timeout must be a duration from 1s to 1h, like 30s"))
+			return
+		}
+		timeout = d
+	}
+	fh, err := c.FormFile("file")
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			fail(c, model.CodedError(model.ETOOLARGE, "plugin_too_large", "the plugin is larger than %d bytes", s.pluginMax))
+			return
+		}
+		fail(c, model.CodedError(model.EINVALID, "missing_file", "send the plugin as the multipart field \"file\""))
+		return
+	}
+	if fh.Size == 0 {
+		fail(c, model.CodedError(model.EINVALID, "empty_file", "the plugin file is empty"))
+		return
+	}
+	f, err := fh.Open()
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	defer f.Close()
+	ctx := c.Request.Context()
+	p := principal(c)
+	version, err := s.plugins.NextPluginVersion(ctx, p.TenantID, name)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	sf, err := s.pluginFiles.Save(name, version, f, s.pluginMax)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	pl := &model.Plugin{TenantID: p.TenantID, Name: name, Version: version, Runtime: string(runtime), Timeout: timeout, TimeoutStr: timeout.String(),
+		SHA256: sf.SHA256, Size: sf.Size, UploadedBy: p.Username}
+	if err := s.plugins.CreatePlugin(ctx, pl); err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusCreated, pl)
+}
+
+func (s *Server) listPlugins(c *gin.Context) {
+	ps, err := s.plugins.ListPlugins(c.Request.Context(), principal(c).TenantID)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if ps == nil {
+		ps = []*model.Plugin{}
+	}
+	c.JSON(http.StatusOK, gin.H{"items": ps, "next_cursor": ""})
+}
+
+func (s *Server) getPlugin(c *gin.Context) {
+	vs, err := s.plugins.ListPluginVersions(c.Request.Context(), principal(c).TenantID, c.Param("name"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if len(vs) == 0 {
+		fail(c, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %q not found", c.Param("name")))
+		return
+	}
+	latest := vs[0]
+	c.JSON(http.StatusOK, gin.H{"name": latest.Name, "version": latest.Version, "runtime": latest.Runtime, "sha256": latest.SHA256,
+		"size": latest.Size, "timeout": latest.TimeoutStr, "versions": vs})
+}
+
+func (s *Server) pluginRuns(c *gin.Context) {
+	pg, err := page(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	f := model.RunFilter{TenantID: principal(c).TenantID, Plugin: c.Param("name"), InstanceID: c.Query("instance_id"), Page: pg}
+	if d := c.Query("date"); d != "" {
+		day, err := time.Parse("2006-01-02", d)
+		if err != nil {
+			fail(c, model.CodedError(model.EINVALID, "invalid_date", "date must be YYYY-MM-DD"))
+			return
+		}
+		f.Day = day
+	}
+	runs, next, err := s.plugins.ListRuns(c.Request.Context(), f)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if runs == nil {
+		runs = []*model.PluginRun{}
+	}
+	c.JSON(http.StatusOK, List[*model.PluginRun]{Items: runs, NextCursor: next})
+}
+
+// pluginResult finishes an async plugin run; authenticated by the signed token of its result URL or an admin.
+func (s *Server) pluginResult(c *gin.Context) {
+	var req engine.ResultRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	run, err := s.engine.AsyncResult(c.Request.Context(), principal(c), c.Param("id"), c.Query("token"), req)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, run)
+}
+
+func isPluginUpload(c *gin.Context) bool {
+	return c.Request.Method == http.MethodPost && strings.TrimSuffix(c.FullPath(), "/") == "/api/v1/plugins"
+}

@@ -1,0 +1,379 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
+	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// runs records every plugin run the test executors completed.
+type runs struct {
+	mu   sync.Mutex
+	done map[string]int
+	ch   chan string
+}
+
+func newRuns() *runs { return &runs{done: map[string]int{}, ch: make(chan string, 1000)} }
+
+func (r *runs) complete(j plugin.Job, _ plugin.Result, err error) {
+	r.mu.Lock()
+	r.done[j.RunID]++
+	r.mu.Unlock()
+	r.ch <- j.RunID
+}
+
+// wait blocks until n more runs completed (10 s guard against a hung test, not a timing assumption).
+func (r *runs) wait(t *testing.T, n int) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		select {
+		case <-r.ch:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("only %d of %d plugin runs completed", i, n)
+		}
+	}
+}
+
+// startExecutor runs a real executor (real child processes) for the env's engine until the test ends.
+// now is the env's clock: leases are set and checked on the same clock the test moves.
+func startExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time) {
+	t.Helper()
+	ex := plugin.NewExecutor(engine.NewPluginQueue(d.Engine, st, files), &plugin.ProcessRunner{WorkRoot: t.TempDir()},
+		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
+			Logger: quietLogger(), Now: now})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { ex.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+func withPlugins(t *testing.T, s *store.Store, rec *runs) func(*server.Deps) {
+	return func(d *server.Deps) {
+		now := d.Engine.Now
+		files, err := plugin.NewFileStore(t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Plugins, d.PluginFiles, d.PluginMaxSize = s, files, 64<<10
+		if rec != nil {
+			startExecutor(t, d, s, files, rec, "w1", now)
+		}
+	}
+}
+
+func (e *env) upload(name, runtime, timeout string, file []byte, token string) resp {
+	e.t.Helper()
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	mw.WriteField("name", name)
+	mw.WriteField("runtime", runtime)
+	if timeout != "" {
+		mw.WriteField("timeout", timeout)
+	}
+	fw, _ := mw.CreateFormFile("file", "plugin.py")
+	fw.Write(file)
+	mw.Close()
+	req, _ := http.NewRequest("POST", e.url+"/api/v1/plugins", &b)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(res.Body)
+	r := resp{Status: res.StatusCode, Body: body}
+	json.Unmarshal(body, &r.JSON)
+	return r
+}
+
+const editContext = `import json, sys
+d = json.load(sys.stdin)
+print(json.dumps({"context": {"checked_by": "plugin", "phase_seen": d["phase"], "node_seen": d["node"]["id"]}}))
+`
+
+func TestPluginUpload(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, withPlugins(t, s, nil))
+		bob := e.mkUser("bob")
+		r := e.upload("edit-ctx", "python", "5s", []byte(editContext), e.admin)
+		sum := sha256.Sum256([]byte(editContext))
+		if r.Status != 201 || fmt.Sprint(r.JSON["version"]) != "1" || r.JSON["sha256"] != hex.EncodeToString(sum[:]) || fmt.Sprint(r.JSON["size"]) != fmt.Sprint(len(editContext)) || r.JSON["runtime"] != "python" {
+			t.Fatalf("upload: %d %s", r.Status, r.Body)
+		}
+		if r = e.upload("edit-ctx", "python", "", []byte(editContext+"\n"), e.admin); r.Status != 201 || fmt.Sprint(r.JSON["version"]) != "2" {
+			t.Fatalf("second upload: %s", r.Body)
+		}
+		for _, bad := range []string{"../x", "a/b", "Edit", "", ".", strings.Repeat("a", 65)} {
+			assertError(t, e.upload(bad, "python", "", []byte("print(1)"), e.admin), 400, "")
+		}
+		assertError(t, e.upload("ok-name", "ruby", "", []byte("x"), e.admin), 400, "invalid_runtime")
+		assertError(t, e.upload("ok-name", "python", "3d", []byte("x"), e.admin), 400, "invalid_timeout")
+		assertError(t, e.upload("big", "python", "", bytes.Repeat([]byte("#"), 100<<10), e.admin), 413, "")
+		assertError(t, e.upload("mine", "python", "", []byte("print(1)"), bob), 403, "admin_required")
+		r = e.do("GET", "/api/v1/plugins/edit-ctx", e.admin, nil, nil)
+		if r.Status != 200 || len(r.JSON["versions"].([]any)) != 2 || fmt.Sprint(r.JSON["version"]) != "2" {
+			t.Fatalf("get: %s", r.Body)
+		}
+		r = e.do("GET", "/api/v1/plugins", e.admin, nil, nil)
+		if items := r.JSON["items"].([]any); len(items) != 1 {
+			t.Fatalf("list: %s", r.Body)
+		}
+		if _, err := s.GetPlugin(ctx0, "default", "big", 0); !model.IsKind(err, model.ENOTFOUND) {
+			t.Fatal("a refused upload left a row")
+		}
+		assertError(t, e.do("GET", "/api/v1/plugins/nope", e.admin, nil, nil), 404, "plugin_not_found")
+	})
+}
+
+func TestPluginsInNodes(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		e := newEnv(t, s, withPlugins(t, s, rec))
+		bob := e.mkUser("bob")
+		e.upload("edit-ctx", "python", "5s", []byte(editContext), e.admin)
+		e.upload("say-no", "python", "5s", []byte(`print('{"decision": "reject"}')`), e.admin)
+		e.publish("pre-after", []any{start(M{"kind": "manual"}),
+			M{"id": "lead", "type": "approval", "approvers": M{"users": []string{"bob"}}, "plugins": M{"pre": []string{"edit-ctx"}, "after": []string{"edit-ctx@1"}}},
+			M{"id": "end", "type": "end"}}, []any{edge("start", "lead"), edge("lead", "end")})
+		r := e.do("POST", "/api/v1/instances", e.admin, M{"template": "pre-after"}, nil)
+		id := r.JSON["id"].(string)
+		if len(r.JSON["tasks"].([]any)) != 0 || nodeState(r, "lead") != "active" {
+			t.Fatalf("tasks before the pre plugin finished: %s", r.Body)
+		}
+		rec.wait(t, 1)
+		r = e.instance(id)
+		if len(r.JSON["tasks"].([]any)) != 1 || r.JSON["context"].(M)["phase_seen"] != "pre" || r.JSON["context"].(M)["node_seen"] != "lead" {
+			t.Fatalf("after the pre plugin: %s", r.Body)
+		}
+		task := r.JSON["tasks"].([]any)[0].(M)["id"].(string)
+		if r = e.do("POST", "/api/v1/tasks/"+task+"/approve", bob, M{}, nil); r.Status != 200 {
+			t.Fatalf("approve: %s", r.Body)
+		}
+		if r = e.instance(id); r.JSON["status"] != "running" || nodeState(r, "lead") != "active" {
+			t.Fatalf("the node must wait for its after plugin: %s", r.Body)
+		}
+		rec.wait(t, 1)
+		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["phase_seen"] != "after" {
+			t.Fatalf("after the after plugin: %s", r.Body)
+		}
+		runs := e.do("GET", "/api/v1/plugins/edit-ctx/runs?instance_id="+id+"&date="+e.clock.UTC().Format("2006-01-02"), e.admin, nil, nil)
+		items := runs.JSON["items"].([]any)
+		if len(items) != 2 || items[0].(M)["status"] != "succeeded" || items[0].(M)["exit_code"] != float64(0) || items[0].(M)["duration_ms"] == nil {
+			t.Fatalf("run log: %s", runs.Body)
+		}
+		assertError(t, e.do("GET", "/api/v1/plugins/edit-ctx/runs?date=yesterday", e.admin, nil, nil), 400, "invalid_date")
+
+		// An auto node whose plugin decides "reject" rejects; no end is reachable, so the instance is rejected.
+		e.publish("auto-no", []any{start(M{"kind": "manual"}), M{"id": "check", "type": "auto", "plugins": M{"pre": []string{"say-no"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "check"), edge("check", "end")})
+		id = e.do("POST", "/api/v1/instances", e.admin, M{"template": "auto-no"}, nil).JSON["id"].(string)
+		rec.wait(t, 1)
+		if r = e.instance(id); r.JSON["status"] != "rejected" || nodeState(r, "check") != "rejected" {
+			t.Fatalf("auto reject: %s", r.Body)
+		}
+		// A skipped node runs no plugins.
+		e.publish("skip-plugins", []any{start(M{"kind": "manual"}), M{"id": "maybe", "type": "auto", "plugins": M{"pre": []string{"edit-ctx"}}}, M{"id": "end", "type": "end", "join": "or"}},
+			[]any{M{"from": "start", "to": "maybe", "condition": M{"go": true}}, M{"from": "start", "to": "end", "default": true}, edge("maybe", "end")})
+		r = e.do("POST", "/api/v1/instances", e.admin, M{"template": "skip-plugins"}, nil)
+		if r.JSON["status"] != "completed" || nodeState(r, "maybe") != "skipped" {
+			t.Fatalf("skip: %s", r.Body)
+		}
+		if runs := e.do("GET", "/api/v1/plugins/edit-ctx/runs?instance_id="+r.JSON["id"].(string), e.admin, nil, nil); len(runs.JSON["items"].([]any)) != 0 {
+			t.Fatalf("a skipped node ran a plugin: %s", runs.Body)
+		}
+	})
+}
+
+func TestPluginFailuresAndAsync(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		e := newEnv(t, s, withPlugins(t, s, rec))
+		e.mkUser("bob")
+		marker := filepath.Join(t.TempDir(), "attempts")
+		flaky := fmt.Sprintf(`import json, os, sys
+p = %q
+n = int(open(p).read()) if os.path.exists(p) else 0
+open(p, "w").write(str(n + 1))
+if n == 0:
+    sys.stderr.write("first try fails\n")
+    sys.exit(3)
+print(json.dumps({"context": {"flaky_ok": n + 1}}))
+`, marker)
+		e.upload("flaky", "python", "5s", []byte(flaky), e.admin)
+		e.upload("broken", "python", "5s", []byte("import sys\nsys.exit(3)\n"), e.admin)
+		e.upload("later", "python", "5s", []byte(`print('{"async": true}')`), e.admin)
+
+		// Retry, then success.
+		e.publish("retry-ok", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"flaky"}},
+			"error_handler": M{"operation": "retry", "retry": M{"count": 2, "period": "30s"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "retry-ok"}, nil).JSON["id"].(string)
+		rec.wait(t, 1)
+		if r := e.instance(id); nodeState(r, "work") != "waiting" {
+			t.Fatalf("first failure must schedule a retry: %s", r.Body)
+		}
+		e.advance(31 * time.Second)
+		e.fireDue()
+		rec.wait(t, 1)
+		if r := e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["flaky_ok"] != float64(2) {
+			t.Fatalf("retry then success: %s", r.Body)
+		}
+		runs := e.do("GET", "/api/v1/plugins/flaky/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+		if len(runs) != 2 || runs[1].(M)["status"] != "failed" || runs[1].(M)["exit_code"] != float64(3) || !strings.Contains(runs[1].(M)["stderr"].(string), "first try fails") {
+			t.Fatalf("runs: %v", runs)
+		}
+
+		// Retries exhausted → catch branch.
+		e.publish("retry-catch-plugin", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"broken"}},
+			"error_handler": M{"operation": "retry", "retry": M{"count": 1, "period": "10s"}, "catch": M{"branch": "fix"}}},
+			M{"id": "fix", "type": "approval", "approvers": M{"users": []string{"bob"}}}, M{"id": "end", "type": "end"}, M{"id": "end2", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end"), edge("fix", "end2")})
+		id = e.do("POST", "/api/v1/instances", e.admin, M{"template": "retry-catch-plugin"}, nil).JSON["id"].(string)
+		rec.wait(t, 1)
+		e.advance(11 * time.Second)
+		e.fireDue()
+		rec.wait(t, 1)
+		if r := e.instance(id); nodeState(r, "work") != "failed" || nodeState(r, "fix") != "active" || !strings.Contains(fmt.Sprint(r.JSON["context"].(M)["error"]), "exit") {
+			t.Fatalf("retry exhausted → catch: %s", r.Body)
+		}
+
+		// Async: the plugin answers {"async": true}; its system finishes it through the signed result URL.
+		e.publish("async", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"later"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		id = e.do("POST", "/api/v1/instances", e.admin, M{"template": "async"}, nil).JSON["id"].(string)
+		rec.wait(t, 1)
+		if r := e.instance(id); nodeState(r, "work") != "active" || r.JSON["status"] != "running" {
+			t.Fatalf("async plugin must leave the node waiting: %s", r.Body)
+		}
+		run := e.do("GET", "/api/v1/plugins/later/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)[0].(M)
+		if run["status"] != "waiting" {
+			t.Fatalf("run: %v", run)
+		}
+		runID := run["id"].(string)
+		var in struct {
+			CallbackURL string `json:"callback_url"`
+		}
+		stored, _ := s.GetRun(ctx0, "default", runID)
+		json.Unmarshal(stored.Input, &in)
+		path := strings.TrimPrefix(in.CallbackURL, "http://halley.test")
+		assertError(t, e.do("POST", "/api/v1/plugin-runs/"+runID+"/result?token=forged", "", M{"status": "succeeded"}, nil), 401, "invalid_result_token")
+		assertError(t, e.do("POST", path, "", M{"status": "maybe"}, nil), 400, "invalid_status")
+		r := e.do("POST", path, "", M{"status": "succeeded", "data": M{"ticket": "T-1"}}, nil)
+		if r.Status != 200 || r.JSON["status"] != "succeeded" {
+			t.Fatalf("result: %d %s", r.Status, r.Body)
+		}
+		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["ticket"] != "T-1" {
+			t.Fatalf("after the result: %s", r.Body)
+		}
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_not_waiting")
+		assertError(t, e.do("POST", "/api/v1/plugin-runs/nope/result", e.admin, M{"status": "failed"}, nil), 404, "")
+	})
+}
+
+// TestTwoExecutorsAndRescue: two executors on two store connections share the runs of one MySQL database, each
+// run executed exactly once; a run held by a dead worker is rescued after its lease.
+func TestTwoExecutorsAndRescue(t *testing.T) {
+	u := storetest.URL(t, store.MySQL)
+	open := func() *store.Store {
+		st, err := store.Open(context.Background(), store.Config{URL: u})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+		return st
+	}
+	s1 := open()
+	if _, err := s1.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	s2 := open()
+	rec := newRuns()
+	var files *plugin.FileStore
+	e := newEnv(t, s1, func(d *server.Deps) {
+		withPlugins(t, s1, nil)(d)
+		files = d.PluginFiles
+		startExecutor(t, d, s1, files, rec, "w1", d.Engine.Now)
+		startExecutor(t, d, s2, files, rec, "w2", d.Engine.Now)
+	})
+	count := filepath.Join(t.TempDir(), "count")
+	os.WriteFile(count, nil, 0o644)
+	e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`open(%q, "a").write("x")
+print("{}")
+`, count)), e.admin)
+	e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
+		[]any{edge("start", "work"), edge("work", "end")})
+	const n = 30
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil).JSON["id"].(string)
+	}
+	rec.wait(t, n)
+	for _, id := range ids {
+		if st := e.instance(id).JSON["status"]; st != "completed" {
+			t.Fatalf("instance %s %v", id, st)
+		}
+	}
+	b, _ := os.ReadFile(count)
+	if len(b) != n {
+		t.Fatalf("%d executions for %d runs", len(b), n)
+	}
+	for id, c := range rec.done {
+		if c != 1 {
+			t.Fatalf("run %s completed %d times", id, c)
+		}
+	}
+}
+
+// TestRunRescue: a worker claims a run and dies; when its lease expires a live executor runs it (attempt 2).
+func TestRunRescue(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		var deps server.Deps
+		e := newEnv(t, s, func(d *server.Deps) {
+			withPlugins(t, s, nil)(d)
+			deps = *d
+		})
+		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
+		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil).JSON["id"].(string)
+		claimed, err := s.ClaimRuns(context.Background(), "dead-worker", 10, *e.clock, e.clock.Add(time.Minute))
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("dead worker claim: %v %v", claimed, err)
+		}
+		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
+		// While the lease holds, the live executor leaves the run alone.
+		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, *e.clock, e.clock.Add(time.Minute)); len(again) != 0 {
+			t.Fatalf("a leased run was claimed again: %v", again)
+		}
+		e.advance(2 * time.Minute) // past the lease
+		rec.wait(t, 1)
+		r, _ := s.GetRun(context.Background(), "default", claimed[0].ID)
+		if r.Status != model.RunSucceeded || r.Attempt != 2 {
+			t.Fatalf("rescued run: %+v", r)
+		}
+		if st := e.instance(id).JSON["status"]; st != "completed" {
+			t.Fatalf("instance after the rescue: %v", st)
+		}
+	})
+}

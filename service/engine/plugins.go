@@ -1,0 +1,266 @@
+package engine
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// Plugin phases.
+const (
+	PhasePre   = "pre"
+	PhaseAuto  = "auto"
+	PhaseAfter = "after"
+)
+
+// What happens when a plugin chain is through.
+const (
+	thenRun      = "run"      // pre plugins: do the node's own work
+	thenComplete = "complete" // after plugins of a passed node
+	thenReject   = "reject"   // after plugins of a rejected node
+	thenAuto     = "auto"     // an auto node's plugins: complete, or reject on a "reject" decision
+)
+
+// pluginRef splits "name" or "name@version".
+func pluginRef(ref string) (string, int, error) {
+	name, v, ok := strings.Cut(ref, "@")
+	if !ok {
+		return name, 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return "", 0, fmt.Errorf("plugin reference %q: the version after @ must be a positive number", ref)
+	}
+	return name, n, nil
+}
+
+func (e *Engine) pluginStore() (model.PluginStore, error) {
+	if ps, ok := e.store.(model.PluginStore); ok {
+		return ps, nil
+	}
+	return nil, fmt.Errorf("engine: the store does not keep plugins")
+}
+
+// ResultToken signs a plugin run's result URL.
+func ResultToken(key []byte, runID string) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("plugin-run/" + runID))
+	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
+}
+
+// CheckResultToken reports whether token signs the run id.
+func (e *Engine) CheckResultToken(runID, token string) bool {
+	return token != "" && hmac.Equal([]byte(token), []byte(ResultToken(e.callbackKey, runID)))
+}
+
+// startChain runs a node visit's plugins one after another, then does what `then` says.
+func (r *run) startChain(ns *model.NodeState, phase string, names []string, then string) error {
+	ns.Chain = &model.PluginChain{Phase: phase, Names: names, Then: then}
+	ns.State = model.NodeActive
+	return r.queueRun(ns)
+}
+
+// queueRun writes a queued run of the chain's current plugin; the executor picks it up after the commit.
+func (r *run) queueRun(ns *model.NodeState) error {
+	ch := ns.Chain
+	ref := ch.Names[ch.Index]
+	name, version, err := pluginRef(ref)
+	if err != nil {
+		return r.nodeError(ns.NodeID, "plugin_not_found", err.Error())
+	}
+	ps, err := r.e.pluginStore()
+	if err != nil {
+		return err
+	}
+	p, err := ps.GetPlugin(r.ctx, r.inst.TenantID, name, version)
+	if err != nil {
+		if model.IsKind(err, model.ENOTFOUND) {
+			return r.nodeError(ns.NodeID, "plugin_not_found", fmt.Sprintf("plugin %q is not uploaded", ref))
+		}
+		return err
+	}
+	id := r.nextID("r")
+	cb := ns.CallbackURL
+	if cb == "" {
+		cb = fmt.Sprintf("%s/api/v1/plugin-runs/%s/result?token=%s", r.e.publicURL, id, ResultToken(r.e.callbackKey, id))
+	}
+	node, _ := json.Marshal(r.c.Def.Node(ns.NodeID))
+	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": r.inst.ID, "node_id": ns.NodeID, "phase": ch.Phase,
+		"context": json.RawMessage(r.inst.Context), "node": json.RawMessage(node), "callback_url": cb})
+	if err != nil {
+		return err
+	}
+	r.w.NewPluginRuns = append(r.w.NewPluginRuns, &model.PluginRun{ID: id, TenantID: r.inst.TenantID, Plugin: p.Name, Version: p.Version,
+		InstanceID: r.inst.ID, NodeID: ns.NodeID, NodeInstanceID: ns.NodeInstanceID, Phase: ch.Phase, Status: model.RunQueued, Attempt: 1,
+		Input: input, CreatedAt: r.now})
+	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxPluginRun, Ref: id})
+	ch.RunID = id
+	ns.WaitingFor = "plugin"
+	r.history("plugin.queued", ns.NodeID, "", "", map[string]any{"plugin": p.Name, "version": p.Version, "phase": ch.Phase, "run_id": id})
+	return nil
+}
+
+// chainNext moves a chain to its next plugin, or finishes it.
+func (r *run) chainNext(ns *model.NodeState) error {
+	ch := ns.Chain
+	ch.Index++
+	if ch.Index < len(ch.Names) {
+		return r.queueRun(ns)
+	}
+	ns.Chain, ns.WaitingFor = nil, ""
+	n := r.c.Def.Node(ns.NodeID)
+	switch ch.Then {
+	case thenRun:
+		ns.PreDone = true
+		return r.runNode(n, ns)
+	case thenReject:
+		ns.AfterDone = true
+		return r.reject(ns.NodeID, "rejected")
+	case thenAuto:
+		ns.AfterDone = true
+		if ch.Decision == "reject" {
+			r.endVisit(ns, model.NodeRejected)
+			r.history("node.rejected", ns.NodeID, "", "rejected by plugin decision", nil)
+			return r.killOutgoing(ns.NodeID)
+		}
+		return r.complete(ns.NodeID)
+	}
+	ns.AfterDone = true
+	return r.complete(ns.NodeID)
+}
+
+// PluginOutcome is what became of a plugin run.
+type PluginOutcome struct {
+	Status   string          // model.RunSucceeded, RunFailed, RunTimedOut or RunWaiting (async)
+	Context  json.RawMessage // merged into the instance context on success
+	Decision string
+	Error    string
+	ExitCode *int
+	Stdout   string
+	Stderr   string
+	Started  *time.Time
+	Ended    *time.Time
+	// From are the statuses the run may be in for this outcome to apply (a second result is a conflict).
+	From []string
+}
+
+// PluginResult applies a plugin run's outcome to its instance, recording the run in the same transaction, so a
+// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect.
+func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome) error {
+	pr.Status, pr.Error, pr.ExitCode, pr.Stdout, pr.Stderr = out.Status, out.Error, out.ExitCode, out.Stdout, out.Stderr
+	if out.Started != nil {
+		pr.StartedAt = out.Started
+	}
+	pr.EndedAt = out.Ended
+	if pr.StartedAt != nil && pr.EndedAt != nil {
+		ms := pr.EndedAt.Sub(*pr.StartedAt).Milliseconds()
+		pr.DurationMS = &ms
+	}
+	if len(out.Context) > 0 {
+		pr.Output = out.Context
+	}
+	_, err := e.update(ctx, pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(r *run) error {
+		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
+		ns := r.node(pr.NodeID)
+		if r.inst.Ended() || ns == nil || ns.Chain == nil || ns.Chain.RunID != pr.ID {
+			return nil // the visit moved on (terminated, returned, timed out): record the run only
+		}
+		data := map[string]any{"plugin": pr.Plugin, "version": pr.Version, "run_id": pr.ID, "status": out.Status}
+		if out.ExitCode != nil {
+			data["exit_code"] = *out.ExitCode
+		}
+		switch out.Status {
+		case model.RunWaiting:
+			ns.WaitingFor = "plugin_result"
+			r.history("plugin.waiting", ns.NodeID, "", "", data)
+			return nil
+		case model.RunSucceeded:
+			r.history("plugin.succeeded", ns.NodeID, "", "", data)
+			if err := r.mergeContext(out.Context); err != nil {
+				return err
+			}
+			if ns.Chain.Phase == PhaseAuto && out.Decision != "" {
+				ns.Chain.Decision = out.Decision
+			}
+			return r.chainNext(ns)
+		}
+		r.history("plugin.failed", ns.NodeID, "", out.Error, data)
+		return r.nodeError(ns.NodeID, "plugin_failed", fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error))
+	})
+	if model.IsKind(err, model.ENOTFOUND) {
+		if ps, perr := e.pluginStore(); perr == nil {
+			return ps.FinishRunOnly(ctx, pr)
+		}
+	}
+	return err
+}
+
+// ResultRequest is the body of POST /plugin-runs/{id}/result.
+type ResultRequest struct {
+	Status string          `json:"status"`
+	Data   json.RawMessage `json:"data"`
+}
+
+// AsyncResult finishes a plugin run that replied {"async": true}. The caller is an admin or holds the signed
+// result token. 404 unknown run, 409 not waiting for a result.
+func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID, token string, req ResultRequest) (*model.PluginRun, error) {
+	if req.Status != model.RunSucceeded && req.Status != model.RunFailed {
+		return nil, model.CodedError(model.EINVALID, "invalid_status", "status must be succeeded or failed")
+	}
+	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
+	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
+		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if !e.CheckResultToken(runID, token) && !actor.IsAdmin() {
+		if actor == nil {
+			return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_result_token", "the result token is missing or wrong")
+		}
+		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the signed result URL may finish a plugin run")
+	}
+	ps, err := e.pluginStore()
+	if err != nil {
+		return nil, err
+	}
+	tenant := model.DefaultTenant
+	if actor != nil {
+		tenant = actor.TenantID
+	}
+	run, err := ps.GetRun(ctx, tenant, runID)
+	if err != nil {
+		return nil, err
+	}
+	if run.Status != model.RunWaiting {
+		return nil, model.CodedError(model.ECONFLICT, "run_not_waiting", "plugin run %s is %s, not waiting for a result", runID, run.Status)
+	}
+	now := e.clock.Now().UTC()
+	out := PluginOutcome{Status: req.Status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
+	if req.Status == model.RunSucceeded {
+		var ctxPatch struct {
+			Context  json.RawMessage `json:"context"`
+			Decision string          `json:"decision"`
+		}
+		// data is either the context patch itself or {"context": {...}, "decision": "..."}.
+		if len(data) > 0 && json.Unmarshal(data, &ctxPatch) == nil && len(ctxPatch.Context) > 0 {
+			out.Context, out.Decision = ctxPatch.Context, ctxPatch.Decision
+		} else {
+			out.Context = data
+		}
+	} else {
+		out.Error = "the plugin's system reported failure"
+		if len(data) > 0 {
+			out.Error += ": " + string(data)
+		}
+	}
+	if err := e.PluginResult(ctx, run, out); err != nil {
+		return nil, err
+	}
+	return ps.GetRun(ctx, tenant, runID)
+}

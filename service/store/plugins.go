@@ -1,0 +1,231 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+type pluginRow struct {
+	TenantID   string `gorm:"primaryKey"`
+	Name       string `gorm:"primaryKey"`
+	Version    int    `gorm:"primaryKey"`
+	Runtime    string
+	TimeoutMs  int64
+	Sha256     string `gorm:"column:sha256"`
+	Size       int64
+	UploadedBy string
+	CreatedAt  time.Time
+}
+
+func (pluginRow) TableName() string { return "plugins" }
+
+func (r *pluginRow) toModel() *model.Plugin {
+	d := time.Duration(r.TimeoutMs) * time.Millisecond
+	return &model.Plugin{TenantID: r.TenantID, Name: r.Name, Version: r.Version, Runtime: r.Runtime, Timeout: d, TimeoutStr: d.String(),
+		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, CreatedAt: r.CreatedAt.UTC()}
+}
+
+func (r *pluginRunRow) toModel() *model.PluginRun {
+	run := &model.PluginRun{ID: r.ID, TenantID: r.TenantID, Plugin: r.Plugin, Version: r.Version, InstanceID: r.InstanceID, NodeID: r.NodeID,
+		NodeInstanceID: r.NodeInstanceID, Phase: r.Phase, Status: r.Status, Attempt: r.Attempt, ExitCode: r.ExitCode, Input: json.RawMessage(r.Input),
+		Error: r.Error, Stdout: r.Stdout, Stderr: r.Stderr, CreatedAt: r.CreatedAt.UTC(), StartedAt: utcPtr(r.StartedAt), EndedAt: utcPtr(r.EndedAt),
+		DurationMS: r.DurationMs, LeaseOwner: r.LeaseOwner, LeaseUntil: utcPtr(r.LeaseUntil)}
+	if r.Output != "" {
+		run.Output = json.RawMessage(r.Output)
+	}
+	return run
+}
+
+var _ model.PluginStore = (*Store)(nil)
+
+// NextPluginVersion returns max(version)+1 for the name.
+func (s *Store) NextPluginVersion(ctx context.Context, tenant, name string) (int, error) {
+	var v *int
+	if err := s.db.WithContext(ctx).Model(&pluginRow{}).Where("tenant_id = ? AND name = ?", tenant, name).Select("MAX(version)").Scan(&v).Error; err != nil {
+		return 0, fmt.Errorf("store: unable to read plugin versions: %w", err)
+	}
+	if v == nil {
+		return 1, nil
+	}
+	return *v + 1, nil
+}
+
+// CreatePlugin stores an uploaded version; ECONFLICT when it exists.
+func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin) error {
+	p.CreatedAt = s.now()
+	row := pluginRow{TenantID: p.TenantID, Name: p.Name, Version: p.Version, Runtime: p.Runtime, TimeoutMs: p.Timeout.Milliseconds(), Sha256: p.SHA256,
+		Size: p.Size, UploadedBy: p.UploadedBy, CreatedAt: p.CreatedAt}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		if isDuplicate(err) {
+			return model.CodedError(model.ECONFLICT, "concurrent_upload", "version %d of plugin %q was just uploaded by someone else; upload again", p.Version, p.Name)
+		}
+		return fmt.Errorf("store: unable to create plugin %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+// GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
+func (s *Store) GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenant, name)
+	if version > 0 {
+		q = q.Where("version = ?", version)
+	}
+	var rows []pluginRow
+	if err := q.Order("version DESC").Limit(1).Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to read plugin %s: %w", name, err)
+	}
+	if len(rows) == 0 {
+		if version > 0 {
+			return nil, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %s has no version %d", name, version)
+		}
+		return nil, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %q not found", name)
+	}
+	return rows[0].toModel(), nil
+}
+
+// ListPluginVersions lists a plugin's versions, newest first.
+func (s *Store) ListPluginVersions(ctx context.Context, tenant, name string) ([]*model.Plugin, error) {
+	var rows []pluginRow
+	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenant, name).Order("version DESC").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to list plugin versions: %w", err)
+	}
+	out := make([]*model.Plugin, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, nil
+}
+
+// ListPlugins returns the latest version of every plugin, by name.
+func (s *Store) ListPlugins(ctx context.Context, tenant string) ([]*model.Plugin, error) {
+	var rows []pluginRow
+	err := s.db.WithContext(ctx).Where("tenant_id = ? AND version = (SELECT MAX(p2.version) FROM plugins p2 WHERE p2.tenant_id = plugins.tenant_id AND p2.name = plugins.name)", tenant).
+		Order("name").Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to list plugins: %w", err)
+	}
+	out := make([]*model.Plugin, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, nil
+}
+
+// GetRun returns a plugin run. ENOTFOUND when missing.
+func (s *Store) GetRun(ctx context.Context, tenant, id string) (*model.PluginRun, error) {
+	var r pluginRunRow
+	if err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenant).Take(&r).Error; err != nil {
+		return nil, notFound(err, "plugin run %q not found", id)
+	}
+	return r.toModel(), nil
+}
+
+// ListRuns lists a plugin's runs newest first (by creation), filtered by UTC day and instance.
+func (s *Store) ListRuns(ctx context.Context, f model.RunFilter) ([]*model.PluginRun, string, error) {
+	q := s.db.WithContext(ctx).Omit("input").Where("tenant_id = ? AND plugin = ?", f.TenantID, f.Plugin)
+	if !f.Day.IsZero() {
+		d := f.Day.UTC().Truncate(24 * time.Hour)
+		q = q.Where("created_at >= ? AND created_at < ?", d, d.Add(24*time.Hour))
+	}
+	if f.InstanceID != "" {
+		q = q.Where("instance_id = ?", f.InstanceID)
+	}
+	if f.Page.Cursor != "" {
+		at, id, err := decodeCursor(f.Page.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		q = q.Where("(created_at < ? OR (created_at = ? AND id < ?))", at, at, id)
+	}
+	var rows []pluginRunRow
+	if err := q.Order("created_at DESC, id DESC").Limit(f.Page.Limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("store: unable to list plugin runs: %w", err)
+	}
+	next := ""
+	if len(rows) > f.Page.Limit {
+		rows = rows[:f.Page.Limit]
+		next = encodeCursor(rows[len(rows)-1].CreatedAt, rows[len(rows)-1].ID)
+	}
+	out := make([]*model.PluginRun, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, next, nil
+}
+
+// ClaimRuns leases queued runs, and running runs whose lease expired (their worker died), to worker. On MySQL
+// rows other workers are claiming are skipped (FOR UPDATE SKIP LOCKED).
+func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*model.PluginRun, error) {
+	var out []*model.PluginRun
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		out = nil
+		q := tx.Where("status = ? OR (status = ? AND lease_until < ?)", model.RunQueued, model.RunRunning, now.UTC()).Order("created_at, id").Limit(n)
+		if s.dialect == MySQL {
+			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
+		}
+		var rows []pluginRunRow
+		if err := q.Find(&rows).Error; err != nil {
+			return fmt.Errorf("store: unable to claim plugin runs: %w", err)
+		}
+		for i := range rows {
+			r := &rows[i]
+			if r.Status == model.RunRunning {
+				r.Attempt++ // rescued from a dead worker
+			}
+			r.Status, r.LeaseOwner = model.RunRunning, worker
+			lu := leaseUntil.UTC()
+			r.LeaseUntil = &lu
+			st := now.UTC()
+			r.StartedAt = &st
+			if err := tx.Model(&pluginRunRow{}).Where("id = ?", r.ID).Updates(map[string]any{"status": r.Status, "lease_owner": worker,
+				"lease_until": lu, "attempt": r.Attempt, "started_at": st}).Error; err != nil {
+				return fmt.Errorf("store: unable to lease plugin run %s: %w", r.ID, err)
+			}
+			out = append(out, r.toModel())
+		}
+		return nil
+	})
+	return out, err
+}
+
+// ExtendRuns renews the leases of runs the worker still executes.
+func (s *Store) ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return s.db.WithContext(ctx).Model(&pluginRunRow{}).Where("id IN ? AND lease_owner = ? AND status = ?", ids, worker, model.RunRunning).
+		Update("lease_until", leaseUntil.UTC()).Error
+}
+
+// FinishRunOnly records a run result when no instance is to be changed.
+func (s *Store) FinishRunOnly(ctx context.Context, r *model.PluginRun) error {
+	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
+		return applyRunUpdate(tx, model.RunUpdate{Run: r, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}})
+	})
+}
+
+// applyRunUpdate writes a run's result if it is still in one of the From statuses; ECONFLICT otherwise.
+func applyRunUpdate(tx *gorm.DB, u model.RunUpdate) error {
+	r := u.Run
+	out := ""
+	if len(r.Output) > 0 {
+		out = string(r.Output)
+	}
+	res := tx.Model(&pluginRunRow{}).Where("id = ? AND status IN ?", r.ID, u.From).Updates(map[string]any{
+		"status": r.Status, "exit_code": r.ExitCode, "output": out, "error": r.Error, "stdout": r.Stdout, "stderr": r.Stderr,
+		"started_at": r.StartedAt, "ended_at": r.EndedAt, "duration_ms": r.DurationMS, "lease_until": nil})
+	if res.Error != nil {
+		return fmt.Errorf("store: unable to record plugin run %s: %w", r.ID, res.Error)
+	}
+	if res.RowsAffected != 1 {
+		return model.CodedError(model.ECONFLICT, "run_finished", "plugin run %s is already finished", r.ID)
+	}
+	return nil
+}
