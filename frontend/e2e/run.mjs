@@ -1,0 +1,504 @@
+// End-to-end test of the UI against a real Halley (issue 7): an admin builds a two-approver template in the designer
+// by dragging nodes and connecting them, sets a condition on an edge and tests it, publishes; a user starts it from
+// its form; the approvers approve on a 390×844 phone viewport; the request shows completed with a green diagram.
+//
+//   HALLEY_BIN=../halley npm run test:e2e      # the binary built from ./server/cmd/halley (it embeds dist/)
+//   HALLEY_E2E_MOCK=1 npm run test:e2e        # rehearse against e2e/mock-server.mjs (never in CI)
+//
+// It drives Debian's Chromium (/usr/bin/chromium) through playwright-core: no browser is downloaded. Screenshots
+// of every step go to e2e/artifacts/. The last line is "N passed, M failed".
+import { spawn } from 'node:child_process'
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { createServer } from 'node:net'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const here = dirname(fileURLToPath(import.meta.url))
+const artifacts = join(here, 'artifacts')
+const CHROMIUM = process.env.HALLEY_E2E_CHROMIUM || '/usr/bin/chromium'
+const CI = process.env.CI === 'true'
+const MOCK = process.env.HALLEY_E2E_MOCK === '1'
+const ADMIN_PASSWORD = 'e2e-admin-secret'
+const STEP_TIMEOUT = Number(process.env.HALLEY_E2E_TIMEOUT || 20000)
+
+if (!existsSync(CHROMIUM)) {
+  if (CI) {
+    console.error(`e2e: ${CHROMIUM} is missing (install Debian's chromium: apt-get install -y chromium)`)
+    console.log('0 passed, 1 failed')
+    process.exit(1)
+  }
+  console.log(`e2e: skipped, ${CHROMIUM} is not installed (apt-get install -y chromium)`)
+  process.exit(0)
+}
+const BIN = process.env.HALLEY_BIN ? resolve(process.env.HALLEY_BIN) : ''
+if (!MOCK && (!BIN || !existsSync(BIN))) {
+  console.error(`e2e: set HALLEY_BIN to the halley binary (got ${JSON.stringify(process.env.HALLEY_BIN ?? '')})`)
+  console.log('0 passed, 1 failed')
+  process.exit(1)
+}
+if (MOCK && CI) {
+  console.error('e2e: HALLEY_E2E_MOCK is for local rehearsal only, not CI')
+  process.exit(1)
+}
+
+const { chromium } = await import('playwright-core')
+
+rmSync(artifacts, { recursive: true, force: true })
+mkdirSync(artifacts, { recursive: true })
+const dataDir = mkdtempSync(join(tmpdir(), 'halley-e2e-data-'))
+const profileDir = mkdtempSync(join(tmpdir(), 'halley-e2e-chromium-'))
+
+function freePort() {
+  return new Promise((res, rej) => {
+    const s = createServer()
+    s.once('error', rej)
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address()
+      s.close(() => res(port))
+    })
+  })
+}
+
+// ---- the server ----
+const port = await freePort()
+const base = `http://127.0.0.1:${port}`
+const serverLog = createWriteStream(join(artifacts, 'halley.log'))
+const env = {
+  ...process.env,
+  HALLEY_ADDR: `127.0.0.1:${port}`,
+  HALLEY_DATA_DIR: dataDir,
+  HALLEY_ADMIN_PASSWORD: ADMIN_PASSWORD,
+  HALLEY_LOG_LEVEL: process.env.HALLEY_LOG_LEVEL || 'info',
+}
+delete env.HALLEY_DATABASE_URL // embedded SQLite, a temp directory
+delete env.HALLEY_REDIS_URL // in-process scheduler
+delete env.HALLEY_CONFIG
+const server = MOCK
+  ? spawn(process.execPath, [join(here, 'mock-server.mjs')], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+  : spawn(BIN, ['serve'], { env, stdio: ['ignore', 'pipe', 'pipe'], detached: true })
+server.stdout.pipe(serverLog)
+server.stderr.pipe(serverLog)
+let serverExited = null
+server.on('exit', (code, signal) => (serverExited = { code, signal }))
+
+let browser
+let finished = false
+async function cleanup() {
+  if (finished) return
+  finished = true
+  try {
+    await browser?.close()
+  } catch {
+    /* already gone */
+  }
+  // The server runs in its own process group: end it and anything it started (plugin processes).
+  try {
+    if (serverExited === null) process.kill(-server.pid, 'SIGTERM')
+  } catch {
+    /* already gone */
+  }
+  await new Promise((r) => {
+    if (serverExited !== null) return r()
+    const t = setTimeout(() => {
+      try {
+        process.kill(-server.pid, 'SIGKILL')
+      } catch {
+        /* gone */
+      }
+      r()
+    }, 5000)
+    server.once('exit', () => {
+      clearTimeout(t)
+      r()
+    })
+  })
+  rmSync(dataDir, { recursive: true, force: true })
+  rmSync(profileDir, { recursive: true, force: true })
+}
+for (const sig of ['SIGINT', 'SIGTERM']) {
+  process.on(sig, async () => {
+    await cleanup()
+    process.exit(130)
+  })
+}
+
+async function waitReady() {
+  const deadline = Date.now() + 60000
+  while (Date.now() < deadline) {
+    if (serverExited) throw new Error(`halley exited before it was ready (${JSON.stringify(serverExited)}); see e2e/artifacts/halley.log`)
+    try {
+      const r = await fetch(`${base}/readyz`)
+      if (r.status === 200) return
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 200))
+  }
+  throw new Error('halley did not answer GET /readyz = 200 within 60 s')
+}
+
+// ---- API helpers (seeding goes through the public API) ----
+async function call(method, path, token, body) {
+  const r = await fetch(`${base}/api/v1${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await r.text()
+  let json
+  try {
+    json = text ? JSON.parse(text) : undefined
+  } catch {
+    json = text
+  }
+  if (!r.ok) throw new Error(`${method} ${path} → ${r.status} ${text.slice(0, 300)}`)
+  return json
+}
+
+// ---- steps ----
+const results = []
+let stepNo = 0
+let page
+async function step(name, fn) {
+  stepNo++
+  const label = `${String(stepNo).padStart(2, '0')}-${name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`
+  const t0 = Date.now()
+  try {
+    await fn()
+    results.push({ name, ok: true })
+    console.log(`ok   ${stepNo} ${name} (${Date.now() - t0} ms)`)
+  } catch (e) {
+    results.push({ name, ok: false, error: e })
+    console.log(`FAIL ${stepNo} ${name}: ${e?.message ?? e}`)
+  } finally {
+    if (page && !page.isClosed()) await page.screenshot({ path: join(artifacts, `${label}.png`), fullPage: true }).catch(() => {})
+  }
+  if (!results.at(-1).ok) throw new StopError()
+}
+class StopError extends Error {}
+
+// Element Plus puts attributes of <el-input> on the native input, other components on their root: accept both.
+function field(scope, name) {
+  return scope.locator(`input[data-test=${name}], textarea[data-test=${name}], [data-test=${name}] input, [data-test=${name}] textarea`).first()
+}
+
+function expect(cond, msg) {
+  if (!cond) throw new Error(msg)
+}
+
+async function login(username, password, { viewport = { width: 1440, height: 900 } } = {}) {
+  await page.setViewportSize(viewport)
+  await page.goto(`${base}/login`)
+  // A fresh sign-in: the previous user's token is dropped by signing in again.
+  await page.fill('input[name=username]', username)
+  await page.fill('input[name=password]', password)
+  await page.click('[data-test=login-submit]')
+  await page.waitForURL((u) => !u.pathname.startsWith('/login'))
+}
+
+async function pickOption(text) {
+  const item = page.locator('.el-select-dropdown__item:visible', { hasText: text }).first()
+  await item.waitFor()
+  await item.click()
+}
+
+async function center(locator) {
+  const b = await locator.boundingBox()
+  if (!b) throw new Error('element has no box')
+  return { x: b.x + b.width / 2, y: b.y + b.height / 2 }
+}
+
+async function connect(from, to) {
+  const src = page.locator(`.vue-flow__node[data-id="${from}"] .vue-flow__handle.source`)
+  const dst = page.locator(`.vue-flow__node[data-id="${to}"] .vue-flow__handle.target`)
+  const a = await center(src)
+  const b = await center(dst)
+  await page.mouse.move(a.x, a.y)
+  await page.mouse.down()
+  await page.mouse.move((a.x + b.x) / 2, (a.y + b.y) / 2, { steps: 8 })
+  await page.mouse.move(b.x, b.y, { steps: 8 })
+  await page.mouse.up()
+  await page.locator(`.vue-flow__edge[data-id*="${from}->${to}"]`).first().waitFor({ state: 'attached' })
+}
+
+async function clickEdge(from, to) {
+  // The wide invisible interaction path of the edge takes the click.
+  const edge = page.locator(`.vue-flow__edge[data-id*="${from}->${to}"]`).first()
+  const path = edge.locator('path.vue-flow__edge-interaction, path.vue-flow__edge-path').first()
+  const box = await path.boundingBox()
+  if (!box) throw new Error(`edge ${from}→${to} is not drawn`)
+  // Click the middle of the path's length, which lies on the line.
+  const pt = await path.evaluate((p) => {
+    const l = p.getTotalLength()
+    const m = p.getPointAtLength(l / 2)
+    const ctm = p.getScreenCTM()
+    return { x: m.x * ctm.a + m.y * ctm.c + ctm.e, y: m.x * ctm.b + m.y * ctm.d + ctm.f }
+  })
+  await page.mouse.click(pt.x, pt.y)
+  await page.locator('[data-test=edge-panel]').waitFor()
+}
+
+async function typeJson(container, text) {
+  await page.locator(`${container} textarea`).first().fill(text)
+}
+
+async function noHorizontalScroll() {
+  const { sw, cw } = await page.evaluate(() => ({ sw: document.documentElement.scrollWidth, cw: document.documentElement.clientWidth }))
+  expect(sw <= cw, `the page scrolls horizontally: scrollWidth ${sw} > clientWidth ${cw}`)
+}
+
+const key = `leave-e2e-${Date.now().toString(36)}`
+let adminToken
+let instanceId
+
+try {
+  await step('halley starts and is ready', async () => {
+    await waitReady()
+  })
+
+  await step('seed users through the API', async () => {
+    adminToken = (await call('POST', '/auth/login', undefined, { username: 'admin', password: ADMIN_PASSWORD })).token
+    expect(adminToken, 'no token from POST /auth/login')
+    for (const u of [
+      { username: 'alice', password: 'alice-pw-123', display_name: 'Alice Applicant', roles: [], department: 'Sales', manager: 'bob' },
+      { username: 'bob', password: 'bob-pw-123', display_name: 'Bob Lead', roles: ['lead'], department: 'Sales' },
+      { username: 'carol', password: 'carol-pw-123', display_name: 'Carol Manager', roles: ['manager'], department: 'Sales' },
+    ]) {
+      await call('POST', '/users', adminToken, u)
+    }
+    const list = await call('GET', '/users', adminToken)
+    const names = (list.items ?? list).map((u) => u.username)
+    expect(['alice', 'bob', 'carol'].every((n) => names.includes(n)), `GET /users lacks the new users: ${names}`)
+  })
+
+  browser = await chromium.launchPersistentContext(profileDir, {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'],
+    viewport: { width: 1440, height: 900 },
+    acceptDownloads: false,
+  })
+  browser.setDefaultTimeout(STEP_TIMEOUT)
+  page = browser.pages()[0] ?? (await browser.newPage())
+  const consoleLog = createWriteStream(join(artifacts, 'browser-console.log'))
+  page.on('console', (m) => consoleLog.write(`[${m.type()}] ${m.text()}\n`))
+  page.on('pageerror', (e) => consoleLog.write(`[pageerror] ${e.message}\n`))
+
+  await step('admin signs in and sees the header', async () => {
+    await page.goto(`${base}/`)
+    await page.waitForURL(/\/login/)
+    await login('admin', ADMIN_PASSWORD)
+    await page.locator('[data-test=current-user]').getByText('admin').first().waitFor()
+  })
+
+  await step('admin creates a template', async () => {
+    await page.goto(`${base}/admin/templates`)
+    await page.click('[data-test=new-template]')
+    await field(page, 'template-key').fill(key)
+    await field(page, 'template-name').fill('Leave request (e2e)')
+    await page.click('[data-test=create-template]')
+    await page.waitForURL(new RegExp(`/admin/templates/${key}/designer`))
+    await page.locator('.vue-flow__node[data-id="start"]').waitFor()
+    await page.locator('.vue-flow__node[data-id="end"]').waitFor()
+  })
+
+  await step('drag two approval nodes from the palette onto the canvas', async () => {
+    const canvas = page.locator('[data-test=canvas]')
+    const box = await canvas.boundingBox()
+    await page.dragAndDrop('[data-test=palette-approval]', '[data-test=canvas]', { targetPosition: { x: box.width * 0.3, y: box.height * 0.45 } })
+    await page.locator('.vue-flow__node[data-id="approval"]').waitFor()
+    await page.dragAndDrop('[data-test=palette-approval]', '[data-test=canvas]', { targetPosition: { x: box.width * 0.7, y: box.height * 0.6 } })
+    await page.locator('.vue-flow__node[data-id="approval_2"]').waitFor()
+    expect((await page.locator('.vue-flow__node').count()) === 4, 'expected 4 nodes on the canvas')
+  })
+
+  await step('move a node by dragging it', async () => {
+    const node = page.locator('.vue-flow__node[data-id="end"]')
+    const before = await node.boundingBox()
+    const c = await center(node.locator('.name'))
+    await page.mouse.move(c.x, c.y)
+    await page.mouse.down()
+    await page.mouse.move(c.x + 40, c.y + 90, { steps: 10 })
+    await page.mouse.up()
+    const after = await node.boundingBox()
+    expect(Math.abs(after.y - before.y) > 30, `the end node did not move (${before.y} → ${after.y})`)
+  })
+
+  await step('delete the start → end edge', async () => {
+    await clickEdge('start', 'end')
+    await page.click('[data-test=delete-edge]')
+    await page.waitForFunction(() => !document.querySelector('.vue-flow__edge[data-id*="start->end"]'))
+  })
+
+  await step('connect start → approval → approval_2 → end', async () => {
+    await connect('start', 'approval')
+    await connect('approval', 'approval_2')
+    await connect('approval_2', 'end')
+    expect((await page.locator('.vue-flow__edge').count()) === 3, 'expected 3 edges')
+  })
+
+  await step('live validation names the approvals without approvers', async () => {
+    await page.locator('[data-test=validation-status][data-valid=false]').waitFor()
+    await page.locator('.vue-flow__node[data-id="approval"] [data-invalid=true]').waitFor()
+  })
+
+  await step('configure the first approver (Team lead: bob)', async () => {
+    await page.click('.vue-flow__node[data-id="approval"] .name')
+    await page.locator('[data-test=node-panel]').waitFor()
+    await field(page, 'node-name').fill('Team lead')
+    await page.click('[data-test=approvers-users]')
+    await page.keyboard.type('bob')
+    await pickOption('bob')
+    await page.keyboard.press('Escape')
+    await page.locator('.vue-flow__node[data-id="approval"]').getByText('Team lead').waitFor()
+  })
+
+  await step('configure the second approver (Manager: carol)', async () => {
+    await page.click('.vue-flow__node[data-id="approval_2"] .name')
+    await page.locator('[data-test=node-panel] h3', { hasText: 'Approval' }).waitFor()
+    await field(page, 'node-name').fill('Manager')
+    await page.click('[data-test=approvers-users]')
+    await page.keyboard.type('carol')
+    await pickOption('carol')
+    await page.keyboard.press('Escape')
+    await page.locator('.vue-flow__node[data-id="approval_2"]').getByText('Manager').waitFor()
+  })
+
+  await step('make the start node a form with days and reason', async () => {
+    await page.click('.vue-flow__node[data-id="start"] .name')
+    await page.click('[data-test=trigger-kind]')
+    await pickOption('Form')
+    await page.click('[data-test=design-form]')
+    const dlg = page.locator('.el-dialog:visible [data-test=form-designer]')
+    await dlg.waitFor()
+    await dlg.locator('[data-test=form-palette-number]').dragTo(dlg.locator('[data-test=form-canvas]'))
+    await field(dlg, 'field-label').fill('Days')
+    await field(dlg, 'field-path').fill('days')
+    await dlg.locator('[data-test=field-required]').click()
+    await dlg.locator('[data-test=form-palette-input]').click()
+    await field(dlg, 'field-label').fill('Reason')
+    await field(dlg, 'field-path').fill('reason')
+    await dlg.getByText('form is consistent').waitFor()
+    await page.click('[data-test=apply-form]')
+    await page.locator('.vue-flow__node[data-id="start"]').getByText('trigger: form').waitFor()
+  })
+
+  await step('set a condition on start → Team lead and test it', async () => {
+    await clickEdge('start', 'approval')
+    await typeJson('[data-test=edge-condition]', '{ "days": { "$gte": 1 } }')
+    await typeJson('[data-test=edge-sample]', '{ "days": 3 }')
+    await page.click('[data-test=edge-test]')
+    await page.locator('[data-test=condition-result][data-result=true]').waitFor()
+    await typeJson('[data-test=edge-sample]', '{ "days": 0 }')
+    await page.click('[data-test=edge-test]')
+    await page.locator('[data-test=condition-result][data-result=false]').waitFor()
+    await page.locator('.vue-flow__edge-text', { hasText: '$gte' }).waitFor()
+  })
+
+  await step('the template validates, is saved and published', async () => {
+    await page.locator('[data-test=validation-status][data-valid=true]').waitFor()
+    await page.click('[data-test=save-draft]')
+    await page.locator('.el-message--success', { hasText: 'Draft saved' }).waitFor()
+    await page.click('[data-test=publish]')
+    await page.locator('.el-message-box:visible').getByRole('button', { name: 'Yes' }).click()
+    await page.locator('.el-message--success', { hasText: 'Published version 1' }).waitFor()
+    const tpl = await call('GET', `/templates/${key}`, adminToken)
+    expect(tpl.latest_version === 1, `latest_version is ${tpl.latest_version}`)
+    const v1 = await call('GET', `/templates/${key}/versions/1`, adminToken)
+    const start = v1.definition.nodes.find((n) => n.type === 'start')
+    expect(start?.trigger?.kind === 'form', 'version 1 has no form trigger')
+    expect(v1.definition.edges.some((e) => e.from === 'start' && e.condition?.days?.$gte === 1), 'version 1 lacks the condition')
+  })
+
+  await step('the published version opens read-only', async () => {
+    await page.click('[data-test=versions]')
+    await page.click('[data-test=version-1]')
+    await page.waitForURL(new RegExp(`/versions/1$`))
+    await page.locator('[data-test=readonly-badge]').waitFor()
+    expect((await page.locator('[data-test=palette]').count()) === 0, 'the palette is shown in read-only mode')
+  })
+
+  await step('admin signs out', async () => {
+    await page.goto(`${base}/inbox`)
+    await page.click('[data-test=logout]')
+    await page.waitForURL(/\/login/)
+  })
+
+  await step('alice starts the process from its form', async () => {
+    await login('alice', 'alice-pw-123')
+    await page.goto(`${base}/start`)
+    await page.locator(`[data-template="${key}"] [data-test=start-template]`).click()
+    await page.locator('[data-field=days] input').fill('3')
+    await page.locator('[data-field=reason] input').fill('Family trip')
+    await page.click('[data-test=start-submit]')
+    await page.waitForURL(/\/instances\/[^/?]+/)
+    instanceId = new URL(page.url()).pathname.split('/').pop()
+    await page.locator('[data-test=instance-status]').getByText('running').waitFor()
+    const inst = await call('GET', `/instances/${instanceId}`, adminToken)
+    expect(inst.context?.days === 3 && inst.context?.reason === 'Family trip', `context is ${JSON.stringify(inst.context)}`)
+  })
+
+  for (const [who, pw, step_] of [
+    ['bob', 'bob-pw-123', 'Team lead'],
+    ['carol', 'carol-pw-123', 'Manager'],
+  ]) {
+    await step(`${who} approves on a 390×844 phone`, async () => {
+      await login(who, pw, { viewport: { width: 390, height: 844 } })
+      await page.waitForURL(/\/m\/inbox/)
+      const row = page.locator('[data-test=inbox-task]', { hasText: step_ }).first()
+      await row.waitFor()
+      await noHorizontalScroll()
+      await row.click()
+      await page.waitForURL(/\/m\/tasks\//)
+      await page.locator('[data-path=days]').getByText('3').waitFor()
+      await page.locator('[data-test=diagram] svg').waitFor()
+      await noHorizontalScroll()
+      await page.click('[data-test=approve]')
+      await page.locator('[data-test=action-popup]').waitFor()
+      await field(page, 'comment').fill('OK from the phone')
+      await page.click('[data-test=confirm]')
+      await page.locator('[data-test=task-status][data-status=approved]').waitFor()
+      await noHorizontalScroll()
+    })
+  }
+
+  await step('the request is completed with a green diagram', async () => {
+    await login('alice', 'alice-pw-123')
+    await page.goto(`${base}/instances/${instanceId}`)
+    await page.locator('[data-test=instance-status]').getByText('completed').waitFor()
+    await page.locator('[data-test=diagram] svg').waitFor()
+    const fills = await page.evaluate(() => {
+      const shapes = [...document.querySelectorAll('[data-test=diagram] svg g.node')].map((g) => {
+        const shape = g.querySelector('rect, polygon, path, circle, ellipse')
+        return { cls: g.getAttribute('class'), fill: shape ? getComputedStyle(shape).fill : '' }
+      })
+      return shapes
+    })
+    expect(fills.length >= 4, `the diagram has ${fills.length} nodes`)
+    const rgb = (s) => (s.match(/\d+(\.\d+)?/g) ?? []).map(Number)
+    const green = fills.filter((f) => {
+      const [r, g, b] = rgb(f.fill)
+      return g > r && g >= b
+    })
+    expect(green.length === fills.length, `not every node is green: ${JSON.stringify(fills)}`)
+    const inst = await call('GET', `/instances/${instanceId}`, adminToken)
+    expect(inst.status === 'completed', `instance status is ${inst.status}`)
+    const hist = await call('GET', `/instances/${instanceId}/history`, adminToken)
+    expect((hist.items ?? []).length > 0, 'the history is empty')
+  })
+} catch (e) {
+  if (!(e instanceof StopError)) {
+    results.push({ name: 'runner', ok: false, error: e })
+    console.log(`FAIL runner: ${e?.stack ?? e}`)
+  }
+} finally {
+  await cleanup()
+}
+
+const passed = results.filter((r) => r.ok).length
+const failed = results.filter((r) => !r.ok).length
+for (const r of results.filter((x) => !x.ok)) console.error(`\n${r.name}:\n${r.error?.stack ?? r.error}`)
+if (failed) console.log(`\nscreenshots and logs: ${artifacts}`)
+console.log(`${passed} passed, ${failed} failed`)
+process.exit(failed ? 1 : 0)

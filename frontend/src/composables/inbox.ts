@@ -1,0 +1,35 @@
+// The inbox: my pending tasks with their instance's title, template and initiator. The task shape of the API
+// carries none of these, so they come from the instances (fetched once each, in parallel) unless the server
+// already put them on the task.
+import { api, type Instance, type Task } from '@/api'
+
+export interface InboxRow {
+  task: Task
+  title: string
+  template: string
+  initiator: string
+  instance?: Instance
+}
+
+export async function loadInbox(): Promise<InboxRow[]> {
+  const tasks = await api.tasks({ assignee: 'me', status: 'pending' })
+  const need = [...new Set(tasks.filter((t) => !(t.template && t.initiator)).map((t) => t.instance_id))]
+  const instances = new Map<string, Instance>()
+  // A few at a time: an inbox of hundreds must not open hundreds of connections.
+  for (let i = 0; i < need.length; i += 8) {
+    const batch = await Promise.all(need.slice(i, i + 8).map((id) => api.instance(id).catch(() => undefined)))
+    batch.forEach((inst) => inst && instances.set(inst.id, inst))
+  }
+  return tasks
+    .map((t) => {
+      const inst = instances.get(t.instance_id)
+      return {
+        task: t,
+        instance: inst,
+        title: t.instance_title || t.title || inst?.title || `${inst?.template ?? t.template ?? 'Request'} #${t.instance_id.slice(0, 8)}`,
+        template: t.template || inst?.template || '',
+        initiator: t.initiator || inst?.initiator || '',
+      }
+    })
+    .sort((a, b) => String(a.task.created_at ?? '').localeCompare(String(b.task.created_at ?? '')))
+}

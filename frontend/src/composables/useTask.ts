@@ -1,0 +1,88 @@
+// Everything a task page shows, for the desktop and the phone page alike: the task, its instance, the form of
+// its node (from the instance's template version), the history and the targets it may be returned to.
+import { computed, ref, shallowRef } from 'vue'
+import { api, type HistoryItem, type Instance, type ReturnTarget, type Task } from '@/api'
+import { errorMessage } from '@/api/client'
+import type { DefNode, Definition } from '@/lib/definition'
+import { initialValues, valuesToContext, type FormSchema } from '@/lib/form'
+import { session } from '@/stores/session'
+
+const versionCache = new Map<string, Promise<Definition | undefined>>()
+
+/** versionDefinition fetches (once per page load) the definition an instance runs on. */
+export function versionDefinition(template: string, version: number): Promise<Definition | undefined> {
+  const key = `${template}@${version}`
+  if (!versionCache.has(key)) {
+    versionCache.set(
+      key,
+      api.version(template, version).then(
+        (v) => v.definition,
+        () => undefined, // a user who may not read templates still sees the raw context
+      ),
+    )
+  }
+  return versionCache.get(key)!
+}
+
+/** nodeForm picks the form a task is shown through: its node's form, else the start form, else none. */
+export function nodeForm(def: Definition | undefined, nodeId: string): FormSchema | undefined {
+  const node: DefNode | undefined = def?.nodes.find((n) => n.id === nodeId)
+  if (node?.form) return node.form
+  const start = def?.nodes.find((n) => n.type === 'start')
+  return start?.trigger?.kind === 'form' ? start.trigger.form : undefined
+}
+
+export function useTask(id: () => string) {
+  const task = ref<Task | null>(null)
+  const instance = ref<Instance | null>(null)
+  const definition = shallowRef<Definition | undefined>()
+  const history = ref<HistoryItem[]>([])
+  const returnTargets = ref<ReturnTarget[]>([])
+  const loading = ref(false)
+  const error = ref('')
+  const values = ref<Record<string, unknown>>({})
+  const diagramVersion = ref(0)
+
+  const form = computed(() => (task.value ? nodeForm(definition.value, task.value.node_id) : undefined))
+  /** the node's own form (not the start form fallback) may let the approver edit fields */
+  const ownForm = computed(() => !!task.value && !!definition.value?.nodes.find((n) => n.id === task.value!.node_id)?.form)
+  const pending = computed(() => task.value?.status === 'pending')
+  const mine = computed(() => !!task.value && (task.value.assignee === session.state.me?.username || session.isAdmin.value))
+  const canAct = computed(() => pending.value && mine.value && instance.value?.status === 'running')
+  const canReclaim = computed(
+    () =>
+      !!task.value &&
+      (task.value.status === 'approved' || task.value.status === 'rejected') &&
+      task.value.assignee === session.state.me?.username &&
+      instance.value?.status === 'running',
+  )
+
+  async function load() {
+    loading.value = true
+    error.value = ''
+    try {
+      const t = await api.task(id())
+      task.value = t
+      const [inst, hist] = await Promise.all([api.instance(t.instance_id), api.history(t.instance_id).catch(() => [])])
+      instance.value = inst
+      history.value = hist
+      definition.value = await versionDefinition(inst.template, inst.version)
+      values.value = initialValues(form.value, inst.context)
+      returnTargets.value = t.status === 'pending' ? await api.returnTargets(t.id).catch(() => []) : []
+      diagramVersion.value++
+    } catch (e) {
+      error.value = errorMessage(e)
+    } finally {
+      loading.value = false
+    }
+  }
+
+  /** approveData is what the approver changed through an editable node form, merged into the context. */
+  function approveData(): Record<string, unknown> | undefined {
+    if (!ownForm.value || form.value?.kind !== 'components') return undefined
+    const d = valuesToContext(form.value, values.value, true)
+    return Object.keys(d).length ? d : undefined
+  }
+
+  return { task, instance, definition, history, returnTargets, loading, error, values, form, ownForm, pending, mine, canAct, canReclaim, diagramVersion, load, approveData }
+}

@@ -1,0 +1,376 @@
+// The process definition of API.md ("Definition"), as the designer edits it, and the rules that keep what the
+// designer sends to the server clean: the server rejects unknown fields in a node, so every node is reduced to the
+// fields its type owns before it leaves the browser.
+import type { FormSchema } from './form'
+
+export const NODE_TYPES = ['start', 'approval', 'auto', 'delay', 'callback', 'error', 'end', 'terminate'] as const
+export type NodeType = (typeof NODE_TYPES)[number]
+
+export const SIGN_MODES = ['or', 'all', 'sequential', 'vote'] as const
+export type SignMode = (typeof SIGN_MODES)[number]
+
+export const TRIGGER_KINDS = ['manual', 'crontab', 'sync-api', 'async-api', 'form'] as const
+export type TriggerKind = (typeof TRIGGER_KINDS)[number]
+
+export const RELATIONS = ['initiator.manager', 'initiator.department.leader'] as const
+
+export interface Approvers {
+  users?: string[]
+  roles?: string[]
+  context?: string
+  relation?: string
+  groups?: string[][]
+  groups_context?: string
+}
+
+export interface Trigger {
+  kind: TriggerKind
+  // crontab
+  expr?: string
+  allow_repeated?: boolean
+  start_at?: string
+  end_at?: string
+  // sync-api / async-api
+  module?: string
+  function?: string
+  method?: string
+  login_verification?: 'none' | 'token' | 'password'
+  header_token?: string
+  header_user?: string
+  header_password?: string
+  allow_remote_ips?: string
+  // form
+  form?: FormSchema
+  members?: string[]
+  require_login?: boolean
+}
+
+export interface ErrorHandler {
+  operation: 'retry' | 'ignore' | 'catch' | 'throw'
+  retry?: { count?: number; period?: string }
+  catch?: { branch?: string }
+}
+
+export type OnTimeout = 'approve' | 'reject' | 'remind' | { branch: string }
+
+export interface DefNode {
+  id: string
+  type: NodeType
+  name?: string
+  join?: 'and' | 'or'
+  plugins?: { pre?: string[]; after?: string[] }
+  timeout?: string | number
+  error_handler?: ErrorHandler
+  is_ignore?: boolean
+  cc?: Approvers
+  /** free-form editor data; the engine ignores it */
+  meta?: Record<string, unknown>
+  // start
+  trigger?: Trigger
+  // approval
+  approvers?: Approvers
+  sign?: SignMode
+  pass_ratio?: number
+  /** how each parallel-sign group (approvers.groups) decides */
+  group_sign?: SignMode
+  on_timeout?: OnTimeout
+  form?: FormSchema
+  // delay
+  interval?: number
+  until?: string
+  // callback
+  timeout_branch?: string
+  message?: string
+}
+
+export interface DefEdge {
+  id?: string
+  from: string
+  to: string
+  condition?: Record<string, unknown>
+  default?: boolean
+  meta?: Record<string, unknown>
+}
+
+export interface Point {
+  x: number
+  y: number
+}
+
+export interface Definition {
+  nodes: DefNode[]
+  edges: DefEdge[]
+  /** free-form editor data; the engine ignores it. The designer keeps node positions in meta.layout. */
+  meta?: Record<string, unknown>
+  /** the designer's working copy of meta.layout: where each node sits on the canvas */
+  layout?: Record<string, Point>
+}
+
+/** layoutOf reads node positions from a definition: the working `layout`, else `meta.layout`. */
+export function layoutOf(def: Definition): Record<string, Point> | undefined {
+  if (def.layout && Object.keys(def.layout).length) return def.layout
+  const l = def.meta?.layout
+  return l && typeof l === 'object' && !Array.isArray(l) ? (l as Record<string, Point>) : undefined
+}
+
+export const NODE_META: Record<NodeType, { label: string; hint: string; color: string; icon: string }> = {
+  start: { label: 'Start', hint: 'Exactly one: how the process starts (manual, form, cron, API)', color: '#2da44e', icon: '▶' },
+  approval: { label: 'Approval', hint: 'People approve or reject (or-sign, countersign, sequential, vote)', color: '#1f6feb', icon: '✔' },
+  auto: { label: 'Automatic', hint: 'Runs its plugins, then passes on', color: '#8250df', icon: '⚙' },
+  delay: { label: 'Delay', hint: 'Waits a number of seconds or until a time', color: '#bf8700', icon: '◔' },
+  callback: { label: 'Callback', hint: 'Waits for an external system to call back, or for a message', color: '#0969da', icon: '↩' },
+  error: { label: 'Error catcher', hint: 'Global error handler: no incoming edges', color: '#cf222e', icon: '⚠' },
+  end: { label: 'End', hint: 'Normal end (several allowed)', color: '#57606a', icon: '■' },
+  terminate: { label: 'Terminate', hint: 'Ends the instance at once, cancelling everything else', color: '#a40e26', icon: '✖' },
+}
+
+const COMMON_FIELDS = ['id', 'type', 'name', 'join', 'plugins', 'timeout', 'error_handler', 'is_ignore', 'cc', 'meta'] as const
+
+// The fields each node type owns besides the common ones (API.md "Node types").
+export const TYPE_FIELDS: Record<NodeType, readonly (keyof DefNode)[]> = {
+  start: ['trigger'],
+  approval: ['approvers', 'sign', 'pass_ratio', 'group_sign', 'on_timeout', 'form'],
+  auto: [],
+  delay: ['interval', 'until'],
+  callback: ['timeout_branch', 'message'],
+  error: [],
+  end: [],
+  terminate: [],
+}
+
+const TRIGGER_FIELDS: Record<TriggerKind, readonly (keyof Trigger)[]> = {
+  manual: [],
+  crontab: ['expr', 'allow_repeated', 'start_at', 'end_at'],
+  'sync-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
+  'async-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
+  form: ['form', 'members', 'require_login'],
+}
+
+function isEmpty(v: unknown): boolean {
+  if (v === undefined || v === null || v === '') return true
+  if (Array.isArray(v)) return v.length === 0
+  if (typeof v === 'object') return Object.keys(v as object).length === 0
+  return false
+}
+
+/** cleanApprovers drops empty members; returns undefined when nothing is left. */
+export function cleanApprovers(a: Approvers | undefined): Approvers | undefined {
+  if (!a) return undefined
+  const out: Approvers = {}
+  const users = (a.users ?? []).map((u) => u.trim()).filter(Boolean)
+  const roles = (a.roles ?? []).map((r) => r.trim()).filter(Boolean)
+  const groups = (a.groups ?? []).map((g) => g.map((u) => u.trim()).filter(Boolean)).filter((g) => g.length > 0)
+  if (users.length) out.users = users
+  if (roles.length) out.roles = roles
+  if (a.context?.trim()) out.context = a.context.trim()
+  if (a.relation?.trim()) out.relation = a.relation.trim()
+  if (groups.length) out.groups = groups
+  if (a.groups_context?.trim()) out.groups_context = a.groups_context.trim()
+  return isEmpty(out) ? undefined : out
+}
+
+function cleanTrigger(t: Trigger | undefined): Trigger | undefined {
+  if (!t) return undefined
+  const kind: TriggerKind = TRIGGER_KINDS.includes(t.kind) ? t.kind : 'manual'
+  const out: Trigger = { kind }
+  for (const f of TRIGGER_FIELDS[kind]) {
+    const v = t[f]
+    if (!isEmpty(v) || (f === 'allow_repeated' && v === false) || (f === 'require_login' && v === false)) {
+      ;(out as unknown as Record<string, unknown>)[f] = v
+    }
+  }
+  return out
+}
+
+function cleanErrorHandler(h: ErrorHandler | undefined): ErrorHandler | undefined {
+  if (!h || !h.operation) return undefined
+  const out: ErrorHandler = { operation: h.operation }
+  if (h.operation === 'retry') out.retry = { count: h.retry?.count ?? 3, period: h.retry?.period || '2s' }
+  if (h.operation === 'catch') out.catch = { branch: h.catch?.branch ?? '' }
+  return out
+}
+
+/**
+ * cleanNode returns the node reduced to the fields its type owns, with empty values and defaults dropped, so the
+ * server (which refuses unknown or foreign fields) sees exactly what the admin set.
+ */
+export function cleanNode(n: DefNode): DefNode {
+  const out: DefNode = { id: n.id, type: n.type }
+  const allowed = new Set<string>([...COMMON_FIELDS, ...(TYPE_FIELDS[n.type] ?? [])])
+  for (const [k, v] of Object.entries(n)) {
+    if (!allowed.has(k) || k === 'id' || k === 'type') continue
+    switch (k) {
+      case 'join':
+        if (v === 'or') out.join = 'or'
+        break
+      case 'is_ignore':
+        if (v === true) out.is_ignore = true
+        break
+      case 'timeout':
+        if (v !== 0 && v !== '0' && !isEmpty(v)) out.timeout = v as string
+        break
+      case 'plugins': {
+        const p = v as DefNode['plugins']
+        const pre = (p?.pre ?? []).filter(Boolean)
+        const after = (p?.after ?? []).filter(Boolean)
+        if (pre.length || after.length) out.plugins = { pre, after }
+        break
+      }
+      case 'cc':
+      case 'approvers': {
+        const a = cleanApprovers(v as Approvers)
+        if (a) out[k] = a
+        break
+      }
+      case 'trigger': {
+        const t = cleanTrigger(v as Trigger)
+        if (t) out.trigger = t
+        break
+      }
+      case 'error_handler': {
+        const h = cleanErrorHandler(v as ErrorHandler)
+        if (h && h.operation !== 'throw') out.error_handler = h
+        break
+      }
+      case 'pass_ratio':
+        if (n.sign === 'vote' && typeof v === 'number') out.pass_ratio = v
+        break
+      case 'group_sign':
+        if (v && (n.approvers?.groups?.length || n.approvers?.groups_context)) out.group_sign = v as SignMode
+        break
+      case 'on_timeout':
+        if (typeof v === 'string' && v) out.on_timeout = v as OnTimeout
+        else if (v && typeof v === 'object' && (v as { branch?: string }).branch) out.on_timeout = { branch: (v as { branch: string }).branch }
+        break
+      default:
+        if (!isEmpty(v)) (out as unknown as Record<string, unknown>)[k] = v
+    }
+  }
+  if (n.type === 'start' && !out.trigger) out.trigger = { kind: 'manual' }
+  if (n.type === 'approval' && !out.sign) out.sign = 'or'
+  return out
+}
+
+/** cleanEdge keeps id (when set), from, to, condition (when not empty) and default (when true). */
+export function cleanEdge(e: DefEdge): DefEdge {
+  const out: DefEdge = { from: e.from, to: e.to }
+  if (e.id) out.id = e.id
+  if (e.condition && Object.keys(e.condition).length > 0) out.condition = e.condition
+  if (e.default) out.default = true
+  if (e.meta && Object.keys(e.meta).length > 0) out.meta = e.meta
+  return out
+}
+
+export interface CleanOptions {
+  /** include the designer's `layout` (node positions) in the result */
+  withLayout?: boolean
+}
+
+/** cleanDefinition is what the designer sends to POST /templates/validate, PUT .../draft and exports. */
+export function cleanDefinition(def: Definition, opts: CleanOptions = {}): Definition {
+  const out: Definition = { nodes: def.nodes.map(cleanNode), edges: def.edges.map(cleanEdge) }
+  // meta is kept as it came (other editors may keep data there), except its layout, which is the designer's.
+  const meta: Record<string, unknown> = { ...(def.meta ?? {}) }
+  delete meta.layout
+  const positions = layoutOf(def)
+  if (opts.withLayout && positions && Object.keys(positions).length > 0) {
+    const ids = new Set(def.nodes.map((n) => n.id))
+    const layout: Record<string, Point> = {}
+    for (const [id, p] of Object.entries(positions)) {
+      if (ids.has(id)) layout[id] = { x: Math.round(p.x), y: Math.round(p.y) }
+    }
+    meta.layout = layout
+  }
+  if (Object.keys(meta).length > 0) out.meta = meta
+  return out
+}
+
+/** newNodeId returns `<type>`, `<type>_2`, `<type>_3`... the first not in use. */
+export function newNodeId(type: NodeType, existing: Iterable<string>): string {
+  const used = new Set(existing)
+  if (!used.has(type)) return type
+  for (let i = 2; ; i++) {
+    const id = `${type}_${i}`
+    if (!used.has(id)) return id
+  }
+}
+
+/** defaultNode is the node a palette drop creates: valid enough to show the admin what is missing. */
+export function defaultNode(type: NodeType, id: string): DefNode {
+  const name = NODE_META[type].label
+  switch (type) {
+    case 'start':
+      return { id, type, name: 'Apply', trigger: { kind: 'manual' } }
+    case 'approval':
+      return { id, type, name, approvers: {}, sign: 'or' }
+    case 'delay':
+      return { id, type, name, interval: 60 }
+    case 'end':
+      return { id, type, name: 'End' }
+    default:
+      return { id, type, name }
+  }
+}
+
+/** starterDefinition is what a new template begins with: a start wired to an end. */
+export function starterDefinition(): Definition {
+  return {
+    nodes: [defaultNode('start', 'start'), defaultNode('end', 'end')],
+    edges: [{ from: 'start', to: 'end' }],
+    layout: { start: { x: 250, y: 40 }, end: { x: 250, y: 300 } },
+  }
+}
+
+/**
+ * renameNode changes a node id everywhere it is referenced: edges, layout, catch/timeout branches.
+ * It returns an error message instead of renaming when the new id is empty or taken.
+ */
+export function renameNode(def: Definition, from: string, to: string): string | null {
+  to = to.trim()
+  if (!to) return 'The id cannot be empty.'
+  if (!/^[A-Za-z0-9_.-]+$/.test(to)) return 'Use letters, digits, "_", "-" or "." only.'
+  if (from === to) return null
+  if (def.nodes.some((n) => n.id === to)) return `Another node already has the id "${to}".`
+  for (const n of def.nodes) {
+    if (n.id === from) n.id = to
+    if (n.timeout_branch === from) n.timeout_branch = to
+    if (n.error_handler?.catch?.branch === from) n.error_handler.catch.branch = to
+    if (n.on_timeout && typeof n.on_timeout === 'object' && n.on_timeout.branch === from) n.on_timeout = { branch: to }
+  }
+  for (const e of def.edges) {
+    if (e.from === from) e.from = to
+    if (e.to === from) e.to = to
+  }
+  const layout = layoutOf(def)
+  if (layout?.[from]) {
+    layout[to] = layout[from]
+    delete layout[from]
+  }
+  return null
+}
+
+/** parseDefinition checks an imported JSON text has the definition's shape; it throws a readable Error if not. */
+export function parseDefinition(text: string): Definition {
+  let v: unknown
+  try {
+    v = JSON.parse(text)
+  } catch (e) {
+    throw new Error(`Not valid JSON: ${(e as Error).message}`)
+  }
+  // Accept a whole template or version object too, as exported by the API.
+  if (v && typeof v === 'object' && 'definition' in v) v = (v as { definition: unknown }).definition
+  if (!v || typeof v !== 'object') throw new Error('The file must contain a JSON object with "nodes" and "edges".')
+  const d = v as Partial<Definition>
+  if (!Array.isArray(d.nodes)) throw new Error('"nodes" must be an array.')
+  if (d.edges !== undefined && !Array.isArray(d.edges)) throw new Error('"edges" must be an array.')
+  d.nodes.forEach((n, i) => {
+    if (!n || typeof n !== 'object') throw new Error(`nodes[${i}] is not an object.`)
+    if (typeof n.id !== 'string' || !n.id) throw new Error(`nodes[${i}] has no "id".`)
+    if (!NODE_TYPES.includes(n.type)) throw new Error(`nodes[${i}] ("${n.id}") has an unknown type "${String(n.type)}".`)
+  })
+  ;(d.edges ?? []).forEach((e, i) => {
+    if (!e || typeof e.from !== 'string' || typeof e.to !== 'string') throw new Error(`edges[${i}] needs "from" and "to".`)
+  })
+  if (d.meta !== undefined && (typeof d.meta !== 'object' || d.meta === null || Array.isArray(d.meta))) throw new Error('"meta" must be an object.')
+  return { nodes: d.nodes, edges: d.edges ?? [], meta: d.meta, layout: d.layout }
+}
