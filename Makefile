@@ -5,7 +5,7 @@ PKG       := ./server/cmd/halley
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
-UI_SRC    := $(shell find frontend/src frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
+UI_SRC    := $(shell find frontend/src frontend/public frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
 
 .PHONY: run build ui test test-go test-ui lint bench faults soak templates clean
 
@@ -35,10 +35,12 @@ test: test-go test-ui
 test-go:
 	$(GO) test -count=1 -timeout 15m ./...
 
+## test-ui: the UI's unit tests (Vitest) and its end-to-end test in Chromium against a real Halley
 test-ui:
 ifneq ($(wildcard frontend/package.json),)
 	@if [ "$(HAS_NPM)" = yes ]; then \
-		cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run test:unit; \
+		$(MAKE) build && \
+		cd frontend && npm run test:unit && HALLEY_BIN=$(CURDIR)/$(BIN) npm run test:e2e; \
 	elif [ "$$CI" = true ]; then echo "test-ui: npm is required under CI=true"; exit 1; \
 	else echo "test-ui: npm not found; skipping UI tests"; fi
 endif
