@@ -273,3 +273,54 @@ func (s *Server) readCC(c *gin.Context) {
 	}
 	c.JSON(http.StatusOK, gin.H{"id": c.Param("id"), "read": true})
 }
+
+func (s *Server) returnTask(c *gin.Context) {
+	var req engine.MoveRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	v, err := s.engine.Return(c.Request.Context(), principal(c), c.Param("id"), req)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}
+
+func (s *Server) returnTargets(c *gin.Context) {
+	ts, err := s.engine.ReturnTargets(c.Request.Context(), principal(c), c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, gin.H{"items": ts})
+}
+
+func (s *Server) reclaim(c *gin.Context) {
+	var req engine.DecideRequest
+	if err := bindOptionalJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	t, err := s.engine.Reclaim(c.Request.Context(), principal(c), c.Param("id"), req.Comment)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, t)
+}
+
+func (s *Server) jump(c *gin.Context) {
+	var req engine.MoveRequest
+	if err := bindJSON(c, &req); err != nil {
+		fail(c, err)
+		return
+	}
+	v, err := s.engine.Jump(c.Request.Context(), principal(c), c.Param("id"), req)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, v)
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/json"
+	"errors"
 	"strings"
 	"time"
 
@@ -277,16 +278,21 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 			}
 		}
 		if ns == nil {
-			if _, err := e.store.GetBookmark(ctx, tn, nodeInstanceID); err != nil {
-				return model.CodedError(model.ENOTFOUND, "callback_not_found", "no wait %s in instance %s", nodeInstanceID, instID)
-			}
-			return model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over")
+			// Unknown here; whether it ever existed is read after the transaction (a read here would need a
+			// second pooled connection while this one holds the row lock).
+			return errNoSuchWait
 		}
 		if !ns.Active() || r.inst.Ended() || (ns.WaitingFor != "callback" && ns.WaitingFor != "message" && ns.WaitingFor != "delay") {
 			return model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over: node %s is %s", ns.NodeID, ns.State)
 		}
 		return r.resumeWait(ns, data, action, nil)
 	})
+	if err == errNoSuchWait {
+		if _, gerr := e.store.GetBookmark(ctx, tn, nodeInstanceID); gerr != nil {
+			return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no wait %s in instance %s", nodeInstanceID, instID)
+		}
+		return nil, model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over")
+	}
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) && !strings.Contains(err.Error(), "wait") && !strings.Contains(err.Error(), "callback") {
 			return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no instance %s", instID)
@@ -375,6 +381,9 @@ func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash strin
 
 var errStale = model.CodedError(model.ECONFLICT, "stale", "the wait is over")
 
+// errNoSuchWait aborts a resume whose node visit is not in the instance; resume then answers 404 or 409.
+var errNoSuchWait = errors.New("engine: no such wait in the instance")
+
 // ListCC lists the instances the caller was copied on, newest first.
 func (e *Engine) ListCC(ctx context.Context, actor *model.Principal, page model.Page) ([]*model.CCRecord, string, error) {
 	return e.store.ListCC(ctx, actor.TenantID, actor.Username, page)
@@ -383,9 +392,4 @@ func (e *Engine) ListCC(ctx context.Context, actor *model.Principal, page model.
 // MarkCCRead marks one of the caller's CC records read.
 func (e *Engine) MarkCCRead(ctx context.Context, actor *model.Principal, id string) error {
 	return e.store.MarkCCRead(ctx, actor.TenantID, actor.Username, id, e.clock.Now())
-}
-
-// resubmitted restarts the flow from the start node after the initiator approved a resubmit task (issue 9).
-func (r *run) resubmitted(t *model.Task, d Decision) error {
-	return r.complete(r.c.Def.Start().ID)
 }

@@ -1,0 +1,351 @@
+package engine
+
+import (
+	"context"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+// descendants returns the nodes reachable from id along edges (and branches are not followed: a return undoes
+// the flow, and branches are taken only on errors and timeouts), excluding id itself.
+func descendants(c *template.Compiled, id string) map[string]bool {
+	out := map[string]bool{}
+	stack := []string{id}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, i := range c.OutgoingIndexes(n) {
+			to := c.Def.Edges[i].To
+			if !out[to] && to != id {
+				out[to] = true
+				stack = append(stack, to)
+			}
+		}
+	}
+	return out
+}
+
+// ancestors returns the nodes from which id is reachable, excluding id.
+func ancestors(c *template.Compiled, id string) map[string]bool {
+	out := map[string]bool{}
+	stack := []string{id}
+	for len(stack) > 0 {
+		n := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, i := range c.IncomingIndexes(n) {
+			from := c.Def.Edges[i].From
+			if !out[from] && from != id {
+				out[from] = true
+				stack = append(stack, from)
+			}
+		}
+	}
+	return out
+}
+
+// resetRegion undoes the flow in a region of the graph: active visits there are cancelled (their tasks,
+// bookmarks and timers with them), decided nodes are reset so they can run again, and the edges leaving the
+// region and the pivot are forgotten, so conditions are evaluated again on the way back.
+func (r *run) resetRegion(pivot string, region map[string]bool, reason string) {
+	ids := make([]string, 0, len(region))
+	for id := range region {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		ns := r.node(id)
+		if ns == nil {
+			continue
+		}
+		if ns.Active() {
+			r.endVisit(ns, model.NodeCancelled)
+			r.cancelNodeTasks(ns.NodeInstanceID, reason)
+		}
+		ns.State = nodeReset
+	}
+	for id := range region {
+		for _, i := range r.c.OutgoingIndexes(id) {
+			r.inst.State.Edges[i] = model.EdgeUnknown
+		}
+	}
+	for _, i := range r.c.OutgoingIndexes(pivot) {
+		r.inst.State.Edges[i] = model.EdgeUnknown
+	}
+}
+
+// ReturnTarget is a node a task may be returned to.
+type ReturnTarget struct {
+	NodeID string `json:"node_id"`
+	Name   string `json:"name"`
+	Type   string `json:"type"`
+}
+
+// returnTargets lists the upstream nodes of a node that completed in this instance (people-facing ones: the
+// start, meaning the initiator, and approval nodes), in activation order.
+func (r *run) returnTargets(nodeID string) []ReturnTarget {
+	up := ancestors(r.c, nodeID)
+	var nss []*model.NodeState
+	for id := range up {
+		ns := r.node(id)
+		n := r.c.Def.Node(id)
+		if ns == nil || ns.State != model.NodeCompleted || (n.Type != model.NodeStart && n.Type != model.NodeApproval) {
+			continue
+		}
+		nss = append(nss, ns)
+	}
+	sort.Slice(nss, func(i, j int) bool { return nss[i].Seq < nss[j].Seq })
+	out := make([]ReturnTarget, 0, len(nss))
+	for _, ns := range nss {
+		out = append(out, ReturnTarget{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type})
+	}
+	return out
+}
+
+// ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets).
+func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, error) {
+	t, err := e.GetTask(ctx, actor, taskID)
+	if err != nil {
+		return nil, err
+	}
+	inst, _, err := e.store.GetInstance(ctx, actor.TenantID, t.InstanceID)
+	if err != nil {
+		return nil, err
+	}
+	c, err := e.templates.Compiled(ctx, actor.TenantID, inst.Template, inst.Version)
+	if err != nil {
+		return nil, err
+	}
+	if !t.Open() || inst.Ended() {
+		return []ReturnTarget{}, nil
+	}
+	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	return r.returnTargets(t.NodeID), nil
+}
+
+// MoveRequest is the body of return and jump.
+type MoveRequest struct {
+	To      string `json:"to"`
+	Comment string `json:"comment"`
+	Reason  string `json:"reason"`
+}
+
+// Return sends the instance back to an upstream node that completed (驳回/回退): everything downstream of it is
+// cancelled and reset, and it runs again with fresh tasks; to "start" the initiator gets a resubmit task.
+func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID string, req MoveRequest) (*InstanceView, error) {
+	if req.To == "" {
+		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to return to")
+	}
+	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
+		target := r.c.Def.Node(req.To)
+		if target == nil {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not in this template", req.To)
+		}
+		if !ancestors(r.c, t.NodeID)[req.To] {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not upstream of %q", req.To, t.NodeID)
+		}
+		if ns := r.node(req.To); ns == nil || ns.State != model.NodeCompleted {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", req.To)
+		}
+		from := t.NodeID
+		r.close(t, model.TaskCancelled, req.Comment)
+		r.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
+		r.resetRegion(req.To, descendants(r.c, req.To), "returned to "+req.To)
+		if target.Type == model.NodeStart {
+			return r.awaitResubmit(target)
+		}
+		return r.activate(req.To)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.view(w.Instance, nil, false), nil
+}
+
+// awaitResubmit parks the start node on a resubmit task for the initiator (who approves it, optionally with data
+// editing the context, to run the flow again — or rejects it to withdraw).
+func (r *run) awaitResubmit(start *model.Node) error {
+	prev := r.node(start.ID)
+	now := r.now
+	ns := &model.NodeState{NodeID: start.ID, Name: start.Label(), Type: start.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"),
+		Visit: prev.Visit + 1, StartedAt: &now, WaitingFor: "resubmit"}
+	ns.Seq = r.inst.State.Seq
+	ns.PreDone, ns.AfterDone = true, true
+	r.inst.State.Nodes[start.ID] = ns
+	r.history("node.activated", start.ID, "", "returned to the initiator", nil)
+	r.newTask(start, ns, r.inst.Initiator, model.TaskPending, model.TaskKindResubmit, 0, 0, "")
+	return nil
+}
+
+// resubmitted: the initiator approved (run the flow again from the start) or rejected (withdraw) a resubmit task.
+func (r *run) resubmitted(t *model.Task, d Decision) error {
+	if !d.Approve {
+		return r.finish(model.StatusWithdrawn, "the initiator withdrew instead of resubmitting")
+	}
+	r.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
+	return r.complete(r.c.Def.Start().ID)
+}
+
+// Reclaim takes a decision back (追回): allowed to whoever decided the task while no task created after it (nor
+// a later signer of its sequence) has been decided. The node runs again from that decision: downstream work is
+// cancelled and the task is pending again.
+func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, comment string) (*model.Task, error) {
+	instID := InstanceOf(taskID)
+	if instID == "" {
+		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+	}
+	_, all, err := e.store.GetInstance(ctx, actor.TenantID, instID)
+	if err != nil {
+		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+	}
+	var out *model.Task
+	_, err = e.update(ctx, actor.TenantID, instID, actor.Username, func(r *run) error {
+		var t *model.Task
+		for _, x := range all {
+			if x.ID == taskID {
+				c := *x
+				t = &c
+			}
+		}
+		if t == nil {
+			return model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
+		}
+		decider := t.Assignee
+		if t.DecidedBy != "" {
+			decider = t.DecidedBy
+		}
+		if decider != actor.Username && !actor.IsAdmin() {
+			return model.CodedError(model.EFORBIDDEN, "not_decider", "only who decided task %s may take the decision back", taskID)
+		}
+		if t.Status != model.TaskApproved && t.Status != model.TaskRejected {
+			return model.CodedError(model.ECONFLICT, "not_decided", "task %s is %s: there is no decision to take back", taskID, t.Status)
+		}
+		if r.inst.Ended() {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", r.inst.ID, r.inst.Status)
+		}
+		for _, x := range all {
+			if x.ID == t.ID || (x.Status != model.TaskApproved && x.Status != model.TaskRejected && x.Status != model.TaskTransferred) {
+				continue
+			}
+			// Later: created after the task in another node visit, or a later signer of its own sequence. Task ids carry
+			// the instance's sequence number, which orders creations even when their timestamps are equal.
+			var later bool
+			if x.NodeInstanceID == t.NodeInstanceID {
+				later = r.groupMode(r.c.Def.Node(t.NodeID)) == model.SignSequential && x.Group == t.Group && x.Position > t.Position
+			} else {
+				later = idSeq(x.ID) > idSeq(t.ID)
+			}
+			if later {
+				return model.CodedError(model.ECONFLICT, "downstream_decided", "%s already decided task %s after you; the decision can no longer be taken back", x.Assignee, x.ID).
+					WithDetails(map[string]any{"task_id": x.ID, "assignee": x.Assignee})
+			}
+		}
+		ns := r.node(t.NodeID)
+		if ns == nil || ns.NodeInstanceID != t.NodeInstanceID {
+			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s has been entered again since; it cannot be taken back", taskID)
+		}
+		// Undo everything downstream of the task's node, then reopen the node's visit at this decision.
+		r.resetRegion(t.NodeID, descendants(r.c, t.NodeID), "decision taken back")
+		if !ns.Active() {
+			ns.State, ns.EndedAt, ns.Chain = model.NodeActive, nil, nil
+			ns.AfterDone = false
+		}
+		n := r.c.Def.Node(t.NodeID)
+		mode := r.groupMode(n)
+		g := &ns.Groups[t.Group]
+		if t.Status == model.TaskApproved {
+			g.Approved--
+		} else {
+			g.Rejected--
+		}
+		g.Outcome = ""
+		// Signers the decision had closed (the rest of an or-group, the next of a sequence) open again.
+		for _, x := range all {
+			if x.NodeInstanceID != t.NodeInstanceID || x.ID == t.ID {
+				continue
+			}
+			switch {
+			case x.Status == model.TaskCancelled && x.DecidedAt != nil && t.DecidedAt != nil && x.DecidedAt.Equal(*t.DecidedAt):
+				c := *x
+				c.Status, c.DecidedAt, c.Comment = model.TaskPending, nil, ""
+				if mode == model.SignSequential && c.Position > t.Position {
+					c.Status = model.TaskWaiting
+				}
+				r.changed(&c)
+				r.w.Tasks = append(r.w.Tasks, &c)
+			case x.Status == model.TaskPending && mode == model.SignSequential && x.Group == t.Group && x.Position > t.Position:
+				if open := r.task(x.ID); open != nil {
+					open.Status = model.TaskWaiting
+					r.changed(open)
+				}
+			}
+		}
+		t.Status, t.DecidedAt, t.Comment, t.DecidedBy = model.TaskPending, nil, "", ""
+		r.changed(t)
+		r.w.Tasks = append(r.w.Tasks, t)
+		r.history("task.reclaimed", t.NodeID, t.ID, comment, nil)
+		if ns.Timers == nil && n.Timeout > 0 {
+			r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
+		}
+		out = t
+		return nil
+	})
+	return out, err
+}
+
+// idSeq returns the sequence number in an id like <instance>.t42 (0 when it has none).
+func idSeq(id string) int {
+	i := strings.LastIndexFunc(id, func(r rune) bool { return r < '0' || r > '9' })
+	n, _ := strconv.Atoi(id[i+1:])
+	return n
+}
+
+// Jump cancels every active node, task, bookmark and timer and activates any node of the version (自由流): the
+// operator's repair tool, for admins. A failed instance runs again.
+func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, req MoveRequest) (*InstanceView, error) {
+	if !actor.IsAdmin() {
+		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may jump an instance")
+	}
+	if req.To == "" {
+		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to jump to")
+	}
+	reason := req.Reason
+	if reason == "" {
+		reason = req.Comment
+	}
+	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(r *run) error {
+		n := r.c.Def.Node(req.To)
+		if n == nil {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_jump_target", "node %q is not in this template", req.To)
+		}
+		if r.inst.Status != model.StatusRunning && r.inst.Status != model.StatusFailed {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", id, r.inst.Status)
+		}
+		var from []string
+		for _, ns := range r.sortedNodes() {
+			if ns.Active() {
+				from = append(from, ns.NodeID)
+				r.endVisit(ns, model.NodeCancelled)
+			}
+		}
+		r.cancelAllTasks("jumped to " + req.To)
+		r.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
+		if r.inst.Status == model.StatusFailed {
+			r.inst.Status, r.inst.EndedAt = model.StatusRunning, nil
+		}
+		region := descendants(r.c, req.To)
+		region[req.To] = true
+		r.resetRegion(req.To, region, "jumped to "+req.To)
+		if err := r.activate(req.To); err != nil {
+			return err
+		}
+		return r.settle()
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.view(w.Instance, nil, true), nil
+}
