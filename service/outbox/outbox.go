@@ -1,7 +1,8 @@
 // Package outbox moves the side effects the engine committed (outbox rows: timers to arm or cancel, plugin runs,
 // events) to the components that carry them out. Rows are deleted only after their handler succeeded, so a crash
-// between the engine's commit and the dispatch loses nothing: the rows are dispatched again after a restart.
-// Handlers must therefore be idempotent.
+// between the engine's commit and the dispatch loses nothing: the rows are dispatched again after a restart, and a
+// transaction retried after a deadlock hands its items over again. Delivery is at least once, so handlers must be
+// idempotent (arming a timer twice, waking the executor twice and inserting a delivery under its unique key are).
 package outbox
 
 import (

@@ -164,7 +164,7 @@ func (s *Store) ListRuns(ctx context.Context, f model.RunFilter) ([]*model.Plugi
 // rows other workers are claiming are skipped (FOR UPDATE SKIP LOCKED).
 func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*model.PluginRun, error) {
 	var out []*model.PluginRun
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		out = nil
 		q := tx.Where("status = ? OR (status = ? AND lease_until < ?)", model.RunQueued, model.RunRunning, now.UTC()).Order("created_at, id").Limit(n)
 		if s.dialect == MySQL {

@@ -245,9 +245,24 @@ func isRetryable(err error) bool {
 
 // inTx runs fn in a transaction, retrying it a bounded number of times on deadlocks and lock timeouts.
 func (s *Store) inTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	return s.inTxOpts(ctx, nil, fn)
+}
+
+// readCommitted is for queue-like transactions (outbox dispatch, run claims) that lock rows with SKIP LOCKED and
+// delete or update them by primary key: without gap locks, dispatchers on different rows never deadlock.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
+func (s *Store) inTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(tx *gorm.DB) error) error {
+	if s.dialect == SQLite {
+		opts = nil // SQLite transactions are serialisable; it refuses other levels
+	}
 	var err error
 	for attempt := 0; attempt < 5; attempt++ {
-		err = s.db.WithContext(ctx).Transaction(fn)
+		if opts != nil {
+			err = s.db.WithContext(ctx).Transaction(fn, opts)
+		} else {
+			err = s.db.WithContext(ctx).Transaction(fn)
+		}
 		if !isRetryable(err) {
 			return err
 		}

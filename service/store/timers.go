@@ -79,7 +79,7 @@ func (s *Store) MarkTimerFired(ctx context.Context, id string, at time.Time) (bo
 // another dispatcher are skipped (FOR UPDATE SKIP LOCKED), so replicas share the outbox without a leader.
 func (s *Store) DispatchOutbox(ctx context.Context, limit int, fn func(items []model.OutboxItem) error) (int, error) {
 	n := 0
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		q := tx.Order("seq").Limit(limit)
 		if s.dialect == MySQL {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
