@@ -263,11 +263,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		wg.Wait()
 	}()
 
-	var ui http.FileSystem
-	if frontend.Built() {
-		ui = http.FS(frontend.Dist())
-	} else {
-		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` to include it")
+	// Without a UI build, / answers a page that says how to get one.
+	ui := http.FS(frontend.Dist())
+	if !frontend.Built() {
+		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
 	}
 	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
