@@ -68,3 +68,7 @@ func ErrorKind(err error) string {
 
 // IsKind reports whether err wraps an *Error of the given kind.
 func IsKind(err error, kind string) bool { return err != nil && ErrorKind(err) == kind }
+
+// ErrStaleRead says a step acted on something another step took first (e.g. a queued message it consumed): the
+// step is run again from fresh reads.
+var ErrStaleRead = errors.New("a read of this step went stale")

@@ -70,7 +70,7 @@ func countOf(xs []string, x string) int {
 	return n
 }
 
-func (e *env) advance(d time.Duration) { *e.clock = e.clock.Add(d) }
+func (e *env) advance(d time.Duration) { e.clock.set(e.clock.Now().Add(d)) }
 
 func TestAPITriggers(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -376,7 +376,7 @@ func TestCrontab(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, nil)
 		e.mkUser("bob")
-		*e.clock = time.Date(2026, 3, 2, 9, 1, 0, 0, time.UTC)
+		e.clock.set(time.Date(2026, 3, 2, 9, 1, 0, 0, time.UTC))
 		end := time.Date(2026, 3, 2, 12, 0, 0, 0, time.UTC)
 		e.publish("nightly", []any{start(M{"kind": "crontab", "expr": "*/5 * * * *", "allow_repeated": false, "end_at": end.Format(time.RFC3339)}),
 			M{"id": "check", "type": "approval", "approvers": M{"users": []string{"bob"}}}, M{"id": "end", "type": "end"}},
@@ -431,7 +431,7 @@ func TestCrontab(t *testing.T) {
 			}
 		}
 		// A newer version without crontab disarms it.
-		*e.clock = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+		e.clock.set(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 		e.do("PUT", "/api/v1/templates/nightly/draft", e.admin, M{"definition": M{"nodes": []any{start(M{"kind": "crontab", "expr": "0 * * * *"}), M{"id": "end", "type": "end"}}, "edges": []any{edge("start", "end")}}}, nil)
 		e.do("POST", "/api/v1/templates/nightly/publish", e.admin, nil, nil)
 		e.do("PUT", "/api/v1/templates/nightly/draft", e.admin, M{"definition": M{"nodes": []any{start(M{"kind": "manual"}), M{"id": "end", "type": "end"}}, "edges": []any{edge("start", "end")}}}, nil)

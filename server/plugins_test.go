@@ -176,7 +176,7 @@ func TestPluginsInNodes(t *testing.T) {
 		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["phase_seen"] != "after" {
 			t.Fatalf("after the after plugin: %s", r.Body)
 		}
-		runs := e.do("GET", "/api/v1/plugins/edit-ctx/runs?instance_id="+id+"&date="+e.clock.UTC().Format("2006-01-02"), e.admin, nil, nil)
+		runs := e.do("GET", "/api/v1/plugins/edit-ctx/runs?instance_id="+id+"&date="+e.clock.Now().UTC().Format("2006-01-02"), e.admin, nil, nil)
 		items := runs.JSON["items"].([]any)
 		if len(items) != 2 || items[0].(M)["status"] != "succeeded" || items[0].(M)["exit_code"] != float64(0) || items[0].(M)["duration_ms"] == nil {
 			t.Fatalf("run log: %s", runs.Body)
@@ -357,13 +357,13 @@ func TestRunRescue(t *testing.T) {
 		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
 			[]any{edge("start", "work"), edge("work", "end")})
 		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil).JSON["id"].(string)
-		claimed, err := s.ClaimRuns(context.Background(), "dead-worker", 10, *e.clock, e.clock.Add(time.Minute))
+		claimed, err := s.ClaimRuns(context.Background(), "dead-worker", 10, e.clock.Now(), e.clock.Now().Add(time.Minute))
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("dead worker claim: %v %v", claimed, err)
 		}
 		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
 		// While the lease holds, the live executor leaves the run alone.
-		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, *e.clock, e.clock.Add(time.Minute)); len(again) != 0 {
+		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed again: %v", again)
 		}
 		e.advance(2 * time.Minute) // past the lease

@@ -34,7 +34,7 @@ type env struct {
 	url    string
 	store  *store.Store
 	admin  string // admin's token
-	clock  *time.Time
+	clock  *testClock
 	engine *engine.Engine
 }
 
@@ -54,14 +54,14 @@ func (r resp) code() string {
 func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 	t.Helper()
 	now := time.Now()
-	e := &env{t: t, store: s, clock: &now}
+	e := &env{t: t, store: s, clock: &testClock{t: now}}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), TokenTTL: 24 * time.Hour,
-		BcryptCost: bcrypt.MinCost, Now: func() time.Time { return *e.clock }})
+		BcryptCost: bcrypt.MinCost, Now: e.clock.Now})
 	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1"); err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, func() time.Time { return *e.clock })
-	clk := ptrClock{e.clock}
+	tpl := template.New(s, e.clock.Now)
+	clk := e.clock
 	eng := engine.New(s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"})
 	trg := trigger.New(s, tpl, eng, clk, nil)
 	tpl.SetPublisher(trg)
@@ -123,12 +123,24 @@ func (e *env) mkUser(name string, roles ...string) string {
 	return r.JSON["token"].(string)
 }
 
-// ptrClock is the test server's clock: it reads env.clock, which a test moves forward.
-type ptrClock struct{ p *time.Time }
+// testClock is the test server's clock: tests move it with set and advance while the server reads it.
+type testClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c ptrClock) Now() time.Time                         { return *c.p }
-func (c ptrClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-func (c ptrClock) NewTimer(d time.Duration) clock.Timer   { return clock.Real{}.NewTimer(d) }
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *testClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
+}
+func (c *testClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+func (c *testClock) NewTimer(d time.Duration) clock.Timer   { return clock.Real{}.NewTimer(d) }
 
 // fireDue hands every pending timer due by the env's clock to the engine's timer handler, as the scheduler would,
 // and returns how many it handed over.
@@ -140,7 +152,7 @@ func (e *env) fireDue() int {
 	}
 	var due []scheduler.Due
 	for _, r := range rows {
-		if !r.DueAt.After(*e.clock) {
+		if !r.DueAt.After(e.clock.Now()) {
 			due = append(due, scheduler.Due{ID: r.ID, Due: r.DueAt, Attempt: 1})
 		}
 	}
@@ -193,7 +205,7 @@ func TestLoginAndTokens(t *testing.T) {
 		forged, _, _ := other.Issue(&model.User{TenantID: "default", Username: "admin", Roles: []string{"admin"}})
 		assertError(t, e.do("GET", "/api/v1/me", forged, nil, nil), 401, "invalid_token")
 		// Expiry: move the server's clock past the TTL.
-		*e.clock = e.clock.Add(25 * time.Hour)
+		e.advance(25 * time.Hour)
 		assertError(t, e.do("GET", "/api/v1/me", e.admin, nil, nil), 401, "token_expired")
 	})
 }

@@ -7,8 +7,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -60,6 +62,8 @@ type Engine struct {
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
+	// loaded remembers the versions the template service has compiled (and cached) for this process.
+	loaded sync.Map
 }
 
 // New returns an engine.
@@ -196,46 +200,159 @@ func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req Li
 
 // StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly).
 func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
-	now := e.clock.Now().UTC()
 	if title == "" {
 		title = c.Key
 	}
-	inst := &model.Instance{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
-		Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
-	w := &model.Work{Instance: inst}
-	r := e.newRun(ctx, w, c, initiator)
-	r.history("instance.started", "", "", "", map[string]any{"template": c.Key, "version": c.Version})
-	r.event("instance.started", "", nil)
-	start := c.Def.Start()
-	if err := r.activate(start.ID); err != nil {
-		return nil, err
+	var (
+		inst *model.Instance
+		w    *model.Work
+	)
+	for attempt := 0; ; attempt++ {
+		now := e.clock.Now().UTC()
+		inst = &model.Instance{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
+			Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
+		w = &model.Work{Instance: inst}
+		r := e.newRun(ctx, w, c, initiator)
+		r.history("instance.started", "", "", "", map[string]any{"template": c.Key, "version": c.Version})
+		r.event("instance.started", "", nil)
+		if err := r.activate(c.Def.Start().ID); err != nil {
+			return nil, err
+		}
+		err := e.store.CreateInstance(ctx, w)
+		if errors.Is(err, model.ErrStaleRead) && attempt < 3 {
+			continue // a queued message it consumed was taken by another step: start again from fresh reads
+		}
+		if err != nil {
+			return nil, err
+		}
+		break
 	}
-	if err := e.store.CreateInstance(ctx, w); err != nil {
-		return nil, err
-	}
+	e.loaded.Store(loadedKey(tenant, c.Key, c.Version), true)
 	e.committed(w)
 	return e.view(inst, w.Tasks, true), nil
 }
 
-// update runs fn on a locked instance with a fresh run, and returns the instance afterwards.
+// update runs fn on a locked instance with a fresh run, and returns the instance afterwards. A step that needs
+// reads which must not happen inside the transaction (see reads) is rolled back, the reads are done with no
+// transaction open, and the step runs again with their answers.
 func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, fn func(r *run) error) (*model.Work, error) {
-	var done *model.Work
-	err := e.store.UpdateInstance(ctx, tenant, instanceID, func(w *model.Work) error {
-		c, err := e.templates.Compiled(ctx, tenant, w.Instance.Template, w.Instance.Version)
+	rd := newReads()
+	for round := 0; ; round++ {
+		var done *model.Work
+		err := e.store.UpdateInstance(ctx, tenant, instanceID, func(w *model.Work) error {
+			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
+			if err != nil {
+				return err
+			}
+			r := e.newRun(ctx, w, c, actor)
+			r.reads = rd
+			err = fn(r)
+			if len(rd.pending) > 0 {
+				return errNeedRead // whatever the run did without the answers is rolled back
+			}
+			if err != nil {
+				return err
+			}
+			done = w
+			return nil
+		})
+		if errors.Is(err, model.ErrStaleRead) && round < maxReadRounds {
+			rd = newReads() // something read outside the transaction was taken meanwhile: read everything again
+			continue
+		}
+		if errors.Is(err, errNeedRead) {
+			if round >= maxReadRounds {
+				return nil, fmt.Errorf("engine: instance %s: the step still needs reads after %d rounds", instanceID, round+1)
+			}
+			if err := rd.fetch(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := fn(e.newRun(ctx, w, c, actor)); err != nil {
-			return err
-		}
-		done = w
-		return nil
-	})
+		e.committed(done)
+		return done, nil
+	}
+}
+
+// maxReadRounds bounds how often one step is run again for reads (each round answers at least one more).
+const maxReadRounds = 16
+
+// reads holds the answers of reads a step makes outside its transaction: the directory (roles, users,
+// departments). Inside UpdateInstance the transaction holds a pooled connection and the instance row lock; a
+// read on another connection would wait for a free one, and with every connection held by such a transaction
+// (more concurrent steps than the pool has connections) none would ever come. So a run that needs an answer it
+// does not have records the read and fails with errNeedRead; update does the reads with no transaction open and
+// runs the step again (runs are deterministic given the instance and the answers). A run outside any
+// transaction (StartCompiled) reads at once.
+type reads struct {
+	answers map[string]readAnswer
+	pending map[string]func(ctx context.Context) (any, error)
+}
+
+type readAnswer struct {
+	v   any
+	err error
+}
+
+func newReads() *reads {
+	return &reads{answers: map[string]readAnswer{}, pending: map[string]func(ctx context.Context) (any, error){}}
+}
+
+var errNeedRead = errors.New("engine: the step needs reads outside its transaction")
+
+// read returns the answer of a read keyed by key (see reads).
+func (r *run) read(key string, fn func(ctx context.Context) (any, error)) (any, error) {
+	return r.reads.get(r.ctx, key, fn)
+}
+
+// get answers a read from what was fetched, or records it and returns errNeedRead; with rd nil (no transaction
+// open) it reads at once.
+func (rd *reads) get(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
+	if rd == nil {
+		return fn(ctx)
+	}
+	if a, ok := rd.answers[key]; ok {
+		return a.v, a.err
+	}
+	rd.pending[key] = fn
+	return nil, errNeedRead
+}
+
+func loadedKey(tenant, key string, version int) string {
+	return tenant + "\x00" + key + "\x00" + strconv.Itoa(version)
+}
+
+// compiledIn returns an instance's compiled version inside its transaction. The template service caches
+// compiled versions for good (they are immutable), so once a version was loaded in this process it is
+// answered from memory; the first time, it is read outside the transaction like any other read.
+func (e *Engine) compiledIn(ctx context.Context, rd *reads, tenant, key string, version int) (*template.Compiled, error) {
+	ck := loadedKey(tenant, key, version)
+	if _, ok := e.loaded.Load(ck); ok {
+		return e.templates.Compiled(ctx, tenant, key, version)
+	}
+	v, err := rd.get(ctx, "template\x00"+ck, func(ctx context.Context) (any, error) { return e.templates.Compiled(ctx, tenant, key, version) })
 	if err != nil {
 		return nil, err
 	}
-	e.committed(done)
-	return done, nil
+	e.loaded.Store(ck, true)
+	return v.(*template.Compiled), nil
+}
+
+// fetch does the pending reads. A domain answer (e.g. ENOTFOUND) is kept for the run to judge; any other error
+// fails the action, as a database error inside the transaction would.
+func (rd *reads) fetch(ctx context.Context) error {
+	for k, fn := range rd.pending {
+		v, err := fn(ctx)
+		if err != nil && model.ErrorKind(err) == model.EINTERNAL {
+			return err
+		}
+		rd.answers[k] = readAnswer{v: v, err: err}
+	}
+	clear(rd.pending)
+	return nil
 }
 
 // taskAction locks the task's instance and runs fn on the task after the common checks: it exists (404), it is
@@ -265,7 +382,7 @@ func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID 
 		}
 		return fn(r, t)
 	})
-	if err == errTaskNotOpen {
+	if errors.Is(err, errTaskNotOpen) {
 		old, gerr := e.store.GetTask(ctx, actor.TenantID, taskID)
 		switch {
 		case model.IsKind(gerr, model.ENOTFOUND):

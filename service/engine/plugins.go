@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -80,7 +81,13 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	if err != nil {
 		return err
 	}
-	p, err := ps.GetPlugin(r.ctx, r.inst.TenantID, name, version)
+	v, err := r.read(fmt.Sprintf("plugin\x00%s\x00%d", name, version), func(ctx context.Context) (any, error) {
+		return ps.GetPlugin(ctx, r.inst.TenantID, name, version)
+	})
+	if errors.Is(err, errNeedRead) {
+		return err
+	}
+	p, _ := v.(*model.Plugin)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) {
 			return r.nodeError(ns.NodeID, "plugin_not_found", fmt.Sprintf("plugin %q is not uploaded", ref))

@@ -33,6 +33,8 @@ type run struct {
 	// done: halfway through, the targets of edges just taken are not activated yet, so nothing may look active
 	// and a running instance would be rejected (or completed) too early.
 	advancing int
+	// reads are the answers of reads done outside the transaction (nil: read at once).
+	reads *reads
 }
 
 func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *run {
@@ -241,12 +243,21 @@ func (r *run) complete(id string) error {
 		}
 	}
 	if taken == 0 {
+		msg := fmt.Sprintf("no outgoing edge of node %q is taken: every condition is false and there is no default edge", id)
+		if r.c.Def.Node(id).ErrorHandler.Op() == model.ErrorOpIgnore {
+			// Ignoring it cannot mean completing the node again: that is what just failed, and it would recurse
+			// until the stack overflows. The node stays completed with every outgoing edge dead (as set above),
+			// and dead-path elimination decides what follows.
+			r.history("node.error", id, "", msg, map[string]any{"code": "no_route", "attempt": ns.Attempt})
+			r.history("node.error_ignored", id, "", msg, nil)
+			return r.propagate(idx)
+		}
 		// No route out of a completed node is a modelling error, not a quiet end: it goes to the error handler.
 		for _, i := range idx {
 			r.inst.State.Edges[i] = model.EdgeUnknown
 		}
 		ns.State = model.NodeActive
-		return r.nodeError(id, "no_route", fmt.Sprintf("no outgoing edge of node %q is taken: every condition is false and there is no default edge", id))
+		return r.nodeError(id, "no_route", msg)
 	}
 	return r.propagate(idx)
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -13,6 +15,9 @@ import (
 // startApproval resolves the approvers of an approval node and opens its tasks.
 func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
 	groups, err := r.resolveGroups(n)
+	if errors.Is(err, errNeedRead) {
+		return err
+	}
 	if err != nil {
 		return r.nodeError(n.ID, "no_approver", err.Error())
 	}
@@ -99,7 +104,7 @@ func (r *run) resolveGroups(n *model.Node) ([][]string, error) {
 func (r *run) resolveUsers(a model.Approvers) ([]string, error) {
 	users := append([]string{}, a.Users...)
 	for _, role := range a.Roles {
-		us, err := r.e.dir.UsersWithRole(r.ctx, r.inst.TenantID, role)
+		us, err := r.usersWithRole(role)
 		if err != nil {
 			return nil, err
 		}
@@ -119,7 +124,10 @@ func (r *run) resolveUsers(a model.Approvers) ([]string, error) {
 	switch a.Relation {
 	case "":
 	case model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader:
-		u, err := r.e.dir.GetUser(r.ctx, r.inst.TenantID, r.inst.Initiator)
+		u, err := r.getUser(r.inst.Initiator)
+		if errors.Is(err, errNeedRead) {
+			return nil, err
+		}
 		if err != nil {
 			return nil, fmt.Errorf("relation %s: the initiator %q is not a user", a.Relation, r.inst.Initiator)
 		}
@@ -133,7 +141,10 @@ func (r *run) resolveUsers(a model.Approvers) ([]string, error) {
 		if u.Department == "" {
 			return nil, fmt.Errorf("relation %s: %q has no department", a.Relation, u.Username)
 		}
-		d, err := r.e.dir.GetDepartment(r.ctx, r.inst.TenantID, u.Department)
+		d, err := r.getDepartment(u.Department)
+		if errors.Is(err, errNeedRead) {
+			return nil, err
+		}
 		if err != nil || d.Leader == "" {
 			return nil, fmt.Errorf("relation %s: department %q has no leader", a.Relation, u.Department)
 		}
@@ -143,9 +154,48 @@ func (r *run) resolveUsers(a model.Approvers) ([]string, error) {
 	}
 	users = dedupe(users)
 	if len(users) == 0 {
-		return nil, fmt.Errorf("no approver could be resolved (users, roles, context and relation are all empty)")
+		// Say what was tried: "roles are all empty" would be wrong when a role simply has no holder.
+		var tried []string
+		if len(a.Roles) > 0 {
+			tried = append(tried, fmt.Sprintf("roles %s have no users", strings.Join(a.Roles, ", ")))
+		}
+		if a.Context != "" {
+			tried = append(tried, fmt.Sprintf("context path %q names nobody", a.Context))
+		}
+		if len(tried) == 0 {
+			tried = append(tried, "users, roles, context and relation are all empty")
+		}
+		return nil, fmt.Errorf("no approver could be resolved: %s", strings.Join(tried, "; "))
 	}
 	return users, nil
+}
+
+// usersWithRole, getUser and getDepartment ask the directory through r.read: never inside the transaction.
+func (r *run) usersWithRole(role string) ([]string, error) {
+	tenant := r.inst.TenantID
+	v, err := r.read("role\x00"+role, func(ctx context.Context) (any, error) { return r.e.dir.UsersWithRole(ctx, tenant, role) })
+	us, _ := v.([]string)
+	return us, err
+}
+
+func (r *run) getUser(name string) (*model.User, error) {
+	tenant := r.inst.TenantID
+	v, err := r.read("user\x00"+name, func(ctx context.Context) (any, error) { return r.e.dir.GetUser(ctx, tenant, name) })
+	u, _ := v.(*model.User)
+	if err == nil && u == nil {
+		err = model.Errorf(model.ENOTFOUND, "user %q not found", name)
+	}
+	return u, err
+}
+
+func (r *run) getDepartment(name string) (*model.Department, error) {
+	tenant := r.inst.TenantID
+	v, err := r.read("department\x00"+name, func(ctx context.Context) (any, error) { return r.e.dir.GetDepartment(ctx, tenant, name) })
+	d, _ := v.(*model.Department)
+	if err == nil && d == nil {
+		err = model.Errorf(model.ENOTFOUND, "department %q not found", name)
+	}
+	return d, err
 }
 
 func usersOf(v gjson.Result) ([]string, error) {

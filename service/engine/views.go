@@ -287,7 +287,7 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 		}
 		return r.resumeWait(ns, data, action, nil)
 	})
-	if err == errNoSuchWait {
+	if errors.Is(err, errNoSuchWait) {
 		if _, gerr := e.store.GetBookmark(ctx, tn, nodeInstanceID); gerr != nil {
 			return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no wait %s in instance %s", nodeInstanceID, instID)
 		}
@@ -350,6 +350,31 @@ func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req Me
 		Data: data, CreatedAt: now, ExpiresAt: now.Add(ttl)}
 	if err := e.store.QueueMessage(ctx, m); err != nil {
 		return nil, err
+	}
+	// A node may have started waiting between the first look and the queueing: look once more, and hand it the
+	// queued message (consumed in the same transaction, so it is never matched twice).
+	bs, err := e.store.FindBookmarks(ctx, actor.TenantID, hash)
+	if err != nil {
+		return nil, err
+	}
+	for _, b := range bs {
+		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
+			ns := r.node(b.NodeID)
+			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
+				return errStale
+			}
+			r.w.ConsumeMessage = append(r.w.ConsumeMessage, m.ID)
+			return r.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
+		})
+		switch {
+		case err == nil:
+			return &MessageResult{Resumed: 1}, nil
+		case err == errStale || model.IsKind(err, model.ENOTFOUND):
+		case errors.Is(err, model.ErrStaleRead):
+			return &MessageResult{Queued: true}, nil // a node activating meanwhile consumed it
+		default:
+			return nil, err
+		}
 	}
 	return &MessageResult{Queued: true}, nil
 }

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
@@ -130,11 +131,15 @@ func (r *run) startCallback(n *model.Node, ns *model.NodeState) error {
 		r.armTimer(ns, model.TimerCallbackTimeout, r.now.Add(n.Timeout.Std()), nil)
 	}
 	if n.Message != "" && r.inst.CorrelationID != "" {
-		m, err := r.e.store.FindMessage(r.ctx, r.inst.TenantID, MessageHash(n.Message, r.inst.CorrelationID), r.now)
+		hash := MessageHash(n.Message, r.inst.CorrelationID)
+		v, err := r.read("message\x00"+hash, func(ctx context.Context) (any, error) {
+			return r.e.store.FindMessage(ctx, r.inst.TenantID, hash, r.now)
+		})
 		if err != nil {
 			return err
 		}
-		if m != nil {
+		// A message queued before the node: consumed in this transaction (exclusively: see the store).
+		if m, _ := v.(*model.Message); m != nil {
 			r.w.ConsumeMessage = append(r.w.ConsumeMessage, m.ID)
 			return r.resumeWait(ns, m.Data, "message.matched", map[string]any{"message": n.Message, "queued_at": m.CreatedAt})
 		}

@@ -424,8 +424,13 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 		}
 	}
 	if len(w.ConsumeMessage) > 0 {
-		if err := tx.Model(&messageRow{}).Where("id IN ? AND consumed_at IS NULL", w.ConsumeMessage).Update("consumed_at", now).Error; err != nil {
-			return fmt.Errorf("store: unable to consume messages: %w", err)
+		res := tx.Model(&messageRow{}).Where("id IN ? AND consumed_at IS NULL", w.ConsumeMessage).Update("consumed_at", now)
+		if res.Error != nil {
+			return fmt.Errorf("store: unable to consume messages: %w", res.Error)
+		}
+		if res.RowsAffected != int64(len(w.ConsumeMessage)) {
+			// Another step consumed it first: this one runs again and no longer finds it.
+			return model.ErrStaleRead
 		}
 	}
 	if len(w.CC) > 0 {
@@ -487,7 +492,7 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id string) (*model.Inst
 		return nil, nil, err
 	}
 	var trows []taskRow
-	if err := db.Where("instance_id = ?", id).Order("created_at, id").Find(&trows).Error; err != nil {
+	if err := db.Where("instance_id = ?", id).Order("created_at, LENGTH(id), id").Find(&trows).Error; err != nil {
 		return nil, nil, fmt.Errorf("store: unable to load tasks of instance %s: %w", id, err)
 	}
 	tasks := make([]*model.Task, len(trows))
@@ -698,7 +703,7 @@ func (s *Store) HasTaskIn(ctx context.Context, tenant, instanceID, username stri
 // ListCC lists the user's CC records newest first, with the instance's title, template and status.
 func (s *Store) ListCC(ctx context.Context, tenant, username string, page model.Page) ([]*model.CCRecord, string, error) {
 	type row struct {
-		ccRow
+		CC     ccRow `gorm:"embedded"`
 		Title  string
 		Tkey   string
 		Status string
@@ -715,12 +720,12 @@ func (s *Store) ListCC(ctx context.Context, tenant, username string, page model.
 	next := ""
 	if len(rows) > page.Limit {
 		rows = rows[:page.Limit]
-		next = rows[len(rows)-1].ID
+		next = rows[len(rows)-1].CC.ID
 	}
 	out := make([]*model.CCRecord, len(rows))
 	for i, r := range rows {
-		out[i] = &model.CCRecord{ID: r.ID, TenantID: r.TenantID, InstanceID: r.InstanceID, NodeID: r.NodeID, Username: r.Username,
-			CreatedAt: r.CreatedAt.UTC(), ReadAt: utcPtr(r.ReadAt), Read: r.ReadAt != nil, Title: r.Title, Template: r.Tkey, Status: r.Status}
+		out[i] = &model.CCRecord{ID: r.CC.ID, TenantID: r.CC.TenantID, InstanceID: r.CC.InstanceID, NodeID: r.CC.NodeID, Username: r.CC.Username,
+			CreatedAt: r.CC.CreatedAt.UTC(), ReadAt: utcPtr(r.CC.ReadAt), Read: r.CC.ReadAt != nil, Title: r.Title, Template: r.Tkey, Status: r.Status}
 	}
 	return out, next, nil
 }

@@ -114,7 +114,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 
 // ParseURL turns Halley's database URL into a dialect and a driver DSN.
 func ParseURL(raw, dataDir string) (dialect, dsn string, err error) {
-	const sqliteParams = "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate&_time_format=sqlite"
+	const sqliteParams = "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(1)&_txlock=immediate"
 	if raw == "" {
 		if dataDir == "" {
 			dataDir = "data"
