@@ -105,19 +105,24 @@ def post_result(run_id, status, data=None, base_url=None, token=None, timeout=10
     data     -- a dict; on success it is merged into the instance context like a synchronous plugin's context.
     base_url -- Halley's address, e.g. "https://halley.example.com". Defaults to the scheme and host of the
                 HALLEY_CALLBACK_URL environment variable, when the plugin itself calls back.
-    token    -- an API token (POST /api/v1/tokens), sent as "Authorization: Bearer <token>".
+    token    -- an admin bearer token. Not needed when HALLEY_CALLBACK_URL is this run's signed result URL (the
+                default for plugins outside callback nodes): that URL is used as it is.
 
     Returns the decoded answer. Raises PluginError when Halley answers with an error (409: already finished).
     """
     if status not in ("succeeded", "failed"):
         raise ValueError("status must be 'succeeded' or 'failed', not %r" % (status,))
-    if not base_url:
-        cb = os.environ.get("HALLEY_CALLBACK_URL", "")
-        parts = urllib.parse.urlsplit(cb)
-        if not parts.scheme or not parts.netloc:
-            raise ValueError("base_url is required (no HALLEY_CALLBACK_URL to take it from)")
-        base_url = "%s://%s" % (parts.scheme, parts.netloc)
-    url = "%s/api/v1/plugin-runs/%s/result" % (base_url.rstrip("/"), urllib.parse.quote(str(run_id), safe=""))
+    cb = os.environ.get("HALLEY_CALLBACK_URL", "")
+    path = "/api/v1/plugin-runs/%s/result" % urllib.parse.quote(str(run_id), safe="")
+    if not base_url and not token and urllib.parse.urlsplit(cb).path == path:
+        url = cb  # the signed result URL of this very run: its token authenticates the call
+    else:
+        if not base_url:
+            parts = urllib.parse.urlsplit(cb)
+            if not parts.scheme or not parts.netloc:
+                raise ValueError("base_url is required (no HALLEY_CALLBACK_URL to take it from)")
+            base_url = "%s://%s" % (parts.scheme, parts.netloc)
+        url = base_url.rstrip("/") + path
     body = json.dumps({"status": status, "data": data or {}}).encode("utf-8")
     headers = {"Content-Type": "application/json", "Accept": "application/json"}
     if token:
