@@ -37,7 +37,8 @@ func Each(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 func Open(t *testing.T, dialect string) *store.Store {
 	t.Helper()
 	u := URL(t, dialect)
-	s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: quiet()})
+	// A small pool: test packages run in parallel against one MySQL server.
+	s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: quiet(), MaxOpenConns: 16})
 	if err != nil {
 		t.Fatalf("open %s store: %v", dialect, err)
 	}
