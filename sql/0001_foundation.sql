@@ -10,6 +10,8 @@ CREATE TABLE tenants (
   created_at DATETIME(6) NOT NULL
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
+INSERT INTO tenants (id, name, created_at) VALUES ('default', 'Default tenant', '2026-01-01 00:00:00');
+
 CREATE TABLE users (
   tenant_id VARCHAR(64) NOT NULL,
   username VARCHAR(64) NOT NULL,

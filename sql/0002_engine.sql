@@ -79,6 +79,7 @@ CREATE INDEX idx_tasks_instance ON tasks (instance_id, status);
 
 CREATE TABLE history (
   seq BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
+  tenant_id VARCHAR(64) NOT NULL,
   instance_id VARCHAR(64) NOT NULL,
   at DATETIME(6) NOT NULL,
   actor VARCHAR(200) NOT NULL,

@@ -120,6 +120,7 @@ func (r *taskRow) toModel() *model.Task {
 
 type historyRow struct {
 	Seq        int64 `gorm:"primaryKey;autoIncrement"`
+	TenantID   string
 	InstanceID string
 	At         time.Time
 	Actor      string
@@ -363,7 +364,7 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 			if d == "" {
 				d = "{}"
 			}
-			rows[i] = historyRow{InstanceID: w.Instance.ID, At: h.At.UTC(), Actor: h.Actor, Action: h.Action, NodeID: h.NodeID, TaskID: h.TaskID, Comment: h.Comment, Data: d}
+			rows[i] = historyRow{TenantID: w.Instance.TenantID, InstanceID: w.Instance.ID, At: h.At.UTC(), Actor: h.Actor, Action: h.Action, NodeID: h.NodeID, TaskID: h.TaskID, Comment: h.Comment, Data: d}
 		}
 		if err := tx.Create(&rows).Error; err != nil {
 			return fmt.Errorf("store: unable to append history: %w", err)
@@ -606,7 +607,7 @@ func decodeCursor(c string) (time.Time, string, error) {
 // History returns the instance's events, oldest first.
 func (s *Store) History(ctx context.Context, tenant, instanceID string) ([]model.HistoryEvent, error) {
 	var rows []historyRow
-	if err := s.db.WithContext(ctx).Where("instance_id = ?", instanceID).Order("seq").Find(&rows).Error; err != nil {
+	if err := s.db.WithContext(ctx).Where("instance_id = ? AND tenant_id = ?", instanceID, tenant).Order("seq").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: unable to read history of %s: %w", instanceID, err)
 	}
 	out := make([]model.HistoryEvent, len(rows))
