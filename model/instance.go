@@ -408,5 +408,5 @@ type TimerStore interface {
 type OutboxStore interface {
 	// DispatchOutbox calls fn with up to limit undispatched items, oldest first, and deletes them when fn returns
 	// nil, in one transaction (rows other dispatchers hold are skipped). It returns how many it dispatched.
-	DispatchOutbox(ctx context.Context, limit int, fn func(items []OutboxItem) error) (int, error)
+	DispatchOutbox(ctx context.Context, limit int, fn func(ctx context.Context, items []OutboxItem) error) (int, error)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
@@ -35,6 +36,8 @@ type Deps struct {
 	PluginFiles *plugin.FileStore
 	// PluginMaxSize limits plugin uploads (default 10 MiB).
 	PluginMaxSize int64
+	// Subscriptions serves /subscriptions when set.
+	Subscriptions *subscription.Service
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
@@ -56,6 +59,7 @@ type Server struct {
 	plugins     model.PluginStore
 	pluginFiles *plugin.FileStore
 	pluginMax   int64
+	subs        *subscription.Service
 	proxies     []string
 	idem        model.IdempotencyStore
 	ready       map[string]Pinger
@@ -79,7 +83,7 @@ func New(d Deps) *Server {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, proxies: d.TrustedProxies, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
 	s.router = s.routes()
 	return s
@@ -173,6 +177,13 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/plugins", s.listPlugins)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
+	if s.subs != nil {
+		admin.POST("/subscriptions", s.createSubscription)
+		admin.GET("/subscriptions", s.listSubscriptions)
+		admin.GET("/subscriptions/:id", s.getSubscription)
+		admin.DELETE("/subscriptions/:id", s.deleteSubscription)
+		admin.GET("/subscriptions/:id/deliveries", s.listDeliveries)
+	}
 	return r
 }
 

@@ -96,7 +96,7 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 
 // DispatchOnce dispatches one batch and returns its size.
 func (d *Dispatcher) DispatchOnce(ctx context.Context) (int, error) {
-	n, err := d.store.DispatchOutbox(ctx, d.opts.BatchSize, func(items []model.OutboxItem) error {
+	n, err := d.store.DispatchOutbox(ctx, d.opts.BatchSize, func(ctx context.Context, items []model.OutboxItem) error {
 		byKind := map[string][]model.OutboxItem{}
 		var order []string
 		for _, it := range items {

@@ -63,6 +63,31 @@ func (r *deliveryRow) toModel() *model.Delivery {
 
 var _ model.SubscriptionStore = (*Store)(nil)
 
+// txKey carries a transaction in a context. DispatchOutbox hands its transaction to the outbox handlers this
+// way, so that what they write (deliveries) commits or rolls back with the dispatch: on SQLite a second
+// connection could not write at all while the dispatch holds the write lock, and on MySQL it makes creating the
+// deliveries and deleting their outbox rows one atomic step.
+type txKey struct{}
+
+func withTx(ctx context.Context, tx *gorm.DB) context.Context {
+	return context.WithValue(ctx, txKey{}, tx)
+}
+
+// txFrom returns the transaction ctx carries, or nil.
+func txFrom(ctx context.Context) *gorm.DB {
+	tx, _ := ctx.Value(txKey{}).(*gorm.DB)
+	return tx
+}
+
+// conn returns the transaction ctx carries, else the pool: a handler running inside the dispatch needs no
+// second connection.
+func (s *Store) conn(ctx context.Context) *gorm.DB {
+	if tx := txFrom(ctx); tx != nil {
+		return tx
+	}
+	return s.db.WithContext(ctx)
+}
+
 // CreateSubscription stores a new subscription; ECONFLICT when the id exists.
 func (s *Store) CreateSubscription(ctx context.Context, sub *model.Subscription) error {
 	row := subscriptionRow{ID: sub.ID, TenantID: sub.TenantID, Event: sub.Event, Tkey: sub.Template, Plugin: sub.Plugin, WebhookURL: sub.WebhookURL,
@@ -114,7 +139,7 @@ func (s *Store) ListSubscriptions(ctx context.Context, tenant string, page model
 // AllSubscriptions returns every subscription of every tenant without secrets (HasSecret is still set).
 func (s *Store) AllSubscriptions(ctx context.Context) ([]*model.Subscription, error) {
 	var rows []subscriptionRow
-	if err := s.db.WithContext(ctx).Order("created_at, id").Find(&rows).Error; err != nil {
+	if err := s.conn(ctx).Order("created_at, id").Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: unable to load subscriptions: %w", err)
 	}
 	out := make([]*model.Subscription, len(rows))
@@ -142,14 +167,25 @@ func (s *Store) DeleteSubscription(ctx context.Context, tenant, id string) error
 	})
 }
 
-// AddDeliveries inserts the deliveries that are new by (subscription_id, outbox_key) in one transaction.
-// Existing ones are left alone, and when every one exists nothing is written at all: the outbox dispatcher may
-// hold a transaction of its own while it calls the event handler, and a write that changes nothing must not
-// disturb it.
+// AddDeliveries inserts the deliveries that are new by (subscription_id, outbox_key), in one transaction: the
+// caller's when ctx carries one (the outbox dispatch), else its own. Existing ones are left alone.
 func (s *Store) AddDeliveries(ctx context.Context, ds []*model.Delivery) (int, error) {
 	if len(ds) == 0 {
 		return 0, nil
 	}
+	if tx := txFrom(ctx); tx != nil {
+		return s.addDeliveries(tx, ds)
+	}
+	var n int
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var err error
+		n, err = s.addDeliveries(tx, ds)
+		return err
+	})
+	return n, err
+}
+
+func (s *Store) addDeliveries(tx *gorm.DB, ds []*model.Delivery) (int, error) {
 	var subs, keys []string
 	seen := map[string]bool{}
 	for _, d := range ds {
@@ -167,7 +203,7 @@ func (s *Store) AddDeliveries(ctx context.Context, ds []*model.Delivery) (int, e
 		SubscriptionID string
 		OutboxKey      string
 	}
-	if err := s.db.WithContext(ctx).Model(&deliveryRow{}).Select("subscription_id, outbox_key").
+	if err := tx.Model(&deliveryRow{}).Select("subscription_id, outbox_key").
 		Where("subscription_id IN ? AND outbox_key IN ?", subs, keys).Scan(&have).Error; err != nil {
 		return 0, fmt.Errorf("store: unable to look up deliveries: %w", err)
 	}
@@ -193,25 +229,30 @@ func (s *Store) AddDeliveries(ctx context.Context, ds []*model.Delivery) (int, e
 	if len(rows) == 0 {
 		return 0, nil
 	}
-	var n int64
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
-		// A concurrent dispatcher may have inserted some meanwhile: the unique key decides, silently.
-		res := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100)
-		if res.Error != nil {
-			return fmt.Errorf("store: unable to add deliveries: %w", res.Error)
-		}
-		n = res.RowsAffected
-		return nil
-	})
-	return int(n), err
+	// A concurrent writer may have inserted some meanwhile: the unique key decides, silently.
+	res := tx.Clauses(clause.OnConflict{DoNothing: true}).CreateInBatches(&rows, 100)
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: unable to add deliveries: %w", res.Error)
+	}
+	return int(res.RowsAffected), nil
 }
 
 // ClaimDeliveries leases up to n due pending deliveries. On MySQL rows locked by another replica's claim are
-// skipped (FOR UPDATE SKIP LOCKED); on SQLite write transactions are serialised. Each claim counts an attempt and
+// skipped (FOR UPDATE SKIP LOCKED, at READ COMMITTED so that no gap lock blocks the inserts of new deliveries);
+// on SQLite write transactions are serialised. Each claim counts an attempt and
 // moves next_attempt_at to leaseUntil, so a delivery whose worker died becomes due again when the lease ends.
 func (s *Store) ClaimDeliveries(ctx context.Context, n int, now, leaseUntil time.Time) ([]*model.Delivery, error) {
+	// The loop polls every second: most polls find nothing, and should cost a read, not a write lock.
+	var due []string
+	if err := s.db.WithContext(ctx).Model(&deliveryRow{}).Select("id").Where("status = ? AND next_attempt_at <= ?", model.DeliveryPending, now.UTC()).
+		Limit(1).Scan(&due).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to look for due deliveries: %w", err)
+	}
+	if len(due) == 0 {
+		return nil, nil
+	}
 	var out []*model.Delivery
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		out = nil
 		q := tx.Where("status = ? AND next_attempt_at <= ?", model.DeliveryPending, now.UTC()).Order("next_attempt_at, id").Limit(n)
 		if s.dialect == MySQL {

@@ -77,7 +77,7 @@ func (s *Store) MarkTimerFired(ctx context.Context, id string, at time.Time) (bo
 
 // DispatchOutbox hands up to limit outbox rows to fn and deletes them when it succeeds. On MySQL rows held by
 // another dispatcher are skipped (FOR UPDATE SKIP LOCKED), so replicas share the outbox without a leader.
-func (s *Store) DispatchOutbox(ctx context.Context, limit int, fn func(items []model.OutboxItem) error) (int, error) {
+func (s *Store) DispatchOutbox(ctx context.Context, limit int, fn func(ctx context.Context, items []model.OutboxItem) error) (int, error) {
 	n := 0
 	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		q := tx.Order("seq").Limit(limit)
@@ -98,7 +98,7 @@ func (s *Store) DispatchOutbox(ctx context.Context, limit int, fn func(items []m
 			items[i] = model.OutboxItem{Seq: r.Seq, TenantID: r.TenantID, Kind: r.Kind, Ref: r.Ref, Payload: json.RawMessage(r.Payload), CreatedAt: r.CreatedAt.UTC()}
 			seqs[i] = r.Seq
 		}
-		if err := fn(items); err != nil {
+		if err := fn(withTx(ctx, tx), items); err != nil {
 			return err
 		}
 		if err := tx.Where("seq IN ?", seqs).Delete(&outboxRow{}).Error; err != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
@@ -168,7 +169,14 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	triggers.SetScheduler(sched)
 	templates.SetPublisher(triggers)
 	eng.SetCronHandler(triggers.HandleCron)
-	disp := outbox.New(st, outbox.Options{Logger: lg})
+	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st})
+	if err := subs.Refresh(ctx); err != nil {
+		return fmt.Errorf("load event subscriptions: %w", err)
+	}
+	eng.SetEvents(subs)
+	// OnDispatched wakes the webhook loop once a batch has committed (its deliveries are visible only then).
+	disp := outbox.New(st, outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }})
+	disp.Handle(model.OutboxEvent, subs.OutboxHandler())
 	arm, cancelTimers := engine.TimerOutbox(sched)
 	disp.Handle(model.OutboxTimerArm, arm)
 	disp.Handle(model.OutboxTimerCancel, cancelTimers)
@@ -221,6 +229,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			_, err := pluginLogs.Purge(time.Now().Add(-time.Duration(cfg.RetentionDays) * 24 * time.Hour))
 			return err
 		}},
+		{"purge-deliveries", time.Hour, func(ctx context.Context) error {
+			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
+			return err
+		}},
 		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
 			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
 			return err
@@ -234,8 +246,9 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 
 	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); disp.Run(bg) }()
+	go func() { defer wg.Done(); subs.Run(bg) }()
 	go func() {
 		defer wg.Done()
 		if err := executor.Run(bg); err != nil {
@@ -268,7 +281,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if !frontend.Built() {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
