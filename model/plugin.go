@@ -44,6 +44,8 @@ type PluginStore interface {
 	// ClaimRuns leases up to n queued runs (or running runs whose lease expired) to worker.
 	ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*PluginRun, error)
 	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error
+	// CreatePluginRun queues a run outside an instance's transaction (plugin subscriptions to events).
+	CreatePluginRun(ctx context.Context, r *PluginRun) error
 	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).
 	FinishRunOnly(ctx context.Context, r *PluginRun) error
 }

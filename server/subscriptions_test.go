@@ -6,10 +6,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -294,6 +297,52 @@ func TestDeliveryLogShowsFailures(t *testing.T) {
 		if dl["status"] != "failed" || dl["attempts"] != float64(8) || dl["status_code"] != float64(503) || !strings.HasPrefix(dl["last_error"].(string), "HTTP 503") ||
 			dl["next_attempt_at"] != nil {
 			t.Fatalf("failed delivery: %s", r.Body)
+		}
+	})
+}
+
+// TestPluginSubscription: an admin subscribes a plugin to an event; the delivery queues a plugin run with the
+// event as its context, the executor runs it (a real child process), and its result changes no instance.
+func TestPluginSubscription(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		clk := clock.NewFake(time.Now().UTC())
+		var svc *subscription.Service
+		e := newEnv(t, s, func(d *server.Deps) {
+			withPlugins(t, s, rec)(d)
+			svc = subscription.New(s, subscription.Options{Clock: clk, Logger: quietLogger(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: d.Engine})
+			d.Subscriptions = svc
+		})
+		e.engine.SetEvents(svc)
+		marker := filepath.Join(t.TempDir(), "events")
+		e.upload("audit", "python", "5s", []byte(fmt.Sprintf(`import json, sys
+d = json.load(sys.stdin)
+open(%q, "a").write(d["phase"] + " " + d["context"]["event"] + " " + d["context"]["instance"]["id"] + "\n")
+print("{}")
+`, marker)), e.admin)
+		if r := e.do("POST", "/api/v1/subscriptions", e.admin, M{"event": "instance.completed", "plugin": "audit"}, nil); r.Status != 201 {
+			t.Fatalf("subscribe: %s", r.Body)
+		}
+		assertError(t, e.do("POST", "/api/v1/subscriptions", e.admin, M{"event": "instance.completed", "plugin": "nope"}, nil), 422, "")
+		e.publish("quick", []any{start(M{"kind": "manual"}), M{"id": "end", "type": "end"}}, []any{edge("start", "end")})
+		inst := e.do("POST", "/api/v1/instances", e.admin, M{"template": "quick"}, nil).JSON["id"].(string)
+		d := outbox.New(s, outbox.Options{Logger: quietLogger()})
+		d.Handle(model.OutboxEvent, svc.OutboxHandler())
+		dispatch(t, d)
+		if _, err := svc.DeliverOnce(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		rec.wait(t, 1)
+		b, _ := os.ReadFile(marker)
+		if string(b) != "event instance.completed "+inst+"\n" {
+			t.Fatalf("the plugin saw %q", b)
+		}
+		runs := e.do("GET", "/api/v1/plugins/audit/runs", e.admin, nil, nil).JSON["items"].([]any)
+		if len(runs) != 1 || runs[0].(M)["status"] != "succeeded" || runs[0].(M)["phase"] != "event" {
+			t.Fatalf("runs: %v", runs)
+		}
+		if st := e.instance(inst).JSON["status"]; st != "completed" {
+			t.Fatalf("instance: %v", st)
 		}
 	})
 }

@@ -59,6 +59,7 @@ type Engine struct {
 	events      EventSink
 	onOutbox    func()
 	cron        func(ctx context.Context, t *model.Timer) error
+	onPluginRun func()
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -80,6 +81,9 @@ func New(store model.InstanceStore, templates *template.Service, dir Directory, 
 
 // Now is the engine's clock (the plugin executor leases runs on it).
 func (e *Engine) Now() time.Time { return e.clock.Now() }
+
+// SetOnPluginRun sets what wakes the plugin executor when a run is queued outside the outbox.
+func (e *Engine) SetOnPluginRun(f func()) { e.onPluginRun = f }
 
 // SetEvents sets the event sink (wired after construction to break a dependency cycle).
 func (e *Engine) SetEvents(s EventSink) { e.events = s }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/halley-bpm/halley/model"
 )
 
@@ -174,6 +176,12 @@ func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 	if len(out.Context) > 0 {
 		pr.Output = out.Context
 	}
+	if pr.NodeID == "" {
+		// An event subscription's run: nothing in an instance waits for it.
+		if ps, perr := e.pluginStore(); perr == nil {
+			return ps.FinishRunOnly(ctx, pr)
+		}
+	}
 	_, err := e.update(ctx, pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(r *run) error {
 		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
 		ns := r.node(pr.NodeID)
@@ -270,4 +278,34 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		return nil, err
 	}
 	return ps.GetRun(ctx, tenant, runID)
+}
+
+// PhaseEvent is the phase of a plugin run for an event subscription.
+const PhaseEvent = "event"
+
+// QueueEventPlugin queues a run of the latest version of a plugin with an event as its context (plugin
+// subscriptions). The run belongs to no node: its result is recorded and changes no instance.
+func (e *Engine) QueueEventPlugin(ctx context.Context, tenant, name, instanceID string, event json.RawMessage) (string, error) {
+	ps, err := e.pluginStore()
+	if err != nil {
+		return "", err
+	}
+	p, err := ps.GetPlugin(ctx, tenant, name, 0)
+	if err != nil {
+		return "", err
+	}
+	id := "event-" + uuid.Must(uuid.NewV7()).String()
+	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": instanceID, "node_id": "", "phase": PhaseEvent,
+		"context": event, "node": nil, "callback_url": ""})
+	if err != nil {
+		return "", err
+	}
+	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: PhaseEvent, Input: input}
+	if err := ps.CreatePluginRun(ctx, run); err != nil {
+		return "", err
+	}
+	if e.onPluginRun != nil {
+		e.onPluginRun()
+	}
+	return id, nil
 }

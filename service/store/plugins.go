@@ -204,6 +204,16 @@ func (s *Store) ExtendRuns(ctx context.Context, worker string, ids []string, lea
 		Update("lease_until", leaseUntil.UTC()).Error
 }
 
+// CreatePluginRun queues a run that belongs to no instance step.
+func (s *Store) CreatePluginRun(ctx context.Context, r *model.PluginRun) error {
+	row := pluginRunRow{ID: r.ID, TenantID: r.TenantID, Plugin: r.Plugin, Version: r.Version, InstanceID: r.InstanceID, NodeID: r.NodeID,
+		NodeInstanceID: r.NodeInstanceID, Phase: r.Phase, Status: model.RunQueued, Attempt: 1, Input: string(r.Input), CreatedAt: s.now()}
+	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
+		return fmt.Errorf("store: unable to queue plugin run %s: %w", r.ID, err)
+	}
+	return nil
+}
+
 // FinishRunOnly records a run result when no instance is to be changed.
 func (s *Store) FinishRunOnly(ctx context.Context, r *model.PluginRun) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {

@@ -31,7 +31,7 @@ const (
 	HeaderSignature = "X-Halley-Signature"
 )
 
-// PluginNotWired is the error recorded on deliveries to plugin subscriptions until the plugin executor takes them.
+// PluginNotWired is the error recorded on deliveries to plugin subscriptions when no plugin runner is wired (PluginRuns is nil).
 const PluginNotWired = "plugin subscriptions are delivered by the plugin executor (not yet wired)"
 
 // maxResponse is how much of a receiver's answer is read (and then thrown away, but for a snippet in the log).
@@ -111,7 +111,7 @@ func (s *Service) HandleEvents(ctx context.Context, items []model.OutboxItem) er
 			}
 			d := &model.Delivery{ID: uuid.NewString(), TenantID: it.TenantID, SubscriptionID: sub.ID, OutboxKey: key, Event: ev.Event,
 				InstanceID: ev.InstanceID, Body: body, Status: model.DeliveryPending, CreatedAt: now, NextAttemptAt: &now}
-			if sub.Plugin != "" {
+			if sub.Plugin != "" && s.opts.PluginRuns == nil {
 				d.Status, d.LastError, d.FinishedAt = model.DeliverySkipped, PluginNotWired, &now
 			}
 			ds = append(ds, d)
@@ -237,9 +237,17 @@ func (s *Service) deliver(ctx context.Context, d *model.Delivery) {
 		case d.Target == nil:
 			res.Error = "the subscription was deleted"
 			res.Status = model.DeliveryFailed
-		case d.Target.Plugin != "":
+		case d.Target.Plugin != "" && s.opts.PluginRuns == nil:
 			res.Error = PluginNotWired
 			res.Status = model.DeliverySkipped
+		case d.Target.Plugin != "":
+			// Handed to the plugin executor: the delivery is done once the run is queued; the run's own log
+			// (GET /plugins/{name}/runs) says how it went.
+			if _, err := s.opts.PluginRuns.QueueEventPlugin(ctx, d.TenantID, d.Target.Plugin, d.InstanceID, d.Body); err != nil {
+				res.Error = "unable to queue the plugin run: " + err.Error()
+			} else {
+				res.StatusCode = 200
+			}
 		default:
 			res.StatusCode, res.Error = s.post(ctx, d)
 		}

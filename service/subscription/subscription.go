@@ -9,6 +9,7 @@ import (
 	"crypto/aes"
 	"crypto/cipher"
 	"crypto/sha256"
+	"encoding/json"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -33,6 +34,11 @@ type Store interface {
 	model.SubscriptionStore
 	// GetTemplate returns ENOTFOUND for an unknown template.
 	GetTemplate(ctx context.Context, tenant, key string) (*model.Template, error)
+}
+
+// PluginRuns queues a plugin run with an event (the webhook body) as its context and returns the run id.
+type PluginRuns interface {
+	QueueEventPlugin(ctx context.Context, tenant, plugin, instanceID string, event json.RawMessage) (string, error)
 }
 
 // Plugins looks plugins up; when given, a plugin subscription must name an uploaded plugin.
@@ -67,7 +73,9 @@ type Options struct {
 	// before it was set still work; sealed secrets need the same key on every replica.
 	SecretKey []byte
 	Plugins   Plugins
-	UserAgent string // [Halley-Webhook/1]
+	// PluginRuns queues the plugin runs of plugin subscriptions; without it they are recorded as skipped.
+	PluginRuns PluginRuns
+	UserAgent  string // [Halley-Webhook/1]
 	// OnAttempt is called after each attempt has been recorded (a test signal; metrics could hang here too).
 	OnAttempt func(r model.DeliveryResult)
 }

@@ -169,7 +169,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	triggers.SetScheduler(sched)
 	templates.SetPublisher(triggers)
 	eng.SetCronHandler(triggers.HandleCron)
-	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st})
+	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st, PluginRuns: eng})
 	if err := subs.Refresh(ctx); err != nil {
 		return fmt.Errorf("load event subscriptions: %w", err)
 	}
@@ -192,6 +192,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
 	executor := plugin.NewExecutor(engine.NewPluginQueue(eng, st, pluginFiles), runner, plugin.ExecutorOptions{
 		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
+	eng.SetOnPluginRun(executor.Notify)
 	disp.Handle(model.OutboxPluginRun, func(context.Context, []model.OutboxItem) error {
 		executor.Notify()
 		return nil
