@@ -23,7 +23,11 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/templates"
+	exampleplugins "github.com/halley-bpm/halley/templates/plugins"
 )
+
+func examplePlugins() ([]exampleplugins.File, error) { return exampleplugins.All() }
 
 // runs records every plugin run the test executors completed.
 type runs struct {
@@ -374,6 +378,50 @@ func TestRunRescue(t *testing.T) {
 		}
 		if st := e.instance(id).JSON["status"]; st != "completed" {
 			t.Fatalf("instance after the rescue: %v", st)
+		}
+	})
+}
+
+// TestCacheTemplateEndToEnd runs the ready-made cache-resource-change template (seeds/003) with its example
+// plugin create-cache: a large request goes through the owner and the SRE lead, then the auto node's plugin
+// creates the cache and writes it into the context.
+func TestCacheTemplateEndToEnd(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		e := newEnv(t, s, withPlugins(t, s, rec))
+		mgr := e.mkUser("mgr")
+		lee := e.mkUser("lee", "sre-lead")
+		r := e.do("POST", "/api/v1/users", e.admin, M{"username": "alice", "password": "pw-alice-123", "manager": "mgr"}, nil)
+		if r.Status != 201 {
+			t.Fatalf("alice: %s", r.Body)
+		}
+		alice := e.do("POST", "/api/v1/auth/login", "", M{"username": "alice", "password": "pw-alice-123"}, nil).JSON["token"].(string)
+		pls, err := examplePlugins()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pls {
+			if r := e.upload(p.Name, p.Runtime, "30s", p.Source, e.admin); r.Status != 201 {
+				t.Fatalf("upload %s: %s", p.Name, r.Body)
+			}
+		}
+		all, _ := templates.All()
+		for _, tp := range all {
+			if tp.Key == "cache-resource-change" {
+				e.do("POST", "/api/v1/templates", e.admin, tp, nil)
+				if r := e.do("POST", "/api/v1/templates/"+tp.Key+"/publish", e.admin, nil, nil); r.Status != 201 {
+					t.Fatalf("publish: %s", r.Body)
+				}
+			}
+		}
+		id := e.do("POST", "/api/v1/instances", alice, M{"template": "cache-resource-change", "context": M{"memory_gb": 64, "cluster": "sh-001", "app": "feed"}}, nil).JSON["id"].(string)
+		e.act(mgr, id, "owner/mgr", "approve", M{})
+		e.act(lee, id, "sre_lead/lee", "approve", M{})
+		rec.wait(t, 1)
+		r = e.instance(id)
+		cache, _ := r.JSON["context"].(M)["cache"].(M)
+		if r.JSON["status"] != "completed" || cache["status"] != "created" || cache["cluster"] != "sh-001" {
+			t.Fatalf("cache template: %s", r.Body)
 		}
 	})
 }
