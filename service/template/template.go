@@ -133,7 +133,7 @@ func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_definition", "definition is not valid JSON: %v", err)
 	}
-	return hashSecrets(buf.Bytes()), nil
+	return HashSecrets(buf.Bytes()), nil
 }
 
 // HashSecret is how API trigger secrets are kept in definitions: "sha256:<hex>". Drafts are hashed when saved,
@@ -143,8 +143,9 @@ func HashSecret(v string) string {
 	return "sha256:" + hex.EncodeToString(h[:])
 }
 
-// hashSecrets replaces plaintext header_token / header_password of start triggers with their hashes.
-func hashSecrets(def []byte) []byte {
+// HashSecrets replaces plaintext header_token / header_password of start triggers with their hashes, as saving a
+// draft does.
+func HashSecrets(def []byte) []byte {
 	nodes := gjson.GetBytes(def, "nodes")
 	if !nodes.IsArray() {
 		return def

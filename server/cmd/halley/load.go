@@ -3,19 +3,25 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/templates"
+	exampleplugins "github.com/halley-bpm/halley/templates/plugins"
 )
 
-// loadTemplates implements `halley templates load`: it creates (or updates the draft of) every ready-made
-// template in a running Halley through its HTTP API and publishes it.
+// loadTemplates implements `halley templates load`: it uploads the example plugins, then creates (or updates the
+// draft of) every ready-made template in a running Halley through its HTTP API and publishes it. Unchanged
+// plugins and templates are left alone, so running it again is a no-op.
 func loadTemplates(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("templates load", flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -42,6 +48,27 @@ func loadTemplates(ctx context.Context, args []string, getenv func(string) strin
 			return fmt.Errorf("log in as %s: %v %d %s", *user, err, st, body)
 		}
 		c.token = login.Token
+	}
+	// The example plugins first: templates name them.
+	pls, err := exampleplugins.All()
+	if err != nil {
+		return err
+	}
+	for _, p := range pls {
+		sum := sha256.Sum256(p.Source)
+		var cur struct {
+			SHA256  string `json:"sha256"`
+			Version int    `json:"version"`
+		}
+		if st, _, _ := c.do(ctx, "GET", "/api/v1/plugins/"+p.Name, nil, &cur); st == 200 && cur.SHA256 == hex.EncodeToString(sum[:]) {
+			fmt.Fprintf(out, "unchanged plugin %s version %d\n", p.Name, cur.Version)
+			continue
+		}
+		st, body, err := c.upload(ctx, p.Name, p.Runtime, p.File, p.Source)
+		if err != nil || st != http.StatusCreated {
+			return fmt.Errorf("upload plugin %s: %v %d %s", p.Name, err, st, body)
+		}
+		fmt.Fprintf(out, "uploaded plugin %s\n", p.Name)
 	}
 	all, err := templates.All()
 	if err != nil {
@@ -91,7 +118,7 @@ func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (boo
 		return false, 0
 	}
 	var a, b bytes.Buffer
-	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, t.Definition) != nil {
+	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, template.HashSecrets(t.Definition)) != nil {
 		return false, 0
 	}
 	var x, y any
@@ -100,6 +127,33 @@ func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (boo
 	ja, _ := json.Marshal(x)
 	jb, _ := json.Marshal(y)
 	return bytes.Equal(ja, jb), *tv.LatestVersion
+}
+
+// upload sends a plugin as multipart/form-data.
+func (c *apiClient) upload(ctx context.Context, name, runtime, file string, src []byte) (int, string, error) {
+	var b bytes.Buffer
+	mw := multipart.NewWriter(&b)
+	mw.WriteField("name", name)
+	mw.WriteField("runtime", runtime)
+	fw, err := mw.CreateFormFile("file", file)
+	if err != nil {
+		return 0, "", err
+	}
+	fw.Write(src)
+	mw.Close()
+	req, err := http.NewRequestWithContext(ctx, "POST", c.base+"/api/v1/plugins", &b)
+	if err != nil {
+		return 0, "", err
+	}
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	res, err := c.hc.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer res.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(res.Body, 1<<20))
+	return res.StatusCode, string(body), nil
 }
 
 type apiClient struct {

@@ -120,3 +120,25 @@ func TestBinaryRefusesBadConfiguration(t *testing.T) {
 		t.Fatalf("the error must name the setting: %s", out)
 	}
 }
+
+// TestTemplatesLoad loads the ready-made templates and example plugins into a running Halley, twice: the second
+// run changes nothing.
+func TestTemplatesLoad(t *testing.T) {
+	bin := buildBinary(t)
+	_, url, _ := start(t, bin, "HALLEY_ADMIN_PASSWORD=load-test-pw")
+	var out bytes.Buffer
+	args := []string{"--url", url, "--password", "load-test-pw"}
+	if err := loadTemplates(t.Context(), args, func(string) string { return "" }, &out); err != nil {
+		t.Fatalf("load: %v\n%s", err, out.String())
+	}
+	if n := strings.Count(out.String(), "published "); n < 7 || !strings.Contains(out.String(), "uploaded plugin create-cache") {
+		t.Fatalf("first load:\n%s", out.String())
+	}
+	out.Reset()
+	if err := loadTemplates(t.Context(), args, func(string) string { return "" }, &out); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "published") || strings.Contains(out.String(), "uploaded") {
+		t.Fatalf("a second load must change nothing:\n%s", out.String())
+	}
+}
