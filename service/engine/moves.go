@@ -10,37 +10,40 @@ import (
 	"github.com/halley-bpm/halley/service/template"
 )
 
-// descendants returns the nodes reachable from id along edges (and branches are not followed: a return undoes
-// the flow, and branches are taken only on errors and timeouts), excluding id itself.
+// descendants returns the nodes reachable from id along edges, excluding id. (Branches are not followed: they are
+// taken only on errors and timeouts.)
 func descendants(c *template.Compiled, id string) map[string]bool {
-	out := map[string]bool{}
-	stack := []string{id}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	return reach(id, func(n string) []string {
+		var out []string
 		for _, i := range c.OutgoingIndexes(n) {
-			to := c.Def.Edges[i].To
-			if !out[to] && to != id {
-				out[to] = true
-				stack = append(stack, to)
-			}
+			out = append(out, c.Def.Edges[i].To)
 		}
-	}
-	return out
+		return out
+	})
 }
 
 // ancestors returns the nodes from which id is reachable, excluding id.
 func ancestors(c *template.Compiled, id string) map[string]bool {
+	return reach(id, func(n string) []string {
+		var out []string
+		for _, i := range c.IncomingIndexes(n) {
+			out = append(out, c.Def.Edges[i].From)
+		}
+		return out
+	})
+}
+
+// reach walks the graph from id by next and returns every node met, excluding id.
+func reach(id string, next func(string) []string) map[string]bool {
 	out := map[string]bool{}
 	stack := []string{id}
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
 		stack = stack[:len(stack)-1]
-		for _, i := range c.IncomingIndexes(n) {
-			from := c.Def.Edges[i].From
-			if !out[from] && from != id {
-				out[from] = true
-				stack = append(stack, from)
+		for _, m := range next(n) {
+			if !out[m] && m != id {
+				out[m] = true
+				stack = append(stack, m)
 			}
 		}
 	}
