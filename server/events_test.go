@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -439,6 +440,37 @@ func TestCrontab(t *testing.T) {
 		pending, _ = s.PendingTimers(ctx0, "", 100)
 		if len(pending) != 0 {
 			t.Fatalf("a replaced crontab is still armed: %v", fmt.Sprint(pending))
+		}
+	})
+}
+
+// TestConcurrentTimerArming: many instances arming timers at once all start (arming once deadlocked on InnoDB gap
+// locks and failed some starts).
+func TestConcurrentTimerArming(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		e.publish("waiting", []any{start(M{"kind": "manual"}), M{"id": "wait", "type": "delay", "interval": 3600}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "wait"), edge("wait", "end")})
+		const n = 40
+		codes := make(chan int, n)
+		var wg sync.WaitGroup
+		for i := 0; i < n; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				codes <- e.do("POST", "/api/v1/instances", e.admin, M{"template": "waiting"}, nil).Status
+			}()
+		}
+		wg.Wait()
+		close(codes)
+		for c := range codes {
+			if c != 201 {
+				t.Fatalf("a start failed with %d", c)
+			}
+		}
+		pending, _ := s.PendingTimers(ctx0, "", 1000)
+		if len(pending) != n {
+			t.Fatalf("%d timers armed, want %d", len(pending), n)
 		}
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+	"gorm.io/gorm/clause"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -401,15 +402,9 @@ func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
 			rows[i] = timerRow{ID: t.ID, TenantID: t.TenantID, InstanceID: t.InstanceID, NodeID: t.NodeID, NodeInstanceID: t.NodeInstanceID, Kind: t.Kind,
 				DueAt: t.DueAt.UTC(), Status: model.TimerPending, Payload: p, CreatedAt: now}
 		}
-		// A re-armed timer (same id) replaces the old row.
-		ids := make([]string, len(rows))
-		for i := range rows {
-			ids[i] = rows[i].ID
-		}
-		if err := tx.Where("id IN ?", ids).Delete(&timerRow{}).Error; err != nil {
-			return fmt.Errorf("store: unable to replace timers: %w", err)
-		}
-		if err := tx.Create(&rows).Error; err != nil {
+		// A re-armed timer (same id) replaces its row. An upsert, not delete-then-insert: deleting ids that do not
+		// exist takes InnoDB gap locks, and concurrent steps (time-ordered ids land in one gap) deadlock on them.
+		if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(&rows).Error; err != nil {
 			return fmt.Errorf("store: unable to create timers: %w", err)
 		}
 	}

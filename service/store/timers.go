@@ -54,15 +54,10 @@ func (s *Store) SaveTimer(ctx context.Context, t *model.Timer) error {
 	}
 	row := timerRow{ID: t.ID, TenantID: t.TenantID, InstanceID: t.InstanceID, NodeID: t.NodeID, NodeInstanceID: t.NodeInstanceID, Kind: t.Kind,
 		DueAt: t.DueAt.UTC(), Status: t.Status, Payload: p, CreatedAt: s.now()}
-	return s.inTx(ctx, func(tx *gorm.DB) error {
-		if err := tx.Where("id = ?", t.ID).Delete(&timerRow{}).Error; err != nil {
-			return fmt.Errorf("store: unable to replace timer %s: %w", t.ID, err)
-		}
-		if err := tx.Create(&row).Error; err != nil {
-			return fmt.Errorf("store: unable to save timer %s: %w", t.ID, err)
-		}
-		return nil
-	})
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{UpdateAll: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("store: unable to save timer %s: %w", t.ID, err)
+	}
+	return nil
 }
 
 // MarkTimerFired marks a pending timer fired; false when it was not pending.
