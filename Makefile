@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
 UI_SRC    := $(shell find frontend/src frontend/public frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
 
-.PHONY: run build ui test test-go test-ui lint bench faults soak templates clean
+.PHONY: run build ui test test-go test-ui lint bench templates clean
 
 ## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
 run: build
@@ -57,3 +57,8 @@ templates: build
 clean:
 	rm -rf bin frontend/node_modules
 	find frontend/dist -mindepth 1 ! -name .gitkeep -delete 2>/dev/null || true
+
+## bench: build halley and halley-bench, start Halley on a fresh MySQL database and Redis on a free loopback
+## port, run the benchmark suites (steps, timers, storm, plugins) and stop it; knobs in scripts/bench.sh
+bench:
+	./scripts/bench.sh

@@ -1,0 +1,218 @@
+#!/usr/bin/env bash
+# bench.sh — what `make bench` runs: build halley and halley-bench, create a fresh MySQL database, start Halley
+# on MySQL + Redis on a free loopback port, run the benchmark suites, stop Halley and clean up (always, even
+# on failure or Ctrl-C). Every step is bounded in time. See docs/benchmarks.md.
+#
+# Knobs (environment):
+#   BENCH_SUITES       suites to run, in order (default "steps timers storm plugins")
+#   BENCH_CLIENTS      steps: clients (100)            BENCH_DURATION   steps: measured time (30s)
+#   TIMERS_N           timers: timers to arm (20000)   TIMERS_WINDOW    timers: spread (5m)
+#   STORM_N            storm: timers due in one second (20000)
+#   TIMERS_LOAD        timers/storm: background step clients (10)
+#   TIMERS_FLAGS, STORM_FLAGS   extra halley-bench flags for those suites (e.g. "--arm-clients 8")
+#   TIMERS_LIMIT       time limit in seconds of the timers and storm suites each (3600)
+#   PLUGIN_RUNS        plugins: runs per side (300)    PLUGIN_CONC      plugins: concurrency (4)
+#   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
+#   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
+#   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
+#   MYSQL_HOST/MYSQL_PORT/MYSQL_USER (127.0.0.1/3306/root, no password), REDIS_HOST/REDIS_PORT (127.0.0.1/6379)
+set -Eeuo pipefail
+
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+GO=${GO:-go}
+SUITES=${BENCH_SUITES:-steps timers storm plugins}
+CLIENTS=${BENCH_CLIENTS:-100}
+DURATION=${BENCH_DURATION:-30s}
+TIMERS_N=${TIMERS_N:-20000}
+TIMERS_WINDOW=${TIMERS_WINDOW:-5m}
+STORM_N=${STORM_N:-20000}
+TIMERS_LOAD=${TIMERS_LOAD:-10}
+PLUGIN_RUNS=${PLUGIN_RUNS:-300}
+PLUGIN_CONC=${PLUGIN_CONC:-4}
+STAMP=$(date -u +%Y%m%dT%H%M%SZ)
+OUT=${BENCH_OUT:-$ROOT/bin/bench/$STAMP}
+HARD_LIMIT=${BENCH_TIMEOUT:-5400}
+MYSQL_HOST=${MYSQL_HOST:-127.0.0.1}
+MYSQL_PORT=${MYSQL_PORT:-3306}
+MYSQL_USER=${MYSQL_USER:-root}
+REDIS_HOST=${REDIS_HOST:-127.0.0.1}
+REDIS_PORT=${REDIS_PORT:-6379}
+
+log() { printf '%s bench: %s\n' "$(date -u +%H:%M:%S)" "$*" >&2; }
+die() { log "$*"; exit 1; }
+
+for tool in mysql redis-cli curl python3; do
+	command -v "$tool" >/dev/null || die "$tool is required"
+done
+case "$MYSQL_HOST$REDIS_HOST" in
+127.0.0.1127.0.0.1 | localhost127.0.0.1 | 127.0.0.1localhost | localhostlocalhost) ;;
+*) die "MYSQL_HOST and REDIS_HOST must be loopback addresses" ;;
+esac
+
+mkdir -p "$OUT"
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/halley-bench.XXXXXX")
+DB="halley_bench_${STAMP,,}_$$"
+DB=${DB//[^a-z0-9_]/_}
+REDIS_DB=""
+HALLEY_PID=""
+WATCHDOG=""
+START=$(date +%s)
+
+my() { mysql -h "$MYSQL_HOST" -P "$MYSQL_PORT" -u "$MYSQL_USER" --connect-timeout=10 "$@"; }
+rc() { timeout 30 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
+
+cleanup() {
+	local code=$?
+	trap - EXIT INT TERM
+	set +e
+	[ -n "$WATCHDOG" ] && kill -TERM "$WATCHDOG" 2>/dev/null
+	if [ -n "$HALLEY_PID" ] && kill -0 "$HALLEY_PID" 2>/dev/null; then
+		log "stopping Halley (pid $HALLEY_PID)"
+		kill -TERM "$HALLEY_PID" 2>/dev/null
+		for _ in $(seq 1 40); do kill -0 "$HALLEY_PID" 2>/dev/null || break; sleep 0.5; done
+		kill -0 "$HALLEY_PID" 2>/dev/null && { log "Halley did not stop in 20 s: SIGKILL"; kill -KILL "$HALLEY_PID" 2>/dev/null; }
+		wait "$HALLEY_PID" 2>/dev/null
+	fi
+	if [ -n "$REDIS_DB" ]; then
+		# Only Halley's keys ("halley:" prefix) in the database that was empty when we took it.
+		rc -n "$REDIS_DB" --scan --pattern 'halley:*' | xargs -r -n 500 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" -n "$REDIS_DB" DEL >/dev/null
+	fi
+	if [ "${BENCH_KEEP_DB:-0}" = 1 ]; then
+		log "kept database $DB"
+	else
+		my -e "DROP DATABASE IF EXISTS \`$DB\`" 2>/dev/null && log "dropped database $DB"
+	fi
+	rm -rf "$WORK"
+	log "outputs in $OUT ($(($(date +%s) - START)) s in all)"
+	exit "$code"
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+# The whole run is bounded: a watchdog ends this script (and so, through the trap, everything) at the limit.
+(
+	trap 'kill "$sp" 2>/dev/null; exit 0' TERM
+	sleep "$HARD_LIMIT" &
+	sp=$!
+	wait "$sp"
+	echo "bench: hard time limit of ${HARD_LIMIT}s reached" >&2
+	kill -TERM $$ 2>/dev/null
+) &
+WATCHDOG=$!
+
+log "building bin/halley-bench and the server under test"
+$GO build -o bin/halley-bench ./server/cmd/halley-bench
+$GO build -o bin/halley ./server/cmd/halley
+# The server under test is bin/halley's sources plus one file, overlaid at build time (the tree is not
+# touched), that serves net/http/pprof on HALLEY_BENCH_PPROF when it is set: Halley has no pprof endpoint.
+cat >"$WORK/bench_pprof.go" <<'EOF'
+package main
+
+import (
+	"net"
+	"net/http"
+	_ "net/http/pprof" // registers /debug/pprof/ on http.DefaultServeMux, which Halley's router does not use
+	"os"
+)
+
+func init() {
+	addr := os.Getenv("HALLEY_BENCH_PPROF")
+	if addr == "" {
+		return
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return
+	}
+	go http.Serve(ln, nil) //nolint:errcheck // a benchmark aid: it lives as long as the process
+}
+EOF
+printf '{"Replace":{"%s":"%s"}}\n' "$ROOT/server/cmd/halley/zz_bench_pprof.go" "$WORK/bench_pprof.go" >"$WORK/overlay.json"
+$GO build -overlay "$WORK/overlay.json" -o "$OUT/halley-under-test" ./server/cmd/halley
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'; }
+PORT=$(free_port)
+PPROF_PORT=$(free_port)
+
+for n in $(seq 1 14); do
+	if [ "$(rc -n "$n" DBSIZE)" = 0 ]; then REDIS_DB=$n; break; fi
+done
+[ -n "$REDIS_DB" ] || die "no empty Redis database among 1..14"
+my -e "CREATE DATABASE \`$DB\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+MYSQL_URL="mysql://$MYSQL_USER@$MYSQL_HOST:$MYSQL_PORT/$DB"
+REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/$REDIS_DB"
+PW="bench-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
+WORKERS=$((PLUGIN_CONC > 8 ? PLUGIN_CONC : 8))
+
+log "starting Halley on 127.0.0.1:$PORT (MySQL database $DB, Redis db $REDIS_DB, pprof on 127.0.0.1:$PPROF_PORT)"
+HALLEY_ADDR="127.0.0.1:$PORT" HALLEY_DATA_DIR="$WORK/data" HALLEY_DATABASE_URL="$MYSQL_URL" HALLEY_REDIS_URL="$REDIS_URL" \
+	HALLEY_ADMIN_PASSWORD="$PW" HALLEY_PLUGIN_WORKERS="$WORKERS" HALLEY_LOG_LEVEL="${HALLEY_LOG_LEVEL:-info}" \
+	HALLEY_BENCH_PPROF="127.0.0.1:$PPROF_PORT" \
+	"$OUT/halley-under-test" serve >"$OUT/halley.log" 2>&1 &
+HALLEY_PID=$!
+for i in $(seq 1 120); do
+	curl -fsS --max-time 2 "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+	kill -0 "$HALLEY_PID" 2>/dev/null || { tail -20 "$OUT/halley.log" >&2; die "Halley exited at start"; }
+	[ "$i" = 120 ] && die "Halley not ready after 60 s"
+	sleep 0.5
+done
+log "Halley is ready (pid $HALLEY_PID)"
+
+{
+	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+	echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')"
+	echo "nproc: $(nproc)"
+	echo "memory: $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo)"
+	echo "cpu: $(awk -F': ' '/model name/ {print $2; exit}' /proc/cpuinfo)"
+	echo "kernel: $(uname -r)"
+	echo "mysql: $(my -N -e 'SELECT VERSION()')"
+	echo "mysql settings: $(my -N -e "SELECT CONCAT('innodb_flush_log_at_trx_commit=',@@innodb_flush_log_at_trx_commit,' log_bin=',@@log_bin,' innodb_buffer_pool_size=',@@innodb_buffer_pool_size,' max_connections=',@@max_connections)")"
+	echo "redis: $(rc INFO server | tr -d '\r' | awk -F: '/^redis_version/ {print $2}')"
+	echo "go: $($GO version)"
+	echo "loadavg: $(cat /proc/loadavg)"
+} | tee "$OUT/machine.txt" >&2
+
+BENCH=(bin/halley-bench)
+COMMON=(--url "http://127.0.0.1:$PORT" --admin-password "$PW")
+PPROF=(--pprof "http://127.0.0.1:$PPROF_PORT")
+status=0
+pprof_top() {
+	[ -s "$1" ] || return 0
+	$GO tool pprof -top -nodecount=35 "$OUT/halley-under-test" "$1" >"${1%.pprof}.top.txt" 2>/dev/null || true
+	$GO tool pprof -top -cum -nodecount=35 "$OUT/halley-under-test" "$1" >"${1%.pprof}.cum.txt" 2>/dev/null || true
+}
+suite() { # name limit-seconds args...
+	local name=$1 limit=$2
+	shift 2
+	log "suite $name (at most ${limit}s): halley-bench $*"
+	if timeout --signal=TERM --kill-after=30 "$limit" "${BENCH[@]}" "$@" 2>"$OUT/$name.stderr" | tee "$OUT/$name.out"; then
+		tail -n 1 "$OUT/$name.out" >"$OUT/$name.json"
+	else
+		log "suite $name FAILED (see $OUT/$name.stderr)"
+		tail -5 "$OUT/$name.stderr" >&2
+		status=1
+	fi
+	pprof_top "$OUT/$name.cpu.pprof"
+}
+
+for s in $SUITES; do
+	case "$s" in
+	steps)
+		suite steps 600 steps "${COMMON[@]}" --clients "$CLIENTS" --duration "$DURATION" --baseline --mysql "$MYSQL_URL" \
+			--halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/steps.cpu.pprof" ;;
+	timers)
+		suite timers "${TIMERS_LIMIT:-3600}" timers "${COMMON[@]}" --n "$TIMERS_N" --window "$TIMERS_WINDOW" --load-clients "$TIMERS_LOAD" \
+			--mysql "$MYSQL_URL" --redis "$REDIS_URL" --halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/timers.cpu.pprof" ${TIMERS_FLAGS:-} ;;
+	storm)
+		suite storm "${TIMERS_LIMIT:-3600}" timers "${COMMON[@]}" --storm --n "$STORM_N" --load-clients "$TIMERS_LOAD" \
+			--mysql "$MYSQL_URL" --redis "$REDIS_URL" --halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/storm.cpu.pprof" --profile-seconds 15 ${STORM_FLAGS:-} ;;
+	plugins)
+		suite plugins 900 plugins "${COMMON[@]}" --runs "$PLUGIN_RUNS" --concurrency "$PLUGIN_CONC" --mysql "$MYSQL_URL" \
+			--halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/plugins.cpu.pprof" --profile-seconds 5 ;;
+	*) die "unknown suite $s (steps, timers, storm, plugins)" ;;
+	esac
+	kill -0 "$HALLEY_PID" 2>/dev/null || { log "Halley died during $s"; tail -20 "$OUT/halley.log" >&2; exit 1; }
+done
+echo "loadavg at end: $(cat /proc/loadavg)" | tee -a "$OUT/machine.txt" >&2
+exit "$status"

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestPermuteIsABijection(t *testing.T) {
+	for _, n := range []int{1, 2, 7919, 7920, 10000, 15838} {
+		seen := make([]bool, n)
+		for i := 0; i < n; i++ {
+			p := permute(i, n)
+			if p < 0 || p >= n || seen[p] {
+				t.Fatalf("n=%d: permute(%d) = %d is out of range or repeated", n, i, p)
+			}
+			seen[p] = true
+		}
+	}
+}
+
+func TestDueOffsetSpreadsOverTheWindow(t *testing.T) {
+	const n = 1000
+	w := 100 * time.Second
+	var lo, hi time.Duration = w, 0
+	buckets := make([]int, 10)
+	for i := 0; i < n; i++ {
+		d := dueOffset(i, n, w)
+		lo, hi = min(lo, d), max(hi, d)
+		buckets[int(d*10/(w+1))]++
+	}
+	if lo != 0 || hi != w {
+		t.Errorf("offsets span %v..%v, want 0..%v", lo, hi, w)
+	}
+	for i, b := range buckets {
+		if b != 100 {
+			t.Errorf("tenth %d of the window holds %d timers, want 100 (an even spread)", i, b)
+		}
+	}
+	if a, b := dueOffset(0, n, w), dueOffset(1, n, w); b-a == w/(n-1) {
+		t.Error("consecutive starts got consecutive due times; the order should be scattered")
+	}
+	if dueOffset(0, 1, w) != 0 {
+		t.Error("a single timer should be due at the start of the window")
+	}
+}
+
+func TestPlanLead(t *testing.T) {
+	tests := []struct {
+		n    int
+		rate float64
+		want time.Duration
+	}{
+		{1000, 100, 25 * time.Second},    // 10 s at the rate, ×1.5, +10 s
+		{100000, 500, 310 * time.Second}, // 200 s ×1.5 + 10 s
+		{1000, 0, 40 * time.Second},      // unknown rate: assume 50/s
+	}
+	for _, tt := range tests {
+		if got := planLead(tt.n, tt.rate); got != tt.want {
+			t.Errorf("planLead(%d, %v) = %v, want %v", tt.n, tt.rate, got, tt.want)
+		}
+	}
+}
+
+func TestLatenessOf(t *testing.T) {
+	us := make([]int64, 0, 101)
+	for i := 1; i <= 100; i++ {
+		us = append(us, int64(i)*1000) // 1..100 ms
+	}
+	us = append(us, -500) // one fired half a millisecond early
+	l := latenessOf(us)
+	if l.early != 1 || l.p50 != 50 || l.p99 != 99 || l.max != 100 {
+		t.Errorf("lateness = %+v, want early 1, p50 50, p99 99, max 100", l)
+	}
+	if want := round3((5050000.0 - 500) / 101 / 1000); l.mean != want {
+		t.Errorf("mean = %v, want %v", l.mean, want)
+	}
+	if z := latenessOf(nil); z != (lateness{}) {
+		t.Errorf("no timers: %+v, want zeroes", z)
+	}
+	if us[0] != 1000 {
+		t.Error("latenessOf sorted its caller's slice")
+	}
+}
+
+func TestTimersTargets(t *testing.T) {
+	f := &TimersFigures{Armed: 20000, Fired: 20000, PendingPeak: 20000, LateP99: 12, LateMax: 80, RedisPerMillion: ptr(140.0)}
+	got := map[string]*bool{}
+	for _, tg := range timersTargets(f) {
+		got[tg.Name] = tg.Met
+	}
+	for name, want := range map[string]bool{"pending_peak": false, "lateness_p99_ms": true, "lateness_max_ms": true, "lost": true,
+		"duplicates": true, "early": true, "redis_mb_per_million_pending": true} {
+		if got[name] == nil || *got[name] != want {
+			t.Errorf("target %s: met %v, want %v (a run smaller than 1M must not pass the size target)", name, got[name], want)
+		}
+	}
+	storm := &TimersFigures{Storm: true, Armed: 100000, StormDoneS: ptr(25.0)}
+	got = map[string]*bool{}
+	for _, tg := range timersTargets(storm) {
+		got[tg.Name] = tg.Met
+	}
+	if got["storm_timers"] == nil || !*got["storm_timers"] || got["storm_done_s"] == nil || *got["storm_done_s"] {
+		t.Errorf("storm targets: timers %v, done %v; want met and missed", got["storm_timers"], got["storm_done_s"])
+	}
+	if _, ok := got["lateness_p99_ms"]; ok {
+		t.Error("the storm is judged on its completion time, not on lateness")
+	}
+}
+
+func TestPendingTask(t *testing.T) {
+	ts := []taskView{{ID: "a", Status: "approved", Assignee: "u1"}, {ID: "b", Status: "pending", Assignee: "u2"}, {ID: "c", Status: "pending", Assignee: "u1"}}
+	if got := pendingTask(ts, "u1"); got != "c" {
+		t.Errorf("pendingTask = %q, want c", got)
+	}
+	if got := pendingTask(ts, "u3"); got != "" {
+		t.Errorf("pendingTask for nobody's user = %q", got)
+	}
+}
