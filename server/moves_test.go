@@ -115,6 +115,11 @@ func TestReturnPastAndSplit(t *testing.T) {
 		if r := e.act(tok["dave"], id, "d/dave", "return", M{"to": "a1"}); r.Status != 200 {
 			t.Fatalf("return: %s", r.Body)
 		}
+		// The diagram shows the current states: start done, a1 active again, the reset nodes without a state.
+		dg := string(e.do("GET", "/api/v1/instances/"+id+"/diagram", e.admin, nil, nil).Body)
+		if !strings.Contains(dg, "class n0 completed") || !strings.Contains(dg, "class n1 active") || strings.Contains(dg, "n2 completed") || strings.Contains(dg, ",n2") {
+			t.Fatalf("diagram after the return:\n%s", dg)
+		}
 		e.act(tok["erin"], id, "a1/erin", "approve", M{})
 		r := e.instance(id)
 		if nodeState(r, "b") != "active" || nodeState(r, "c") != "active" || nodeState(r, "d") != "" {
