@@ -235,8 +235,18 @@ async function clickEdge(from, to) {
     const ctm = p.getScreenCTM()
     return { x: m.x * ctm.a + m.y * ctm.c + ctm.e, y: m.x * ctm.b + m.y * ctm.d + ctm.f }
   })
-  await page.mouse.click(pt.x, pt.y)
-  await page.locator('[data-test=edge-panel]').waitFor()
+  // A click can land while the canvas is still re-rendering after the previous edit (slow, loaded machines):
+  // try a few times before giving up.
+  for (let attempt = 1; ; attempt++) {
+    await page.mouse.click(pt.x, pt.y)
+    try {
+      await page.locator('[data-test=edge-panel]').waitFor({ timeout: 5000 })
+      return
+    } catch (err) {
+      if (attempt >= 4) throw err
+      await page.keyboard.press('Escape')
+    }
+  }
 }
 
 async function typeJson(container, text) {
