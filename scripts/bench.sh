@@ -56,6 +56,7 @@ DB="halley_bench_${STAMP,,}_$$"
 DB=${DB//[^a-z0-9_]/_}
 REDIS_DB=""
 HALLEY_PID=""
+SUITE_PID=""
 WATCHDOG=""
 START=$(date +%s)
 
@@ -67,6 +68,11 @@ cleanup() {
 	trap - EXIT INT TERM
 	set +e
 	[ -n "$WATCHDOG" ] && kill -TERM "$WATCHDOG" 2>/dev/null
+	if [ -n "$SUITE_PID" ]; then
+		# timeout(1) passes the signal on to halley-bench, which stops its loops and exits.
+		kill -TERM "$SUITE_PID" 2>/dev/null
+		wait "$SUITE_PID" 2>/dev/null
+	fi
 	if [ -n "$HALLEY_PID" ] && kill -0 "$HALLEY_PID" 2>/dev/null; then
 		log "stopping Halley (pid $HALLEY_PID)"
 		kill -TERM "$HALLEY_PID" 2>/dev/null
@@ -183,14 +189,22 @@ pprof_top() {
 	$GO tool pprof -top -cum -nodecount=35 "$OUT/halley-under-test" "$1" >"${1%.pprof}.cum.txt" 2>/dev/null || true
 }
 suite() { # name limit-seconds args...
-	local name=$1 limit=$2
+	local name=$1 limit=$2 rc=0
 	shift 2
 	log "suite $name (at most ${limit}s): halley-bench $*"
-	if timeout --signal=TERM --kill-after=30 "$limit" "${BENCH[@]}" "$@" 2>"$OUT/$name.stderr" | tee "$OUT/$name.out"; then
+	# In the background and waited for, so that a signal (Ctrl-C, the watchdog) is handled at once rather than
+	# after the suite; its progress (stderr) is followed on the terminal, its summary printed when it ends.
+	: >"$OUT/$name.stderr"
+	timeout --signal=TERM --kill-after=30 "$limit" "${BENCH[@]}" "$@" >"$OUT/$name.out" 2>"$OUT/$name.stderr" &
+	SUITE_PID=$!
+	tail -n +1 -f --pid="$SUITE_PID" "$OUT/$name.stderr" >&2 &
+	wait "$SUITE_PID" || rc=$?
+	SUITE_PID=""
+	cat "$OUT/$name.out"
+	if [ "$rc" = 0 ]; then
 		tail -n 1 "$OUT/$name.out" >"$OUT/$name.json"
 	else
-		log "suite $name FAILED (see $OUT/$name.stderr)"
-		tail -5 "$OUT/$name.stderr" >&2
+		log "suite $name FAILED with status $rc (see $OUT/$name.stderr)"
 		status=1
 	fi
 	pprof_top "$OUT/$name.cpu.pprof"

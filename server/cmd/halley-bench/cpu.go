@@ -17,6 +17,7 @@ type cpuSnap struct {
 	at      time.Time
 	procs   map[string]time.Duration // name → user+system time
 	busy    time.Duration            // machine: all CPUs, not idle or iowait
+	steal   time.Duration            // machine: time the hypervisor gave to other guests
 	total   time.Duration            // machine: all CPUs, everything
 	missing []string
 }
@@ -55,7 +56,7 @@ func (w cpuWatch) snap() cpuSnap {
 		s.procs[name] = d
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
-		s.busy, s.total, _ = parseSystemStat(string(b))
+		s.busy, s.steal, s.total, _ = parseSystemStat(string(b))
 	}
 	return s
 }
@@ -69,6 +70,7 @@ type CPUUse struct {
 	MachineBusy  float64            `json:"machine_busy"`  // fraction of all CPUs busy (every process)
 	MachineCores float64            `json:"machine_cores"` // cores busy, every process
 	Other        float64            `json:"other_cores"`   // cores busy outside the watched processes
+	Steal        float64            `json:"steal"`         // fraction of all CPU time taken by the hypervisor
 }
 
 // cpuBetween computes the use between two snapshots for ops units of work.
@@ -96,6 +98,7 @@ func cpuBetween(a, b cpuSnap, ops int64) CPUUse {
 		u.MachineBusy = round3(float64(busy) / float64(tot))
 		u.MachineCores = round3(busy.Seconds() / wall.Seconds())
 		u.Other = round3(max(0, (busy-watched).Seconds()/wall.Seconds()))
+		u.Steal = round3(float64(b.steal-a.steal) / float64(tot))
 	}
 	return u
 }
@@ -111,8 +114,8 @@ func (u CPUUse) String() string {
 			parts = append(parts, p)
 		}
 	}
-	return fmt.Sprintf("%s; machine %.2f cores busy (%.0f%%), %.2f of them outside these processes",
-		strings.Join(parts, ", "), u.MachineCores, u.MachineBusy*100, u.Other)
+	return fmt.Sprintf("%s; machine %.2f cores busy (%.0f%%), %.2f of them outside these processes; steal %.1f%%",
+		strings.Join(parts, ", "), u.MachineCores, u.MachineBusy*100, u.Other, u.Steal*100)
 }
 
 // parseProcStat returns utime+stime+cutime+cstime of a /proc/<pid>/stat line: the process and its children
@@ -139,31 +142,34 @@ func parseProcStat(s string) (time.Duration, error) {
 	return ticks(sum), nil
 }
 
-// parseSystemStat returns busy and total CPU time from the "cpu " line of /proc/stat (busy excludes idle and
-// iowait).
-func parseSystemStat(s string) (busy, total time.Duration, err error) {
+// parseSystemStat returns busy, steal and total CPU time from the "cpu " line of /proc/stat (busy excludes idle
+// and iowait, and includes steal).
+func parseSystemStat(s string) (busy, steal, total time.Duration, err error) {
 	for _, line := range strings.Split(s, "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 || f[0] != "cpu" {
 			continue
 		}
-		var sum, idle int64
+		var sum, idle, st int64
 		for i, v := range f[1:] {
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
-				return 0, 0, fmt.Errorf("/proc/stat: %v", err)
+				return 0, 0, 0, fmt.Errorf("/proc/stat: %v", err)
 			}
 			if i >= 8 { // guest and guest_nice are already counted in user and nice
 				break
 			}
 			sum += n
-			if i == 3 || i == 4 { // idle, iowait
+			switch i {
+			case 3, 4: // idle, iowait
 				idle += n
+			case 7:
+				st = n
 			}
 		}
-		return ticks(sum - idle), ticks(sum), nil
+		return ticks(sum - idle), ticks(st), ticks(sum), nil
 	}
-	return 0, 0, fmt.Errorf("/proc/stat: no cpu line")
+	return 0, 0, 0, fmt.Errorf("/proc/stat: no cpu line")
 }
 
 // cpuMeter measures CPU use over a phase that begins after a delay (the warm-up).

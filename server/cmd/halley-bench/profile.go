@@ -58,12 +58,12 @@ func (p profileFlags) fetch(ctx context.Context) error {
 	}
 	resp, err := (&http.Client{Transport: &http.Transport{Proxy: nil}}).Do(req)
 	if err != nil {
-		return fmt.Errorf("profile: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("profile: HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
+		return fmt.Errorf("HTTP %d: %s", resp.StatusCode, strings.TrimSpace(string(b)))
 	}
 	f, err := os.Create(p.out)
 	if err != nil {
@@ -76,7 +76,7 @@ func (p profileFlags) fetch(ctx context.Context) error {
 	return f.Close()
 }
 
-// wait returns the profile's outcome (nil when no profile was asked for), logging a failure: a missing
+// wait waits for the profile (nothing to wait for when none was asked for) and logs a failure: a missing
 // profile never fails a suite.
 func (pr *profiler) wait(stderr io.Writer) {
 	if pr == nil {
@@ -89,7 +89,8 @@ func (pr *profiler) wait(stderr io.Writer) {
 
 // mysqlCounters are the global status counters the steps suite reads before and after its measured phase.
 var mysqlCounters = []string{"Questions", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_commit", "Com_rollback",
-	"Innodb_deadlocks", "Innodb_row_lock_waits", "Innodb_os_log_fsyncs", "Innodb_data_fsyncs"}
+	"Innodb_deadlocks", "Innodb_row_lock_waits", "Innodb_os_log_fsyncs", "Innodb_data_fsyncs",
+	"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests"} // reads: pages that had to come from disk
 
 // globalStatus reads the counters. They are server-wide: other databases' traffic on the same server is
 // included, so per-step figures derived from them are an upper bound.

@@ -315,15 +315,16 @@ func runBaseline(ctx context.Context, db *sql.DB, id string, clients int, warmup
 				}
 				err := commitOne(ctx, db, ins, i, seq, payload)
 				t1 := time.Now()
-				if t0.Before(from) || t1.After(until) {
-					continue
-				}
 				if err != nil {
-					rec.fail(errKind(err))
-					sleepCtx(ctx, 50*time.Millisecond)
-					continue
+					sleepCtx(ctx, 50*time.Millisecond) // a failing server must not be spun on
 				}
-				rec.ok(t1.Sub(t0))
+				switch {
+				case t0.Before(from) || t1.After(until): // warm-up, or finished after the end
+				case err != nil:
+					rec.fail(errKind(err))
+				default:
+					rec.ok(t1.Sub(t0))
+				}
 			}
 		}(i, recs[i])
 	}
@@ -484,16 +485,19 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 			// rec records an operation that began at t0; false when the load is over.
 			rec := func(op string, t0 time.Time, err error) bool {
 				t1 := time.Now()
-				over := done(t1)
-				if t0.Before(from) || over {
-					return !over
+				if done(t1) {
+					return false
 				}
 				if err != nil {
-					w.ops[op].fail(errKind(err))
 					sleepCtx(ctx, 20*time.Millisecond) // a failing server must not be spun on
-					return true
 				}
-				w.ops[op].ok(t1.Sub(t0))
+				switch {
+				case t0.Before(from): // warm-up
+				case err != nil:
+					w.ops[op].fail(errKind(err))
+				default:
+					w.ops[op].ok(t1.Sub(t0))
+				}
 				return true
 			}
 			for !done(time.Now()) {

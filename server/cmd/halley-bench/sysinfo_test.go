@@ -63,24 +63,24 @@ func TestParseProcStat(t *testing.T) {
 
 func TestParseSystemStat(t *testing.T) {
 	// user nice system idle iowait irq softirq steal guest guest_nice
-	stat := "cpu  100 10 50 800 40 0 0 0 30 0\ncpu0 50 5 25 400 20 0 0 0 15 0\nintr 1 2 3\n"
-	busy, total, err := parseSystemStat(stat)
+	stat := "cpu  100 10 50 760 40 0 0 40 30 0\ncpu0 50 5 25 400 20 0 0 0 15 0\nintr 1 2 3\n"
+	busy, steal, total, err := parseSystemStat(stat)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if busy != 1600*time.Millisecond || total != 10*time.Second {
-		t.Errorf("busy %v total %v; want 1.6s and 10s (guest is inside user)", busy, total)
+	if busy != 2*time.Second || steal != 400*time.Millisecond || total != 10*time.Second {
+		t.Errorf("busy %v steal %v total %v; want 2s, 0.4s and 10s (guest is inside user)", busy, steal, total)
 	}
-	if _, _, err := parseSystemStat("intr 1 2\n"); err == nil {
+	if _, _, _, err := parseSystemStat("intr 1 2\n"); err == nil {
 		t.Error("a stat without a cpu line was accepted")
 	}
 }
 
 func TestCPUBetween(t *testing.T) {
 	t0 := time.Unix(1000, 0)
-	a := cpuSnap{at: t0, procs: map[string]time.Duration{"halley": 10 * time.Second, "mysqld": 20 * time.Second}, busy: 100 * time.Second, total: 400 * time.Second}
+	a := cpuSnap{at: t0, procs: map[string]time.Duration{"halley": 10 * time.Second, "mysqld": 20 * time.Second}, busy: 100 * time.Second, steal: 5 * time.Second, total: 400 * time.Second}
 	b := cpuSnap{at: t0.Add(10 * time.Second), procs: map[string]time.Duration{"halley": 15 * time.Second, "mysqld": 28 * time.Second},
-		busy: 118 * time.Second, total: 420 * time.Second}
+		busy: 118 * time.Second, steal: 6 * time.Second, total: 420 * time.Second}
 	u := cpuBetween(a, b, 1000)
 	if u.Cores["halley"] != 0.5 || u.Cores["mysqld"] != 0.8 {
 		t.Errorf("cores = %v, want halley 0.5, mysqld 0.8", u.Cores)
@@ -88,8 +88,8 @@ func TestCPUBetween(t *testing.T) {
 	if u.MsPerOp["halley"] != 5 || u.MsPerOp["mysqld"] != 8 {
 		t.Errorf("ms per op = %v, want halley 5, mysqld 8", u.MsPerOp)
 	}
-	if u.MachineBusy != 0.9 || u.MachineCores != 1.8 || u.Other != 0.5 {
-		t.Errorf("machine busy %v, cores %v, other %v; want 0.9, 1.8, 0.5", u.MachineBusy, u.MachineCores, u.Other)
+	if u.MachineBusy != 0.9 || u.MachineCores != 1.8 || u.Other != 0.5 || u.Steal != 0.05 {
+		t.Errorf("machine busy %v, cores %v, other %v, steal %v; want 0.9, 1.8, 0.5, 0.05", u.MachineBusy, u.MachineCores, u.Other, u.Steal)
 	}
 }
 

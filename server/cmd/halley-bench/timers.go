@@ -6,9 +6,11 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,7 +48,11 @@ type TimersFigures struct {
 	LateP99    float64 `json:"lateness_p99_ms"`
 	LateMax    float64 `json:"lateness_max_ms"`
 	LateMean   float64 `json:"lateness_mean_ms"`
-	SpotCheck  string  `json:"api_spot_check"` // timer.fired counted through GET /instances/{id}/history on a sample
+	LateP90    float64 `json:"lateness_p90_ms"`
+	LateP999   float64 `json:"lateness_p999_ms"`
+	// LateHist counts fired timers by lateness: "<=10ms", "<=50ms", ..., ">5s".
+	LateHist  []Bucket `json:"lateness_histogram"`
+	SpotCheck string   `json:"api_spot_check"` // timer.fired counted through GET /instances/{id}/history on a sample
 
 	FireS      float64  `json:"fire_span_s"` // first due to last fired_at
 	FirePerS   float64  `json:"fired_per_s"`
@@ -559,6 +565,7 @@ func timerRows(ctx context.Context, db *sql.DB, key string, t0 time.Time, f *Tim
 	}
 	l := latenessOf(lat)
 	f.Early, f.LateP50, f.LateP99, f.LateMax, f.LateMean = l.early, l.p50, l.p99, l.max, l.mean
+	f.LateP90, f.LateP999, f.LateHist = l.p90, l.p999, l.hist
 	if !firstDue.IsZero() {
 		f.FireS = round3(lastFired.Sub(firstDue).Seconds())
 		if f.FireS > 0 {
@@ -585,8 +592,35 @@ func timerRows(ctx context.Context, db *sql.DB, key string, t0 time.Time, f *Tim
 
 // lateness is the distribution of fired_at - due_at.
 type lateness struct {
-	early               int64
-	p50, p99, max, mean float64 // ms
+	early                          int64
+	p50, p90, p99, p999, max, mean float64 // ms
+	hist                           []Bucket
+}
+
+// Bucket is one bar of a histogram: how many values were at most Le (the last bucket: above the previous one).
+type Bucket struct {
+	Le    string `json:"le"`
+	Count int64  `json:"count"`
+}
+
+// lateBuckets are the histogram's upper bounds in microseconds; the last bucket holds everything above.
+var lateBuckets = []struct {
+	name string
+	us   int64
+}{{"<=10ms", 10_000}, {"<=50ms", 50_000}, {"<=100ms", 100_000}, {"<=500ms", 500_000}, {"<=1s", 1_000_000}, {"<=5s", 5_000_000}, {">5s", math.MaxInt64}}
+
+// histogram counts sorted values (µs) per bucket.
+func histogram(sorted []int64) []Bucket {
+	out := make([]Bucket, len(lateBuckets))
+	i := 0
+	for b, lb := range lateBuckets {
+		out[b].Le = lb.name
+		for i < len(sorted) && sorted[i] <= lb.us {
+			out[b].Count++
+			i++
+		}
+	}
+	return out
 }
 
 // latenessOf summarises lateness values in microseconds; negative ones (fired early) are counted apart and
@@ -606,7 +640,10 @@ func latenessOf(us []int64) lateness {
 		sum += float64(v)
 	}
 	l.p50 = round3(float64(percentile(s, 50)) / 1000)
+	l.p90 = round3(float64(percentile(s, 90)) / 1000)
 	l.p99 = round3(float64(percentile(s, 99)) / 1000)
+	l.p999 = round3(float64(percentile(s, 99.9)) / 1000)
+	l.hist = histogram(s)
 	l.max = round3(float64(s[len(s)-1]) / 1000)
 	l.mean = round3(sum / float64(len(s)) / 1000)
 	return l
@@ -667,7 +704,9 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 		latencyLine("arm", f.ArmLat),
 		fmt.Sprintf("  rows %d: fired %d, pending %d, cancelled %d; lost %d; timer.fired events %d, duplicates %d; instances completed %d",
 			f.Rows, f.Fired, f.Pending, f.Cancelled, f.Lost, f.FiredEvts, f.Duplicates, f.Completed),
-		fmt.Sprintf("  lateness (fired_at - due_at): p50 %.1f ms  p99 %.1f ms  max %.1f ms  mean %.1f ms; early %d", f.LateP50, f.LateP99, f.LateMax, f.LateMean, f.Early),
+		fmt.Sprintf("  lateness (fired_at - due_at): p50 %.1f ms  p90 %.1f ms  p99 %.1f ms  p99.9 %.1f ms  max %.1f ms  mean %.1f ms; early %d",
+			f.LateP50, f.LateP90, f.LateP99, f.LateP999, f.LateMax, f.LateMean, f.Early),
+		"  lateness histogram: " + histString(f.LateHist),
 		fmt.Sprintf("  firing: %.1f s from the first due time to the last fired_at (%.1f fired/s)", f.FireS, f.FirePerS),
 	}
 	if f.Storm {
@@ -690,8 +729,8 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 		p    map[string]float64
 	}{{"armed", f.MySQLPerArm}, {"fired", f.MySQLPerFire}} {
 		if x.p != nil {
-			s = append(s, fmt.Sprintf("  mysql per timer %s (server-wide counters, background load included): %.1f statements, %.2f commits, %.2f rollbacks, %.2f deadlocks",
-				x.what, x.p["Questions"], x.p["Com_commit"], x.p["Com_rollback"], x.p["Innodb_deadlocks"]))
+			s = append(s, fmt.Sprintf("  mysql per timer %s (server-wide counters, background load included): %.1f statements, %.2f commits, %.2f rollbacks, %.2f deadlocks, %.2f pages read from disk",
+				x.what, x.p["Questions"], x.p["Com_commit"], x.p["Com_rollback"], x.p["Innodb_deadlocks"], x.p["Innodb_buffer_pool_reads"]))
 		}
 	}
 	if f.TimedOut {
@@ -703,4 +742,12 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 	s = append(s, targetLines(f.Targets)...)
 	s = append(s, "machine: "+fmt.Sprintf("%d CPUs, %d MB, MySQL %s, Redis %s; ", f.Machine.NProc, f.Machine.MemTotalMB, f.Machine.MariaDB, f.Machine.Redis)+f.Machine.loadString()+" (shared machine: figures are noisy)")
 	return s
+}
+
+func histString(h []Bucket) string {
+	parts := make([]string, len(h))
+	for i, b := range h {
+		parts[i] = fmt.Sprintf("%s %d", b.Le, b.Count)
+	}
+	return strings.Join(parts, ", ")
 }

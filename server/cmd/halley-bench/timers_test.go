@@ -74,11 +74,37 @@ func TestLatenessOf(t *testing.T) {
 	if want := round3((5050000.0 - 500) / 101 / 1000); l.mean != want {
 		t.Errorf("mean = %v, want %v", l.mean, want)
 	}
-	if z := latenessOf(nil); z != (lateness{}) {
+	if l.p90 != 90 || l.p999 != 100 {
+		t.Errorf("p90 %v, p99.9 %v; want 90 and 100", l.p90, l.p999)
+	}
+	// -0.5 ms and 1..10 ms are ≤ 10 ms; 11..50 ≤ 50 ms; 51..100 ≤ 100 ms.
+	want := []int64{11, 40, 50, 0, 0, 0, 0}
+	for i, b := range l.hist {
+		if b.Count != want[i] {
+			t.Errorf("histogram bucket %s = %d, want %d", b.Le, b.Count, want[i])
+		}
+	}
+	if z := latenessOf(nil); z.early != 0 || z.p99 != 0 || z.max != 0 || z.hist != nil {
 		t.Errorf("no timers: %+v, want zeroes", z)
 	}
 	if us[0] != 1000 {
 		t.Error("latenessOf sorted its caller's slice")
+	}
+}
+
+func TestHistogramBucketsEverything(t *testing.T) {
+	sorted := []int64{-5, 10_000, 10_001, 500_000, 999_999, 1_000_001, 5_000_000, 5_000_001, 60_000_000}
+	h := histogram(sorted)
+	want := map[string]int64{"<=10ms": 2, "<=50ms": 1, "<=100ms": 0, "<=500ms": 1, "<=1s": 1, "<=5s": 2, ">5s": 2}
+	var total int64
+	for _, b := range h {
+		total += b.Count
+		if b.Count != want[b.Le] {
+			t.Errorf("bucket %s = %d, want %d", b.Le, b.Count, want[b.Le])
+		}
+	}
+	if total != int64(len(sorted)) {
+		t.Errorf("histogram holds %d values, want %d", total, len(sorted))
 	}
 }
 
