@@ -264,38 +264,78 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 // UpdateInstance locks, loads, calls fn and writes back, in one transaction.
 func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
 	return s.inTx(ctx, func(tx *gorm.DB) error {
-		var row instanceRow
-		if err := tx.Clauses(s.lockClause()...).Where("id = ? AND tenant_id = ?", id, tenant).Take(&row).Error; err != nil {
-			return notFound(err, "instance %q not found", id)
-		}
-		inst, err := row.toModel(true)
+		ws, err := s.lockWorks(tx, tenant, []string{id})
 		if err != nil {
 			return err
 		}
-		var trows []taskRow
-		if err := tx.Where("instance_id = ? AND status IN ?", id, []string{model.TaskPending, model.TaskWaiting}).Order("id").Find(&trows).Error; err != nil {
-			return fmt.Errorf("store: unable to load tasks of instance %s: %w", id, err)
+		if len(ws) == 0 {
+			return model.Errorf(model.ENOTFOUND, "instance %q not found", id)
 		}
-		w := &model.Work{Instance: inst, Tasks: make([]*model.Task, len(trows)), ChangedTasks: map[string]*model.Task{}}
-		for i := range trows {
-			w.Tasks[i] = trows[i].toModel()
-		}
+		w := ws[0]
 		if err := fn(w); err != nil {
 			return err
 		}
+		return s.saveWorks(tx, w)
+	})
+}
+
+// lockWorks locks the instance rows with these ids (of one tenant) in id order, and loads each with its open
+// tasks into a Work. Missing ids are left out.
+func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Work, error) {
+	var rows []instanceRow
+	if err := tx.Clauses(s.lockClause()...).Where("id IN ? AND tenant_id = ?", ids, tenant).Order("id").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to lock instances: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, nil
+	}
+	ws := make([]*model.Work, len(rows))
+	byID := make(map[string]*model.Work, len(rows))
+	found := make([]string, len(rows))
+	for i := range rows {
+		inst, err := rows[i].toModel(true)
+		if err != nil {
+			return nil, err
+		}
+		ws[i] = &model.Work{Instance: inst, ChangedTasks: map[string]*model.Task{}}
+		byID[inst.ID] = ws[i]
+		found[i] = inst.ID
+	}
+	var trows []taskRow
+	if err := tx.Where("instance_id IN ? AND status IN ?", found, []string{model.TaskPending, model.TaskWaiting}).Order("id").Find(&trows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to load open tasks: %w", err)
+	}
+	for i := range trows {
+		w := byID[trows[i].InstanceID]
+		w.Tasks = append(w.Tasks, trows[i].toModel())
+	}
+	for _, w := range ws {
+		if w.Tasks == nil {
+			w.Tasks = []*model.Task{}
+		}
+	}
+	return ws, nil
+}
+
+// saveWorks writes back the instance rows of works loaded by lockWorks and everything else they changed.
+func (s *Store) saveWorks(tx *gorm.DB, ws ...*model.Work) error {
+	for _, w := range ws {
 		nrow, err := toInstanceRow(w.Instance)
 		if err != nil {
 			return err
 		}
-		res := tx.Model(&instanceRow{}).Where("id = ?", id).Updates(map[string]any{
+		res := tx.Model(&instanceRow{}).Where("id = ?", nrow.ID).Updates(map[string]any{
 			"title": nrow.Title, "status": nrow.Status, "context": nrow.Context, "state": nrow.State, "rev": nrow.Rev,
 			"updated_at": nrow.UpdatedAt, "ended_at": nrow.EndedAt, "correlation_id": nrow.CorrelationID,
 		})
 		if res.Error != nil {
-			return fmt.Errorf("store: unable to update instance %s: %w", id, res.Error)
+			return fmt.Errorf("store: unable to update instance %s: %w", nrow.ID, res.Error)
 		}
-		return s.writeWork(tx, w)
-	})
+		if err := s.writeWork(tx, w); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // writeWork writes what the engine changed besides the instance row, each kind in one batched statement.
