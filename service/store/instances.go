@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -11,7 +12,6 @@ import (
 	"time"
 
 	"gorm.io/gorm"
-	"gorm.io/gorm/clause"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -247,6 +247,39 @@ func (pluginRunRow) TableName() string { return "plugin_runs" }
 
 var _ model.InstanceStore = (*Store)(nil)
 
+const (
+	instanceCols = "id, tenant_id, tkey, version, title, status, initiator, correlation_id, context, state, rev, created_at, updated_at, ended_at"
+	taskCols     = "id, tenant_id, instance_id, node_id, node_name, node_instance_id, assignee, status, kind, grp, position, parent_id, " +
+		"after_signers, comment, data, decided_by, title, tkey, initiator, created_at, decided_at"
+)
+
+func scanInstance(rows *sql.Rows, r *instanceRow) error {
+	var ended sql.NullTime
+	err := rows.Scan(&r.ID, &r.TenantID, &r.Tkey, &r.Version, &r.Title, &r.Status, &r.Initiator, &r.CorrelationID, &r.Context, &r.State,
+		&r.Rev, &r.CreatedAt, &r.UpdatedAt, &ended)
+	if ended.Valid {
+		t := ended.Time
+		r.EndedAt = &t
+	}
+	return err
+}
+
+func scanTask(rows *sql.Rows, r *taskRow) error {
+	var decided sql.NullTime
+	err := rows.Scan(&r.ID, &r.TenantID, &r.InstanceID, &r.NodeID, &r.NodeName, &r.NodeInstanceID, &r.Assignee, &r.Status, &r.Kind, &r.Grp,
+		&r.Position, &r.ParentID, &r.AfterSigners, &r.Comment, &r.Data, &r.DecidedBy, &r.Title, &r.Tkey, &r.Initiator, &r.CreatedAt, &decided)
+	if decided.Valid {
+		t := decided.Time
+		r.DecidedAt = &t
+	}
+	return err
+}
+
+func taskArgs(r *taskRow) []any {
+	return []any{r.ID, r.TenantID, r.InstanceID, r.NodeID, r.NodeName, r.NodeInstanceID, r.Assignee, r.Status, r.Kind, r.Grp, r.Position, r.ParentID,
+		r.AfterSigners, r.Comment, r.Data, r.DecidedBy, r.Title, r.Tkey, r.Initiator, r.CreatedAt, r.DecidedAt}
+}
+
 // CreateInstance writes a new instance and the work of its first step in one transaction.
 func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 	return s.inTx(ctx, func(tx *gorm.DB) error {
@@ -254,10 +287,14 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 		if err != nil {
 			return err
 		}
-		if err := tx.Create(&row).Error; err != nil {
-			return fmt.Errorf("store: unable to create instance: %w", err)
+		c, err := rawTx(tx)
+		if err != nil {
+			return err
 		}
-		return s.writeWork(tx, w)
+		b := &batch{dialect: s.dialect}
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES ("+placeholders(14)+")", row.ID, row.TenantID, row.Tkey, row.Version, row.Title,
+			row.Status, row.Initiator, row.CorrelationID, row.Context, row.State, row.Rev, row.CreatedAt, row.UpdatedAt, row.EndedAt)
+		return s.writeWorks(ctx, tx, c, b, w)
 	})
 }
 
@@ -280,230 +317,284 @@ func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w
 }
 
 // lockWorks locks the instance rows with these ids (of one tenant) in id order, and loads each with its open
-// tasks into a Work. Missing ids are left out.
+// tasks into a Work. Missing ids are left out. On MySQL the lock and the task read are one round trip.
 func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Work, error) {
-	var rows []instanceRow
-	if err := tx.Clauses(s.lockClause()...).Where("id IN ? AND tenant_id = ?", ids, tenant).Order("id").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("store: unable to lock instances: %w", err)
-	}
-	if len(rows) == 0 {
+	if len(ids) == 0 {
 		return nil, nil
 	}
-	ws := make([]*model.Work, len(rows))
-	byID := make(map[string]*model.Work, len(rows))
-	found := make([]string, len(rows))
-	for i := range rows {
-		inst, err := rows[i].toModel(true)
+	ctx := tx.Statement.Context
+	c, err := rawTx(tx)
+	if err != nil {
+		return nil, err
+	}
+	in := placeholders(len(ids))
+	lockQ := "SELECT " + instanceCols + " FROM instances WHERE id IN (" + in + ") AND tenant_id = ? ORDER BY id"
+	taskQ := "SELECT " + taskCols + " FROM tasks WHERE instance_id IN (" + in + ") AND status IN (?, ?) ORDER BY id"
+	lockArgs := append(strArgs(ids), tenant)
+	taskArgs := append(strArgs(ids), model.TaskPending, model.TaskWaiting)
+	var rows *sql.Rows
+	if s.dialect == MySQL {
+		// The task read runs after the lock is granted, so it sees what the previous holder committed.
+		rows, err = c.QueryContext(ctx, lockQ+" FOR UPDATE;\n"+taskQ, append(lockArgs, taskArgs...)...)
+	} else {
+		rows, err = c.QueryContext(ctx, lockQ, lockArgs...)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to lock instances: %w", err)
+	}
+	defer rows.Close()
+	var ws []*model.Work
+	byID := make(map[string]*model.Work, len(ids))
+	for rows.Next() {
+		var r instanceRow
+		if err := scanInstance(rows, &r); err != nil {
+			return nil, fmt.Errorf("store: unable to read instance: %w", err)
+		}
+		inst, err := r.toModel(true)
 		if err != nil {
 			return nil, err
 		}
-		ws[i] = &model.Work{Instance: inst, ChangedTasks: map[string]*model.Task{}}
-		byID[inst.ID] = ws[i]
-		found[i] = inst.ID
+		w := &model.Work{Instance: inst, Tasks: []*model.Task{}, ChangedTasks: map[string]*model.Task{}}
+		ws = append(ws, w)
+		byID[inst.ID] = w
 	}
-	var trows []taskRow
-	if err := tx.Where("instance_id IN ? AND status IN ?", found, []string{model.TaskPending, model.TaskWaiting}).Order("id").Find(&trows).Error; err != nil {
-		return nil, fmt.Errorf("store: unable to load open tasks: %w", err)
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: unable to lock instances: %w", err)
 	}
-	for i := range trows {
-		w := byID[trows[i].InstanceID]
-		w.Tasks = append(w.Tasks, trows[i].toModel())
-	}
-	for _, w := range ws {
-		if w.Tasks == nil {
-			w.Tasks = []*model.Task{}
+	if s.dialect == MySQL {
+		if !rows.NextResultSet() {
+			return nil, fmt.Errorf("store: unable to load open tasks: %w", rows.Err())
 		}
+	} else {
+		rows.Close()
+		if len(ws) == 0 {
+			return nil, nil
+		}
+		if rows, err = c.QueryContext(ctx, taskQ, taskArgs...); err != nil {
+			return nil, fmt.Errorf("store: unable to load open tasks: %w", err)
+		}
+		defer rows.Close()
+	}
+	for rows.Next() {
+		var r taskRow
+		if err := scanTask(rows, &r); err != nil {
+			return nil, fmt.Errorf("store: unable to read task: %w", err)
+		}
+		if w := byID[r.InstanceID]; w != nil { // an id of another tenant has no work
+			w.Tasks = append(w.Tasks, r.toModel())
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: unable to load open tasks: %w", err)
 	}
 	return ws, nil
 }
 
-// saveWorks writes back the instance rows of works loaded by lockWorks and everything else they changed.
+// saveWorks writes back the instance rows of works loaded by lockWorks and everything else they changed, the
+// rows of every work together (one multi-row statement per kind of change).
 func (s *Store) saveWorks(tx *gorm.DB, ws ...*model.Work) error {
+	if len(ws) == 0 {
+		return nil
+	}
+	c, err := rawTx(tx)
+	if err != nil {
+		return err
+	}
+	b := &batch{dialect: s.dialect}
 	for _, w := range ws {
-		nrow, err := toInstanceRow(w.Instance)
+		r, err := toInstanceRow(w.Instance)
 		if err != nil {
 			return err
 		}
-		res := tx.Model(&instanceRow{}).Where("id = ?", nrow.ID).Updates(map[string]any{
-			"title": nrow.Title, "status": nrow.Status, "context": nrow.Context, "state": nrow.State, "rev": nrow.Rev,
-			"updated_at": nrow.UpdatedAt, "ended_at": nrow.EndedAt, "correlation_id": nrow.CorrelationID,
-		})
-		if res.Error != nil {
-			return fmt.Errorf("store: unable to update instance %s: %w", nrow.ID, res.Error)
-		}
-		if err := s.writeWork(tx, w); err != nil {
-			return err
-		}
+		b.add("UPDATE instances SET title = ?, status = ?, context = ?, state = ?, rev = ?, updated_at = ?, ended_at = ?, correlation_id = ? WHERE id = ?",
+			r.Title, r.Status, r.Context, r.State, r.Rev, r.UpdatedAt, r.EndedAt, r.CorrelationID, r.ID)
 	}
-	return nil
+	return s.writeWorks(tx.Statement.Context, tx, c, b, ws...)
 }
 
-// writeWork writes what the engine changed besides the instance row, each kind in one batched statement.
-func (s *Store) writeWork(tx *gorm.DB, w *model.Work) error {
-	if len(w.NewTasks) > 0 {
-		rows := make([]taskRow, len(w.NewTasks))
+// writeWorks adds what the works changed besides their instance rows to b, each kind in one multi-row statement,
+// sends b, then runs the writes whose results decide whether the step holds (consumed messages, plugin results).
+func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, ws ...*model.Work) error {
+	now := s.now()
+	var (
+		newTasks  []any
+		nNew      int
+		changed   []*model.Task
+		history   []any
+		nHist     int
+		bookmarks []any
+		nBook     int
+		closeBM   []string
+		timers    []any
+		nTimer    int
+		cancelT   []string
+		firedT    []string
+		consume   []string
+		ccs       []any
+		nCC       int
+		runs      []any
+		nRun      int
+		outbox    []any
+		nOut      int
+	)
+	for _, w := range ws {
 		isNew := make(map[string]bool, len(w.NewTasks))
-		for i, t := range w.NewTasks {
-			rows[i] = toTaskRow(t)
+		for _, t := range w.NewTasks {
+			r := toTaskRow(t)
+			newTasks = append(newTasks, taskArgs(&r)...)
+			nNew++
 			isNew[t.ID] = true
 		}
-		if err := tx.Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to create tasks: %w", err)
-		}
+		ids := make([]string, 0, len(w.ChangedTasks))
 		for id := range w.ChangedTasks {
-			if isNew[id] {
-				delete(w.ChangedTasks, id) // written above in its final form
+			if !isNew[id] { // a task created in this step is written once, in its final form
+				ids = append(ids, id)
 			}
 		}
+		sort.Strings(ids)
+		for _, id := range ids {
+			changed = append(changed, w.ChangedTasks[id])
+		}
+		for _, h := range w.History {
+			d := string(h.Data)
+			if d == "" {
+				d = "{}"
+			}
+			history = append(history, w.Instance.TenantID, w.Instance.ID, h.At.UTC(), h.Actor, h.Action, h.NodeID, h.TaskID, h.Comment, d)
+			nHist++
+		}
+		for _, bm := range w.NewBookmarks {
+			p := string(bm.Payload)
+			if p == "" {
+				p = "{}"
+			}
+			bookmarks = append(bookmarks, bm.ID, bm.TenantID, bm.InstanceID, bm.NodeID, bm.NodeInstanceID, bm.Kind, bm.Hash, bm.MessageName,
+				bm.CorrelationID, p, bm.CreatedAt.UTC(), nil)
+			nBook++
+		}
+		closeBM = append(closeBM, w.CloseBookmarks...)
+		for _, t := range w.NewTimers {
+			p := string(t.Payload)
+			if p == "" {
+				p = "{}"
+			}
+			timers = append(timers, t.ID, t.TenantID, t.InstanceID, t.NodeID, t.NodeInstanceID, t.Kind, t.DueAt.UTC(), model.TimerPending, p, now, nil)
+			nTimer++
+		}
+		cancelT = append(cancelT, w.CancelTimers...)
+		firedT = append(firedT, w.FiredTimers...)
+		consume = append(consume, w.ConsumeMessage...)
+		for _, cc := range w.CC {
+			ccs = append(ccs, cc.ID, cc.TenantID, cc.InstanceID, cc.NodeID, cc.Username, cc.CreatedAt.UTC(), nil)
+			nCC++
+		}
+		for _, r := range w.NewPluginRuns {
+			runs = append(runs, r.ID, r.TenantID, r.Plugin, r.Version, r.InstanceID, r.NodeID, r.NodeInstanceID, r.Phase, r.Status, r.Attempt,
+				string(r.Input), "", "", "", "", "", r.CreatedAt.UTC())
+			nRun++
+		}
+		for _, o := range w.Outbox {
+			p := string(o.Payload)
+			if p == "" {
+				p = "{}"
+			}
+			outbox = append(outbox, o.TenantID, o.Kind, o.Ref, p, now)
+			nOut++
+		}
 	}
-	if len(w.ChangedTasks) > 0 {
-		// Group identical updates (e.g. every other signer cancelled) into one statement.
+	if nNew > 0 {
+		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(nNew, 21), newTasks...)
+	}
+	if len(changed) > 0 {
+		// Identical updates (e.g. every other signer cancelled) share one statement.
 		type upd struct {
 			status, comment, data, decidedBy, after, assignee string
 			decidedAt                                         *time.Time
 		}
-		groups := map[upd][]string{}
-		var order []upd
-		ids := make([]string, 0, len(w.ChangedTasks))
-		for id := range w.ChangedTasks {
-			ids = append(ids, id)
-		}
-		sort.Strings(ids)
-		for _, id := range ids {
-			r := toTaskRow(w.ChangedTasks[id])
+		var (
+			order  []upd
+			groups [][]string
+		)
+		for _, t := range changed {
+			r := toTaskRow(t)
 			k := upd{r.Status, r.Comment, r.Data, r.DecidedBy, r.AfterSigners, r.Assignee, r.DecidedAt}
-			if r.DecidedAt != nil {
-				k.decidedAt = r.DecidedAt
-			}
 			found := false
-			for _, o := range order {
+			for i, o := range order {
 				if o.status == k.status && o.comment == k.comment && o.data == k.data && o.decidedBy == k.decidedBy && o.after == k.after &&
 					o.assignee == k.assignee && timeEq(o.decidedAt, k.decidedAt) {
-					groups[o] = append(groups[o], id)
+					groups[i] = append(groups[i], r.ID)
 					found = true
 					break
 				}
 			}
 			if !found {
 				order = append(order, k)
-				groups[k] = []string{id}
+				groups = append(groups, []string{r.ID})
 			}
 		}
-		for _, k := range order {
-			err := tx.Model(&taskRow{}).Where("id IN ?", groups[k]).Updates(map[string]any{
-				"status": k.status, "comment": k.comment, "data": k.data, "decided_by": k.decidedBy, "after_signers": k.after,
-				"assignee": k.assignee, "decided_at": k.decidedAt}).Error
-			if err != nil {
-				return fmt.Errorf("store: unable to update tasks: %w", err)
-			}
+		for i, k := range order {
+			args := append([]any{k.status, k.comment, k.data, k.decidedBy, k.after, k.assignee, k.decidedAt}, strArgs(groups[i])...)
+			b.add("UPDATE tasks SET status = ?, comment = ?, data = ?, decided_by = ?, after_signers = ?, assignee = ?, decided_at = ? WHERE id IN ("+
+				placeholders(len(groups[i]))+")", args...)
 		}
 	}
-	if len(w.History) > 0 {
-		rows := make([]historyRow, len(w.History))
-		for i, h := range w.History {
-			d := string(h.Data)
-			if d == "" {
-				d = "{}"
-			}
-			rows[i] = historyRow{TenantID: w.Instance.TenantID, InstanceID: w.Instance.ID, At: h.At.UTC(), Actor: h.Actor, Action: h.Action, NodeID: h.NodeID, TaskID: h.TaskID, Comment: h.Comment, Data: d}
-		}
-		if err := tx.Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to append history: %w", err)
-		}
+	if nHist > 0 {
+		b.add("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data) VALUES "+rowsOf(nHist, 9), history...)
 	}
-	now := s.now()
-	if len(w.NewBookmarks) > 0 {
-		rows := make([]bookmarkRow, len(w.NewBookmarks))
-		for i, b := range w.NewBookmarks {
-			p := string(b.Payload)
-			if p == "" {
-				p = "{}"
-			}
-			rows[i] = bookmarkRow{ID: b.ID, TenantID: b.TenantID, InstanceID: b.InstanceID, NodeID: b.NodeID, NodeInstanceID: b.NodeInstanceID, Kind: b.Kind,
-				Hash: b.Hash, MessageName: b.MessageName, CorrelationID: b.CorrelationID, Payload: p, CreatedAt: b.CreatedAt.UTC()}
-		}
-		if err := tx.Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to create bookmarks: %w", err)
-		}
+	if nBook > 0 {
+		b.add("INSERT INTO bookmarks (id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at) VALUES "+
+			rowsOf(nBook, 12), bookmarks...)
 	}
 	// Closed after the inserts: a bookmark may be opened and closed in one step.
-	if len(w.CloseBookmarks) > 0 {
-		if err := tx.Model(&bookmarkRow{}).Where("node_instance_id IN ? AND closed_at IS NULL", w.CloseBookmarks).Update("closed_at", now).Error; err != nil {
-			return fmt.Errorf("store: unable to close bookmarks: %w", err)
-		}
+	if len(closeBM) > 0 {
+		b.add("UPDATE bookmarks SET closed_at = ? WHERE node_instance_id IN ("+placeholders(len(closeBM))+") AND closed_at IS NULL",
+			append([]any{now}, strArgs(closeBM)...)...)
 	}
-	if len(w.NewTimers) > 0 {
-		rows := make([]timerRow, len(w.NewTimers))
-		for i, t := range w.NewTimers {
-			p := string(t.Payload)
-			if p == "" {
-				p = "{}"
-			}
-			rows[i] = timerRow{ID: t.ID, TenantID: t.TenantID, InstanceID: t.InstanceID, NodeID: t.NodeID, NodeInstanceID: t.NodeInstanceID, Kind: t.Kind,
-				DueAt: t.DueAt.UTC(), Status: model.TimerPending, Payload: p, CreatedAt: now}
-		}
+	if nTimer > 0 {
 		// A re-armed timer (same id) replaces its row. An upsert, not delete-then-insert: deleting ids that do not
 		// exist takes InnoDB gap locks, and concurrent steps (time-ordered ids land in one gap) deadlock on them.
-		if err := tx.Clauses(clause.OnConflict{UpdateAll: true}).Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to create timers: %w", err)
-		}
+		b.add("INSERT INTO timers (id, tenant_id, instance_id, node_id, node_instance_id, kind, due_at, status, payload, created_at, fired_at) VALUES "+
+			rowsOf(nTimer, 11)+upsertSuffix(s.dialect, "tenant_id", "instance_id", "node_id", "node_instance_id", "kind", "due_at", "status", "payload",
+			"created_at", "fired_at"), timers...)
 	}
 	// Cancelled after the inserts: a timer may be armed and cancelled in one step.
-	if len(w.CancelTimers) > 0 {
-		if err := tx.Model(&timerRow{}).Where("node_instance_id IN ? AND status = ?", w.CancelTimers, model.TimerPending).Update("status", model.TimerCancelled).Error; err != nil {
-			return fmt.Errorf("store: unable to cancel timers: %w", err)
-		}
+	if len(cancelT) > 0 {
+		b.add("UPDATE timers SET status = ? WHERE node_instance_id IN ("+placeholders(len(cancelT))+") AND status = ?",
+			append(append([]any{model.TimerCancelled}, strArgs(cancelT)...), model.TimerPending)...)
 	}
-	if len(w.FiredTimers) > 0 {
-		if err := tx.Model(&timerRow{}).Where("id IN ? AND status = ?", w.FiredTimers, model.TimerPending).Updates(map[string]any{"status": model.TimerFired, "fired_at": now}).Error; err != nil {
-			return fmt.Errorf("store: unable to mark timers fired: %w", err)
-		}
+	if len(firedT) > 0 {
+		b.add("UPDATE timers SET status = ?, fired_at = ? WHERE id IN ("+placeholders(len(firedT))+") AND status = ?",
+			append(append([]any{model.TimerFired, now}, strArgs(firedT)...), model.TimerPending)...)
 	}
-	if len(w.ConsumeMessage) > 0 {
-		res := tx.Model(&messageRow{}).Where("id IN ? AND consumed_at IS NULL", w.ConsumeMessage).Update("consumed_at", now)
-		if res.Error != nil {
-			return fmt.Errorf("store: unable to consume messages: %w", res.Error)
+	if nCC > 0 {
+		b.add("INSERT INTO cc (id, tenant_id, instance_id, node_id, username, created_at, read_at) VALUES "+rowsOf(nCC, 7), ccs...)
+	}
+	if nRun > 0 {
+		b.add("INSERT INTO plugin_runs (id, tenant_id, plugin, version, instance_id, node_id, node_instance_id, phase, status, attempt, input, "+
+			"output, error, stdout, stderr, lease_owner, created_at) VALUES "+rowsOf(nRun, 17), runs...)
+	}
+	if nOut > 0 {
+		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
+	}
+	if err := b.exec(ctx, c); err != nil {
+		return fmt.Errorf("store: unable to write the step: %w", err)
+	}
+	if len(consume) > 0 {
+		res, err := c.ExecContext(ctx, "UPDATE messages SET consumed_at = ? WHERE id IN ("+placeholders(len(consume))+") AND consumed_at IS NULL",
+			append([]any{now}, strArgs(consume)...)...)
+		if err != nil {
+			return fmt.Errorf("store: unable to consume messages: %w", err)
 		}
-		if res.RowsAffected != int64(len(w.ConsumeMessage)) {
+		if n, _ := res.RowsAffected(); n != int64(len(consume)) {
 			// Another step consumed it first: this one runs again and no longer finds it.
 			return model.ErrStaleRead
 		}
 	}
-	if len(w.CC) > 0 {
-		rows := make([]ccRow, len(w.CC))
-		for i, c := range w.CC {
-			rows[i] = ccRow{ID: c.ID, TenantID: c.TenantID, InstanceID: c.InstanceID, NodeID: c.NodeID, Username: c.Username, CreatedAt: c.CreatedAt.UTC()}
-		}
-		if err := tx.Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to create cc records: %w", err)
-		}
-	}
-	if len(w.NewPluginRuns) > 0 {
-		rows := make([]pluginRunRow, len(w.NewPluginRuns))
-		for i, r := range w.NewPluginRuns {
-			rows[i] = pluginRunRow{ID: r.ID, TenantID: r.TenantID, Plugin: r.Plugin, Version: r.Version, InstanceID: r.InstanceID, NodeID: r.NodeID,
-				NodeInstanceID: r.NodeInstanceID, Phase: r.Phase, Status: r.Status, Attempt: r.Attempt, Input: string(r.Input), CreatedAt: r.CreatedAt.UTC()}
-		}
-		if err := tx.Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to create plugin runs: %w", err)
-		}
-	}
-	for _, u := range w.RunUpdates {
-		if err := applyRunUpdate(tx, u); err != nil {
-			return err
-		}
-	}
-	if len(w.Outbox) > 0 {
-		rows := make([]outboxRow, len(w.Outbox))
-		for i, o := range w.Outbox {
-			p := string(o.Payload)
-			if p == "" {
-				p = "{}"
+	for _, w := range ws {
+		for _, u := range w.RunUpdates {
+			if err := applyRunUpdate(tx, u); err != nil {
+				return err
 			}
-			rows[i] = outboxRow{TenantID: o.TenantID, Kind: o.Kind, Ref: o.Ref, Payload: p, CreatedAt: now}
-		}
-		if err := tx.Create(&rows).Error; err != nil {
-			return fmt.Errorf("store: unable to write outbox: %w", err)
 		}
 	}
 	return nil

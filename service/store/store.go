@@ -155,6 +155,9 @@ func ParseURL(raw, dataDir string) (dialect, dsn string, err error) {
 		c.Loc = time.UTC
 		c.Collation = "utf8mb4_bin"
 		c.InterpolateParams = true // one round trip per statement instead of prepare+execute+close
+		// A step's writes go as one multi-statement round trip (sqlbatch.go); every value in them is escaped by
+		// the driver's interpolation, never spliced into the SQL text.
+		c.MultiStatements = true
 		c.Timeout = 10 * time.Second
 		q := u.Query()
 		for k, vs := range q {

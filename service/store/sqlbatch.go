@@ -1,0 +1,145 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"gorm.io/gorm"
+)
+
+// The hot path of the engine (lock an instance, write back a step) runs on database/sql with prebuilt SQL instead
+// of gorm's statement builder, and sends a step's writes to MySQL as one multi-statement round trip. gorm was
+// ~45 % of Halley's CPU per step and every statement a round trip of its own (docs/benchmarks.md).
+
+// conn is what a transaction or a pool offers for raw SQL.
+type conn interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// rawTx returns the database/sql transaction under a gorm transaction handle.
+func rawTx(tx *gorm.DB) (conn, error) {
+	c, ok := tx.Statement.ConnPool.(conn)
+	if !ok {
+		return nil, fmt.Errorf("store: transaction handle %T offers no raw SQL", tx.Statement.ConnPool)
+	}
+	return c, nil
+}
+
+// maxBatchBytes bounds the SQL text of one round trip, well under MySQL's max_allowed_packet (16 MiB by default
+// on MariaDB, 64 MiB on MySQL 8).
+const maxBatchBytes = 1 << 20
+
+// batch collects write statements whose results are not inspected, to send them together.
+type batch struct {
+	dialect string
+	stmts   []string
+	args    [][]any
+	size    int
+}
+
+func (b *batch) add(query string, args ...any) {
+	b.stmts = append(b.stmts, query)
+	b.args = append(b.args, args)
+	b.size += len(query)
+	for _, a := range args {
+		if s, ok := a.(string); ok {
+			b.size += len(s)
+		}
+	}
+}
+
+// exec sends the statements in order: on MySQL joined into as few multi-statement round trips as the size bound
+// allows (the driver interpolates the arguments, escaped, client-side); on SQLite one by one (no network).
+// The first failing statement stops the rest; the caller's transaction is then rolled back.
+func (b *batch) exec(ctx context.Context, c conn) error {
+	if b.dialect != MySQL {
+		for i, q := range b.stmts {
+			if _, err := c.ExecContext(ctx, q, b.args[i]...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var (
+		sb   strings.Builder
+		args []any
+		n    int
+	)
+	flush := func() error {
+		if sb.Len() == 0 {
+			return nil
+		}
+		_, err := c.ExecContext(ctx, sb.String(), args...)
+		sb.Reset()
+		args, n = args[:0], 0
+		return err
+	}
+	for i, q := range b.stmts {
+		sz := len(q)
+		for _, a := range b.args[i] {
+			if s, ok := a.(string); ok {
+				sz += len(s)
+			}
+		}
+		if n > 0 && n+sz > maxBatchBytes {
+			if err := flush(); err != nil {
+				return err
+			}
+		}
+		if sb.Len() > 0 {
+			sb.WriteString(";\n")
+		}
+		sb.WriteString(q)
+		args = append(args, b.args[i]...)
+		n += sz
+	}
+	return flush()
+}
+
+// placeholders returns "?,?,?" for n values.
+func placeholders(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strings.Repeat("?,", n-1) + "?"
+}
+
+// rowsOf returns "(?,?),(?,?)" for n rows of width values.
+func rowsOf(n, width int) string {
+	one := "(" + placeholders(width) + ")"
+	return strings.Repeat(one+",", n-1) + one
+}
+
+// upsertSuffix makes an INSERT replace the row with the same primary key (id), setting cols from the new row.
+func upsertSuffix(dialect string, cols ...string) string {
+	var sb strings.Builder
+	if dialect == MySQL {
+		sb.WriteString(" ON DUPLICATE KEY UPDATE ")
+		for i, c := range cols {
+			if i > 0 {
+				sb.WriteString(", ")
+			}
+			sb.WriteString(c + " = VALUES(" + c + ")")
+		}
+		return sb.String()
+	}
+	sb.WriteString(" ON CONFLICT(id) DO UPDATE SET ")
+	for i, c := range cols {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		sb.WriteString(c + " = excluded." + c)
+	}
+	return sb.String()
+}
+
+func strArgs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
+}
