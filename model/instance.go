@@ -392,6 +392,17 @@ type InstanceStore interface {
 	HasTaskIn(ctx context.Context, tenant, instanceID, username string) (bool, error)
 }
 
+// BatchInstanceStore changes several instances in one transaction, so that concurrent steps share its statements
+// and its commit (group commit).
+type BatchInstanceStore interface {
+	// UpdateInstances locks the instances with these distinct ids (all of tenant) in id order, loads each with its
+	// open tasks, calls fn for each one found, and writes back, in one transaction, the works for which fn returned
+	// nil. It answers each id's outcome: nil (written), fn's error (that work was not written) or ENOTFOUND. The
+	// transaction is retried on deadlocks, fn then running again on fresh works. An error of the whole call (a
+	// database error, ErrStaleRead, ECONFLICT for a plugin run finished twice) means nothing was written.
+	UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *Work) error) (map[string]error, error)
+}
+
 // TimerStore reads timer rows for the scheduler.
 type TimerStore interface {
 	// GetTimers returns the timers with these ids (missing ids are left out).

@@ -45,6 +45,8 @@ type Options struct {
 	Events    EventSink
 	// OnOutbox is called after a commit that wrote outbox rows (wakes the dispatcher).
 	OnOutbox func()
+	// NoGroupCommit runs every step in a transaction of its own (see group.go).
+	NoGroupCommit bool
 }
 
 // Engine runs instances.
@@ -60,6 +62,7 @@ type Engine struct {
 	onOutbox    func()
 	cron        func(ctx context.Context, t *model.Timer) error
 	onPluginRun func()
+	group       *grouper // nil: every step in a transaction of its own
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -75,8 +78,12 @@ func New(store model.InstanceStore, templates *template.Service, dir Directory, 
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
+	e := &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]chan struct{}{}}
+	if bs, ok := store.(model.BatchInstanceStore); ok && !opts.NoGroupCommit {
+		e.group = &grouper{single: store, batch: bs}
+	}
+	return e
 }
 
 // Now is the engine's clock (the plugin executor leases runs on it).
@@ -243,7 +250,7 @@ func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, f
 	rd := newReads()
 	for round := 0; ; round++ {
 		var done *model.Work
-		err := e.store.UpdateInstance(ctx, tenant, instanceID, func(w *model.Work) error {
+		err := e.updateInstance(ctx, tenant, instanceID, func(w *model.Work) error {
 			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
 			if err != nil {
 				return err

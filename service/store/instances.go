@@ -316,6 +316,36 @@ func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w
 	})
 }
 
+var _ model.BatchInstanceStore = (*Store)(nil)
+
+// UpdateInstances implements model.BatchInstanceStore.
+func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error) (map[string]error, error) {
+	var out map[string]error
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		out = make(map[string]error, len(ids)) // afresh for every attempt
+		ws, err := s.lockWorks(tx, tenant, ids)
+		if err != nil {
+			return err
+		}
+		for _, id := range ids {
+			out[id] = model.Errorf(model.ENOTFOUND, "instance %q not found", id)
+		}
+		keep := ws[:0:0]
+		for _, w := range ws {
+			err := fn(w)
+			out[w.Instance.ID] = err
+			if err == nil {
+				keep = append(keep, w)
+			}
+		}
+		return s.saveWorks(tx, keep...)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // lockWorks locks the instance rows with these ids (of one tenant) in id order, and loads each with its open
 // tasks into a Work. Missing ids are left out. On MySQL the lock and the task read are one round trip.
 func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Work, error) {

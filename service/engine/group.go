@@ -1,0 +1,179 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// Group commit. Concurrent steps of different instances share one transaction: one locking read for all of them,
+// one multi-row statement per kind of write and one commit, instead of all of those per step. A step joins a
+// queue; while fewer than groupWorkers groups are in flight, its own goroutine starts a group leader, which takes
+// the queued steps (one tenant, distinct instances, at most groupMax) and runs them together. When the database
+// is idle a step runs alone at once, so grouping adds no wait: groups form only from steps that would otherwise
+// have queued for a connection. The outcome of each step is its own: a step whose function fails is left out of
+// the transaction and gets its error; a group whose transaction fails as a whole (a database error, or a step
+// invalid in a way only the write shows) has each of its steps run again alone.
+
+const (
+	groupWorkers = 8
+	groupMax     = 64
+	// groupTimeout bounds a group's transaction: it runs for several requests, so no single request's
+	// cancellation may abort it.
+	groupTimeout = 30 * time.Second
+)
+
+type groupStep struct {
+	ctx    context.Context
+	tenant string
+	id     string
+	fn     func(w *model.Work) error
+	done   chan error
+}
+
+// errGroupFailed sends a step of a failed group back to run alone.
+var errGroupFailed = errors.New("engine: the group's transaction failed")
+
+type grouper struct {
+	single model.InstanceStore
+	batch  model.BatchInstanceStore
+
+	mu       sync.Mutex
+	queue    []*groupStep
+	inflight int
+	stats    GroupStats
+}
+
+// GroupStats counts group commits since the engine started.
+type GroupStats struct {
+	Submitted int64 // steps that went through the group queue
+	Groups    int64 // transactions of two or more steps
+	Steps     int64 // steps that ran in them
+	Fallbacks int64 // groups whose transaction failed, their steps then run alone
+}
+
+// GroupStats returns the group-commit counters (zero when the store cannot group).
+func (e *Engine) GroupStats() GroupStats {
+	if e.group == nil {
+		return GroupStats{}
+	}
+	e.group.mu.Lock()
+	defer e.group.mu.Unlock()
+	return e.group.stats
+}
+
+// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group when the store can.
+func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
+	if e.group == nil {
+		return e.store.UpdateInstance(ctx, tenant, id, fn)
+	}
+	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
+	e.group.submit(st)
+	err := <-st.done
+	if errors.Is(err, errGroupFailed) {
+		return e.store.UpdateInstance(ctx, tenant, id, fn)
+	}
+	return err
+}
+
+func (g *grouper) submit(st *groupStep) {
+	g.mu.Lock()
+	g.queue = append(g.queue, st)
+	g.stats.Submitted++
+	lead := g.inflight < groupWorkers
+	if lead {
+		g.inflight++
+	}
+	g.mu.Unlock()
+	if lead {
+		go g.lead()
+	}
+}
+
+// lead runs groups until the queue is empty.
+func (g *grouper) lead() {
+	for {
+		g.mu.Lock()
+		if len(g.queue) == 0 {
+			g.inflight--
+			g.mu.Unlock()
+			return
+		}
+		steps := g.take()
+		g.mu.Unlock()
+		g.run(steps)
+	}
+}
+
+// take removes the next group from the queue: the oldest step and the queued steps of its tenant on other
+// instances, oldest first. Steps of an instance already in the group wait for the next one. Called with mu held.
+func (g *grouper) take() []*groupStep {
+	tenant := g.queue[0].tenant
+	seen := make(map[string]bool, min(len(g.queue), groupMax))
+	var steps []*groupStep
+	rest := g.queue[:0]
+	for _, st := range g.queue {
+		if len(steps) < groupMax && st.tenant == tenant && !seen[st.id] {
+			seen[st.id] = true
+			steps = append(steps, st)
+			continue
+		}
+		rest = append(rest, st)
+	}
+	clear(g.queue[len(rest):])
+	g.queue = rest
+	return steps
+}
+
+func (g *grouper) run(steps []*groupStep) {
+	if len(steps) == 1 {
+		// Alone: on the request's own context, exactly as without grouping.
+		st := steps[0]
+		st.done <- g.single.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+		return
+	}
+	byID := make(map[string]*groupStep, len(steps))
+	ids := make([]string, len(steps))
+	for i, st := range steps {
+		byID[st.id] = st
+		ids[i] = st.id
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
+	defer cancel()
+	res, err := g.batch.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
+		return safeFn(byID[w.Instance.ID].fn)(w)
+	})
+	g.mu.Lock()
+	g.stats.Groups++
+	g.stats.Steps += int64(len(steps))
+	if err != nil {
+		g.stats.Fallbacks++
+	}
+	g.mu.Unlock()
+	for _, st := range steps {
+		switch {
+		case err != nil:
+			st.done <- errGroupFailed
+		default:
+			st.done <- res[st.id]
+		}
+	}
+}
+
+// safeFn turns a panic of one step into its error, so that it cannot take down a group leader (which runs on no
+// request's goroutine, out of reach of the HTTP recovery).
+func safeFn(fn func(w *model.Work) error) func(w *model.Work) error {
+	return func(w *model.Work) (err error) {
+		defer func() {
+			if p := recover(); p != nil {
+				err = fmt.Errorf("engine: step of instance %s panicked: %v\n%s", w.Instance.ID, p, debug.Stack())
+			}
+		}()
+		return fn(w)
+	}
+}

@@ -1,0 +1,114 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+// gatedStore holds every single-instance step until the gate opens, so that the steps submitted meanwhile queue
+// up and must run as groups; failGroups makes that many group transactions fail after running their steps.
+type gatedStore struct {
+	*store.Store
+	gate       chan struct{}
+	failGroups atomic.Int32
+	groups     atomic.Int32
+}
+
+func (g *gatedStore) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
+	<-g.gate
+	return g.Store.UpdateInstance(ctx, tenant, id, fn)
+}
+
+func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error) (map[string]error, error) {
+	g.groups.Add(1)
+	if g.failGroups.Add(-1) >= 0 {
+		// Run the steps (they change their works) and then fail as a database error would: nothing is written.
+		_, _ = g.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { fn(w); return fmt.Errorf("no") })
+		return nil, fmt.Errorf("store: injected failure of a group")
+	}
+	return g.Store.UpdateInstances(ctx, tenant, ids, fn)
+}
+
+// TestGroupCommit runs many approvals of different instances at once, with wrong users and repeated decisions
+// among them: groups form, each step has its own outcome, and every instance ends with exactly one decision.
+func TestGroupCommit(t *testing.T) {
+	for _, fail := range []int32{0, 2} {
+		t.Run(fmt.Sprintf("failing_groups=%d", fail), func(t *testing.T) { testGroupCommit(t, fail) })
+	}
+}
+
+func testGroupCommit(t *testing.T, fail int32) {
+	{
+		storetest.Each(t, func(t *testing.T, s *store.Store) {
+			gs := &gatedStore{Store: s, gate: make(chan struct{})}
+			h := newHarness(t, s)
+			h.eng = engine.New(gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+			gs.failGroups.Store(fail)
+			h.users("ann", "bob", "eve")
+			h.publish("g", oneNode(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))
+			const n = 40
+			ids := make([]string, n)
+			tasks := make([]*model.Task, n)
+			for i := range ids {
+				ids[i] = h.start("ann", "g", `{}`)
+				tasks[i] = h.task(ids[i], "n", "bob")
+			}
+			var wg sync.WaitGroup
+			ok, forbidden, conflicts := atomic.Int32{}, atomic.Int32{}, atomic.Int32{}
+			run := func(user string, tk *model.Task) {
+				defer wg.Done()
+				err := h.approve(user, tk.ID)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case model.IsKind(err, model.EFORBIDDEN):
+					forbidden.Add(1)
+				case model.IsKind(err, model.ECONFLICT):
+					conflicts.Add(1)
+				default:
+					t.Errorf("approve %s as %s: %v", tk.ID, user, err)
+				}
+			}
+			for i, tk := range tasks {
+				wg.Add(2)
+				go run("bob", tk) // twice on the same task: one wins, one conflicts (or waits for the next group)
+				go run("bob", tk)
+				if i%4 == 0 {
+					wg.Add(1)
+					go run("eve", tk) // not hers
+				}
+			}
+			for h.eng.GroupStats().Submitted < 2*n+n/4 {
+				runtime.Gosched() // until every step is in: the first ones hold the gate, the rest queue
+			}
+			close(gs.gate)
+			wg.Wait()
+			if ok.Load() != n || conflicts.Load() != n || forbidden.Load() != n/4 {
+				t.Fatalf("ok %d, conflicts %d, forbidden %d; want %d, %d, %d", ok.Load(), conflicts.Load(), forbidden.Load(), n, n, n/4)
+			}
+			for _, id := range ids {
+				h.wantStatus(id, model.StatusCompleted)
+				if c := h.rows("history", "instance_id = ? AND action = ?", id, "task.approved"); c != 1 {
+					t.Fatalf("instance %s has %d approvals in its history, want 1", id, c)
+				}
+			}
+			st := h.eng.GroupStats()
+			if st.Groups == 0 || st.Steps < 2*st.Groups || int32(st.Groups) != gs.groups.Load() {
+				t.Fatalf("group stats %+v (store saw %d groups): want groups of several steps", st, gs.groups.Load())
+			}
+			if st.Fallbacks != int64(fail) {
+				t.Fatalf("fallbacks = %d, want %d", st.Fallbacks, fail)
+			}
+		})
+	}
+}
