@@ -146,7 +146,7 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 		return
 	}
 	var (
-		t   *model.Task
+		t   *engine.Decided
 		err error
 	)
 	if approve {

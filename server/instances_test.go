@@ -211,6 +211,10 @@ func TestTaskActionsHTTP(t *testing.T) {
 		f.users("ann", "bob", "carol", "dave", "eve")
 		f.publish("or1", single(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))
 		f.publish("all1", single(`{"id":"n","type":"approval","sign":"all","approvers":{"users":["bob"]}}`))
+		f.publish("two", `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+			{"id":"a","type":"approval","approvers":{"users":["bob"]}},
+			{"id":"b","type":"approval","sign":"all","approvers":{"users":["bob","carol"]}},{"id":"end","type":"end"}],
+			"edges":[{"from":"start","to":"a"},{"from":"a","to":"b"},{"from":"b","to":"end"}]}`)
 		start := func(f *flowEnv, key string) string { return f.start("ann", map[string]any{"template": key}) }
 
 		t.Run("transfer", func(t *testing.T) {
@@ -299,6 +303,26 @@ func TestTaskActionsHTTP(t *testing.T) {
 			f.wantInstance(id, "running", map[string]string{"n": "active"})
 			f.wantOK(f.act("eve", f.task(id, "n", "eve").Get("id").String(), "approve", nil), 200)
 			f.wantInstance(id, "completed", map[string]string{"n": "completed"})
+		})
+
+		t.Run("next_tasks: the tasks the decision opened for the same user", func(t *testing.T) {
+			f := f.sub(t)
+			id := start(f, "two")
+			first := f.task(id, "a", "bob").Get("id").String()
+			r := f.wantOK(f.act("bob", first, "approve", nil), 200)
+			next := f.task(id, "b", "bob").Get("id").String()
+			if r.Get("status").String() != "approved" || r.Get("next_tasks.#").Int() != 1 || r.Get("next_tasks.0.id").String() != next ||
+				r.Get("next_tasks.0.status").String() != "pending" || r.Get("next_tasks.0.node_id").String() != "b" {
+				t.Fatalf("approve of a: %s", r.Raw)
+			}
+			// carol's task opened by the same decision is not bob's to see here.
+			if f.task(id, "b", "carol").Get("status").String() != "pending" {
+				t.Fatalf("carol's task: %s", f.inst(id).Raw)
+			}
+			r = f.wantOK(f.act("bob", next, "approve", nil), 200)
+			if !r.Get("next_tasks").IsArray() || r.Get("next_tasks.#").Int() != 0 {
+				t.Fatalf("approve of b: next_tasks must be an empty list: %s", r.Raw)
+			}
 		})
 
 		t.Run("403 for others, admin acts for anyone, 409 once decided", func(t *testing.T) {

@@ -422,16 +422,16 @@ type DecideRequest struct {
 }
 
 // Approve approves a pending task; data is merged into the context.
-func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*model.Task, error) {
+func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*Decided, error) {
 	return e.decide(ctx, actor, taskID, true, req)
 }
 
 // Reject rejects a pending task.
-func (e *Engine) Reject(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*model.Task, error) {
+func (e *Engine) Reject(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*Decided, error) {
 	return e.decide(ctx, actor, taskID, false, req)
 }
 
-func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID string, approve bool, req DecideRequest) (*model.Task, error) {
+func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID string, approve bool, req DecideRequest) (*Decided, error) {
 	if len(req.Comment) > 4000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_comment", "comment must be at most 4000 characters")
 	}
@@ -440,14 +440,31 @@ func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID stri
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
 	}
 	var out *model.Task
-	_, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
+	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
 		if err := r.decide(t, Decision{Approve: approve, Comment: req.Comment, Data: data, By: actor.Username}); err != nil {
 			return err
 		}
 		out = t
 		return nil
 	})
-	return out, err
+	if err != nil {
+		return nil, err
+	}
+	d := &Decided{Task: out, NextTasks: []*model.Task{}}
+	for _, t := range w.Tasks {
+		if t.Status == model.TaskPending && t.Assignee == actor.Username {
+			d.NextTasks = append(d.NextTasks, t)
+		}
+	}
+	return d, nil
+}
+
+// Decided is the answer to approve and reject: the decided task and, in next_tasks, the instance's tasks pending
+// for the same user once the decision is made (the next step of a process they approve step after step), so a
+// client needs no GET /tasks to go on.
+type Decided struct {
+	*model.Task
+	NextTasks []*model.Task `json:"next_tasks"`
 }
 
 // TransferRequest is the body of POST /tasks/{id}/transfer.

@@ -530,8 +530,11 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 							break
 						}
 					}
+					var decided struct {
+						NextTasks []taskView `json:"next_tasks"`
+					}
 					t0 = time.Now()
-					err = l.c.do(ctx, http.MethodPost, "/api/v1/tasks/"+url.PathEscape(task)+"/approve", tok, map[string]any{"comment": "ok"}, nil)
+					err = l.c.do(ctx, http.MethodPost, "/api/v1/tasks/"+url.PathEscape(task)+"/approve", tok, map[string]any{"comment": "ok"}, &decided)
 					if !rec("approve", t0, err) {
 						return
 					}
@@ -539,7 +542,7 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 						break
 					}
 					approved++
-					task = ""
+					task = pendingTask(decided.NextTasks, user)
 				}
 				if approved == approvalsPerFlow && !time.Now().Before(from) {
 					w.flows++
