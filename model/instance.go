@@ -400,7 +400,10 @@ type BatchInstanceStore interface {
 	// nil. It answers each id's outcome: nil (written), fn's error (that work was not written) or ENOTFOUND. The
 	// transaction is retried on deadlocks, fn then running again on fresh works. An error of the whole call (a
 	// database error, ErrStaleRead, ECONFLICT for a plugin run finished twice) means nothing was written.
-	UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *Work) error) (map[string]error, error)
+	//
+	// creates are new instances (of tenant, not yet stored) written in the same transaction, as CreateInstance
+	// would: groups of steps may include starts. A create that cannot be written fails the whole call.
+	UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *Work) error, creates ...*Work) (map[string]error, error)
 }
 
 // TimerStore reads timer rows for the scheduler.

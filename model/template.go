@@ -59,6 +59,9 @@ type TemplateStore interface {
 	CreateTemplate(ctx context.Context, t *Template) error
 	// GetTemplate returns ENOTFOUND when there is no such template.
 	GetTemplate(ctx context.Context, tenant, key string) (*Template, error)
+	// LatestVersion returns the template's latest published version (0 when none), reading nothing else: it is
+	// on the path of every start. ENOTFOUND when there is no such template.
+	LatestVersion(ctx context.Context, tenant, key string) (int, error)
 	SaveDraft(ctx context.Context, tenant, key string, draft json.RawMessage, at time.Time) error
 	// PublishVersion stores version latest+1 of the template's draft as given and returns it. It locks the
 	// template row so that concurrent publishes get consecutive numbers. check runs inside the transaction with

@@ -229,7 +229,7 @@ func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c 
 		if err := r.activate(c.Def.Start().ID); err != nil {
 			return nil, err
 		}
-		err := e.store.CreateInstance(ctx, w)
+		err := e.createInstance(ctx, w)
 		if errors.Is(err, model.ErrStaleRead) && attempt < 3 {
 			continue // a queued message it consumed was taken by another step: start again from fresh reads
 		}

@@ -12,13 +12,14 @@ import (
 )
 
 // Group commit. Concurrent steps of different instances share one transaction: one locking read for all of them,
-// one multi-row statement per kind of write and one commit, instead of all of those per step. A step joins a
-// queue; while fewer than groupWorkers groups are in flight, its own goroutine starts a group leader, which takes
-// the queued steps (one tenant, distinct instances, at most groupMax) and runs them together. When the database
-// is idle a step runs alone at once, so grouping adds no wait: groups form only from steps that would otherwise
-// have queued for a connection. The outcome of each step is its own: a step whose function fails is left out of
-// the transaction and gets its error; a group whose transaction fails as a whole (a database error, or a step
-// invalid in a way only the write shows) has each of its steps run again alone.
+// one multi-row statement per kind of write and one commit, instead of all of those per step. Starts join too:
+// their new instances are inserted in the group's transaction. A step joins a queue; while fewer than
+// groupWorkers groups are in flight, its own goroutine starts a group leader, which takes the queued steps (one
+// tenant, distinct instances, at most groupMax) and runs them together. When the database is idle a step runs
+// alone at once, so grouping adds no wait: groups form only from steps that would otherwise have queued for a
+// connection. The outcome of each step is its own: a step whose function fails is left out of the transaction and
+// gets its error; a group whose transaction fails as a whole (a database error, or a step invalid in a way only
+// the write shows) has each of its steps run again alone.
 
 const (
 	groupWorkers = 8
@@ -28,11 +29,14 @@ const (
 	groupTimeout = 30 * time.Second
 )
 
+// groupStep is a step waiting for its group: an update of instance id by fn, or the start of a new instance
+// (create, already run; id is its new id).
 type groupStep struct {
 	ctx    context.Context
 	tenant string
 	id     string
 	fn     func(w *model.Work) error
+	create *model.Work
 	done   chan error
 }
 
@@ -77,6 +81,20 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 	err := <-st.done
 	if errors.Is(err, errGroupFailed) {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
+	}
+	return err
+}
+
+// createInstance stores a started instance like the store's CreateInstance, in a group when the store can.
+func (e *Engine) createInstance(ctx context.Context, w *model.Work) error {
+	if e.group == nil {
+		return e.store.CreateInstance(ctx, w)
+	}
+	st := &groupStep{ctx: ctx, tenant: w.Instance.TenantID, id: w.Instance.ID, create: w, done: make(chan error, 1)}
+	e.group.submit(st)
+	err := <-st.done
+	if errors.Is(err, errGroupFailed) {
+		return e.store.CreateInstance(ctx, w)
 	}
 	return err
 }
@@ -134,20 +152,31 @@ func (g *grouper) run(steps []*groupStep) {
 	if len(steps) == 1 {
 		// Alone: on the request's own context, exactly as without grouping.
 		st := steps[0]
-		st.done <- g.single.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+		if st.create != nil {
+			st.done <- g.single.CreateInstance(st.ctx, st.create)
+		} else {
+			st.done <- g.single.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+		}
 		return
 	}
 	byID := make(map[string]*groupStep, len(steps))
-	ids := make([]string, len(steps))
-	for i, st := range steps {
+	var (
+		ids     []string
+		creates []*model.Work
+	)
+	for _, st := range steps {
+		if st.create != nil {
+			creates = append(creates, st.create)
+			continue
+		}
 		byID[st.id] = st
-		ids[i] = st.id
+		ids = append(ids, st.id)
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
 	defer cancel()
 	res, err := g.batch.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
 		return safeFn(byID[w.Instance.ID].fn)(w)
-	})
+	}, creates...)
 	g.mu.Lock()
 	g.stats.Groups++
 	g.stats.Steps += int64(len(steps))
@@ -159,6 +188,8 @@ func (g *grouper) run(steps []*groupStep) {
 		switch {
 		case err != nil:
 			st.done <- errGroupFailed
+		case st.create != nil:
+			st.done <- nil
 		default:
 			st.done <- res[st.id]
 		}

@@ -19,24 +19,39 @@ import (
 // up and must run as groups; failGroups makes that many group transactions fail after running their steps.
 type gatedStore struct {
 	*store.Store
+	gating     atomic.Bool
 	gate       chan struct{}
 	failGroups atomic.Int32
 	groups     atomic.Int32
+	creates    atomic.Int32 // instances created in groups
 }
 
 func (g *gatedStore) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
-	<-g.gate
+	if g.gating.Load() {
+		<-g.gate
+	}
 	return g.Store.UpdateInstance(ctx, tenant, id, fn)
 }
 
-func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error) (map[string]error, error) {
+func (g *gatedStore) CreateInstance(ctx context.Context, w *model.Work) error {
+	if g.gating.Load() {
+		<-g.gate
+	}
+	return g.Store.CreateInstance(ctx, w)
+}
+
+func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	g.groups.Add(1)
 	if g.failGroups.Add(-1) >= 0 {
 		// Run the steps (they change their works) and then fail as a database error would: nothing is written.
 		_, _ = g.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { fn(w); return fmt.Errorf("no") })
 		return nil, fmt.Errorf("store: injected failure of a group")
 	}
-	return g.Store.UpdateInstances(ctx, tenant, ids, fn)
+	res, err := g.Store.UpdateInstances(ctx, tenant, ids, fn, creates...)
+	if err == nil {
+		g.creates.Add(int32(len(creates)))
+	}
+	return res, err
 }
 
 // TestGroupCommit runs many approvals of different instances at once, with wrong users and repeated decisions
@@ -63,6 +78,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 				ids[i] = h.start("ann", "g", `{}`)
 				tasks[i] = h.task(ids[i], "n", "bob")
 			}
+			gs.gating.Store(true)
 			var wg sync.WaitGroup
 			ok, forbidden, conflicts := atomic.Int32{}, atomic.Int32{}, atomic.Int32{}
 			run := func(user string, tk *model.Task) {
@@ -88,7 +104,22 @@ func testGroupCommit(t *testing.T, fail int32) {
 					go run("eve", tk) // not hers
 				}
 			}
-			for h.eng.GroupStats().Submitted < 2*n+n/4 {
+			// Starts join the groups too.
+			const m = 20
+			started := make([]string, m)
+			for i := range started {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					v, err := h.eng.Start(h.ctx, as("ann"), engine.StartRequest{Template: "g", Context: []byte(`{}`)})
+					if err != nil {
+						t.Errorf("start %d: %v", i, err)
+						return
+					}
+					started[i] = v.ID
+				}()
+			}
+			for h.eng.GroupStats().Submitted < 2*n+n/4+m {
 				runtime.Gosched() // until every step is in: the first ones hold the gate, the rest queue
 			}
 			close(gs.gate)
@@ -101,6 +132,18 @@ func testGroupCommit(t *testing.T, fail int32) {
 				if c := h.rows("history", "instance_id = ? AND action = ?", id, "task.approved"); c != 1 {
 					t.Fatalf("instance %s has %d approvals in its history, want 1", id, c)
 				}
+			}
+			for _, id := range started {
+				h.wantStatus(id, model.StatusRunning)
+				if tk := h.task(id, "n", "bob"); tk.Status != model.TaskPending {
+					t.Fatalf("started instance %s: task %+v", id, tk)
+				}
+				if c := h.rows("history", "instance_id = ? AND action = ?", id, "instance.started"); c != 1 {
+					t.Fatalf("started instance %s has %d start events", id, c)
+				}
+			}
+			if fail == 0 && gs.creates.Load() == 0 {
+				t.Fatalf("no start ran in a group")
 			}
 			st := h.eng.GroupStats()
 			if st.Groups == 0 || st.Steps < 2*st.Groups || int32(st.Groups) != gs.groups.Load() {

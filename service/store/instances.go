@@ -292,10 +292,14 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 			return err
 		}
 		b := &batch{dialect: s.dialect}
-		b.add("INSERT INTO instances ("+instanceCols+") VALUES ("+placeholders(14)+")", row.ID, row.TenantID, row.Tkey, row.Version, row.Title,
-			row.Status, row.Initiator, row.CorrelationID, row.Context, row.State, row.Rev, row.CreatedAt, row.UpdatedAt, row.EndedAt)
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(1, 14), instanceArgs(&row)...)
 		return s.writeWorks(ctx, tx, c, b, w)
 	})
+}
+
+func instanceArgs(r *instanceRow) []any {
+	return []any{r.ID, r.TenantID, r.Tkey, r.Version, r.Title, r.Status, r.Initiator, r.CorrelationID, r.Context, r.State, r.Rev, r.CreatedAt,
+		r.UpdatedAt, r.EndedAt}
 }
 
 // UpdateInstance locks, loads, calls fn and writes back, in one transaction.
@@ -312,14 +316,19 @@ func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w
 		if err := fn(w); err != nil {
 			return err
 		}
-		return s.saveWorks(tx, w)
+		return s.saveWorks(tx, nil, w)
 	})
 }
 
 var _ model.BatchInstanceStore = (*Store)(nil)
 
 // UpdateInstances implements model.BatchInstanceStore.
-func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error) (map[string]error, error) {
+func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
+	for _, w := range creates {
+		if w.Instance.TenantID != tenant {
+			return nil, fmt.Errorf("store: instance %s to create is of tenant %q, not %q", w.Instance.ID, w.Instance.TenantID, tenant)
+		}
+	}
 	var out map[string]error
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		out = make(map[string]error, len(ids)) // afresh for every attempt
@@ -338,7 +347,7 @@ func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string
 				keep = append(keep, w)
 			}
 		}
-		return s.saveWorks(tx, keep...)
+		return s.saveWorks(tx, creates, keep...)
 	})
 	if err != nil {
 		return nil, err
@@ -420,10 +429,10 @@ func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Wo
 	return ws, nil
 }
 
-// saveWorks writes back the instance rows of works loaded by lockWorks and everything else they changed, the
-// rows of every work together (one multi-row statement per kind of change).
-func (s *Store) saveWorks(tx *gorm.DB, ws ...*model.Work) error {
-	if len(ws) == 0 {
+// saveWorks inserts the instances of creates, writes back the instance rows of works loaded by lockWorks, and
+// everything else all of them changed, the rows of every work together (one multi-row statement per kind).
+func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work) error {
+	if len(ws) == 0 && len(creates) == 0 {
 		return nil
 	}
 	c, err := rawTx(tx)
@@ -431,6 +440,17 @@ func (s *Store) saveWorks(tx *gorm.DB, ws ...*model.Work) error {
 		return err
 	}
 	b := &batch{dialect: s.dialect}
+	if len(creates) > 0 {
+		args := make([]any, 0, 14*len(creates))
+		for _, w := range creates {
+			r, err := toInstanceRow(w.Instance)
+			if err != nil {
+				return err
+			}
+			args = append(args, instanceArgs(&r)...)
+		}
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(creates), 14), args...)
+	}
 	for _, w := range ws {
 		r, err := toInstanceRow(w.Instance)
 		if err != nil {
@@ -439,7 +459,7 @@ func (s *Store) saveWorks(tx *gorm.DB, ws ...*model.Work) error {
 		b.add("UPDATE instances SET title = ?, status = ?, context = ?, state = ?, rev = ?, updated_at = ?, ended_at = ?, correlation_id = ? WHERE id = ?",
 			r.Title, r.Status, r.Context, r.State, r.Rev, r.UpdatedAt, r.EndedAt, r.CorrelationID, r.ID)
 	}
-	return s.writeWorks(tx.Statement.Context, tx, c, b, ws...)
+	return s.writeWorks(tx.Statement.Context, tx, c, b, append(creates[:len(creates):len(creates)], ws...)...)
 }
 
 // writeWorks adds what the works changed besides their instance rows to b, each kind in one multi-row statement,

@@ -162,3 +162,30 @@ func TestPurgeFinished(t *testing.T) {
 		}
 	})
 }
+
+func TestLatestVersion(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		now := time.Now().UTC()
+		def := []byte(`{"nodes":[]}`)
+		if err := s.CreateTemplate(ctx, &model.Template{TenantID: model.DefaultTenant, Key: "leave", Name: "Leave", Draft: def, CreatedBy: "admin",
+			CreatedAt: now, UpdatedAt: now, DraftUpdatedAt: now}); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := s.LatestVersion(ctx, model.DefaultTenant, "leave"); err != nil || v != 0 {
+			t.Fatalf("before publishing: %d, %v; want 0", v, err)
+		}
+		for want := 1; want <= 2; want++ {
+			if _, err := s.PublishVersion(ctx, model.DefaultTenant, "leave", def, "admin", now, func(int) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if v, err := s.LatestVersion(ctx, model.DefaultTenant, "leave"); err != nil || v != want {
+				t.Fatalf("after publish %d: %d, %v", want, v, err)
+			}
+		}
+		for _, c := range []struct{ tenant, key string }{{model.DefaultTenant, "nope"}, {"other", "leave"}, {model.DefaultTenant, "LEAVE"}} {
+			if _, err := s.LatestVersion(ctx, c.tenant, c.key); !model.IsKind(err, model.ENOTFOUND) {
+				t.Fatalf("%s/%s: got %v, want not found", c.tenant, c.key, err)
+			}
+		}
+	})
+}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -82,6 +84,19 @@ func (s *Store) GetTemplate(ctx context.Context, tenant, key string) (*model.Tem
 		return nil, notFound(err, "template %q not found", key)
 	}
 	return r.toModel(), nil
+}
+
+// LatestVersion implements model.TemplateStore, with prebuilt SQL (it runs at every start).
+func (s *Store) LatestVersion(ctx context.Context, tenant, key string) (int, error) {
+	var v sql.NullInt64
+	err := s.sqlDB.QueryRowContext(ctx, "SELECT latest_version FROM templates WHERE tenant_id = ? AND tkey = ?", tenant, key).Scan(&v)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, model.Errorf(model.ENOTFOUND, "template %q not found", key)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("store: unable to read template %s: %w", key, err)
+	}
+	return int(v.Int64), nil
 }
 
 // SaveDraft replaces the draft. ENOTFOUND for an unknown template.

@@ -272,14 +272,14 @@ func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
 // the latest. ENOTFOUND for an unknown template or version; EUNPROCESSABLE when a template has no version yet.
 func (s *Service) Compiled(ctx context.Context, tenant, key string, version int) (*Compiled, error) {
 	if version == 0 {
-		t, err := s.store.GetTemplate(ctx, tenant, key)
+		latest, err := s.store.LatestVersion(ctx, tenant, key)
 		if err != nil {
 			return nil, err
 		}
-		if t.LatestVersion == nil {
+		if latest == 0 {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "not_published", "template %q has no published version yet", key)
 		}
-		version = *t.LatestVersion
+		version = latest
 	}
 	ck := cacheKey{tenant, key, version}
 	if c, ok := s.cache.Load(ck); ok {
