@@ -282,7 +282,7 @@ func taskArgs(r *taskRow) []any {
 
 // CreateInstance writes a new instance and the work of its first step in one transaction.
 func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
-	return s.inTx(ctx, func(tx *gorm.DB) error {
+	return s.hotTx(ctx, func(tx *gorm.DB) error {
 		row, err := toInstanceRow(w.Instance)
 		if err != nil {
 			return err
@@ -304,7 +304,7 @@ func instanceArgs(r *instanceRow) []any {
 
 // UpdateInstance locks, loads, calls fn and writes back, in one transaction.
 func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
-	return s.inTx(ctx, func(tx *gorm.DB) error {
+	return s.hotTx(ctx, func(tx *gorm.DB) error {
 		ws, err := s.lockWorks(tx, tenant, []string{id})
 		if err != nil {
 			return err
@@ -330,7 +330,7 @@ func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string
 		}
 	}
 	var out map[string]error
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	err := s.hotTx(ctx, func(tx *gorm.DB) error {
 		out = make(map[string]error, len(ids)) // afresh for every attempt
 		ws, err := s.lockWorks(tx, tenant, ids)
 		if err != nil {
@@ -626,6 +626,9 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	if nOut > 0 {
 		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
 	}
+	if h, ok := c.(*hotConn); ok && len(consume) == 0 && !hasRunUpdates(ws) {
+		b.commit = h // nothing below: the writes and the commit go together
+	}
 	if err := b.exec(ctx, c); err != nil {
 		return fmt.Errorf("store: unable to write the step: %w", err)
 	}
@@ -648,6 +651,15 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		}
 	}
 	return nil
+}
+
+func hasRunUpdates(ws []*model.Work) bool {
+	for _, w := range ws {
+		if len(w.RunUpdates) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func timeEq(a, b *time.Time) bool {

@@ -99,3 +99,63 @@ func TestUpdateInstanceOtherTenant(t *testing.T) {
 		}
 	})
 }
+
+// TestFailedStepLeavesNothing: a step whose writes fail half-way (a duplicate task id after the instance row was
+// already updated in the same round trip) and a step whose function fails are rolled back entirely, and the
+// connection goes back to the pool with no transaction open: with a pool of one connection, the next step would
+// otherwise commit the failed one's writes (START TRANSACTION commits an open transaction).
+func TestFailedStepLeavesNothing(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		db, err := s.DB().DB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.SetMaxOpenConns(1)
+		at := time.Now().UTC()
+		w := newWork("inst-3", model.DefaultTenant, at)
+		w.NewTasks = []*model.Task{{ID: "inst-3-t1", TenantID: model.DefaultTenant, InstanceID: "inst-3", NodeID: "n", Assignee: "bob",
+			Status: model.TaskPending, CreatedAt: at}}
+		if err := s.CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		err = s.UpdateInstance(ctx, model.DefaultTenant, "inst-3", func(w *model.Work) error {
+			w.Instance.Title = "half-written"
+			w.History = append(w.History, model.HistoryEvent{At: at, Actor: "x", Action: "half"})
+			w.NewTasks = append(w.NewTasks, &model.Task{ID: "inst-3-t1", TenantID: model.DefaultTenant, InstanceID: "inst-3", NodeID: "n",
+				Assignee: "eve", Status: model.TaskPending, CreatedAt: at})
+			return nil
+		})
+		if err == nil {
+			t.Fatal("a step inserting an existing task id succeeded")
+		}
+		err = s.UpdateInstance(ctx, model.DefaultTenant, "inst-3", func(w *model.Work) error {
+			w.Instance.Title = "refused"
+			return model.Errorf(model.ECONFLICT, "no")
+		})
+		if !model.IsKind(err, model.ECONFLICT) {
+			t.Fatalf("step whose function fails: %v", err)
+		}
+		// The next steps run on the same (only) connection.
+		if err := s.CreateInstance(ctx, newWork("inst-4", model.DefaultTenant, at)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.UpdateInstance(ctx, model.DefaultTenant, "inst-3", func(w *model.Work) error {
+			if w.Instance.Title != "title" || len(w.Tasks) != 1 || w.Tasks[0].Assignee != "bob" {
+				t.Fatalf("the failed steps left traces: %+v, tasks %+v", w.Instance, w.Tasks)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		h, err := s.History(ctx, model.DefaultTenant, "inst-3")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != 0 {
+			t.Fatalf("history of the failed step was written: %+v", h)
+		}
+		if _, _, err := s.GetInstance(ctx, model.DefaultTenant, "inst-4"); err != nil {
+			t.Fatalf("the step after the failures: %v", err)
+		}
+	})
+}

@@ -38,6 +38,9 @@ type batch struct {
 	stmts   []string
 	args    [][]any
 	size    int
+	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with
+	// its COMMIT (in the same round trip as the last writes).
+	commit *hotConn
 }
 
 func (b *batch) add(query string, args ...any) {
@@ -77,6 +80,9 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 		args, n = args[:0], 0
 		return err
 	}
+	if b.commit != nil {
+		b.add("COMMIT")
+	}
 	for i, q := range b.stmts {
 		sz := len(q)
 		for _, a := range b.args[i] {
@@ -96,7 +102,13 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 		args = append(args, b.args[i]...)
 		n += sz
 	}
-	return flush()
+	if err := flush(); err != nil {
+		return err
+	}
+	if b.commit != nil {
+		b.commit.committed = true
+	}
+	return nil
 }
 
 // placeholders returns "?,?,?" for n values.
