@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"gorm.io/gorm"
 
 	"github.com/halley-bpm/halley/model"
@@ -35,8 +36,10 @@ type instanceRow struct {
 
 func (instanceRow) TableName() string { return "instances" }
 
+// The instance state is encoded and decoded at every step: with goccy/go-json, which reads and writes the same
+// JSON as encoding/json at about twice its speed.
 func toInstanceRow(i *model.Instance) (instanceRow, error) {
-	st, err := json.Marshal(&i.State)
+	st, err := gojson.Marshal(&i.State)
 	if err != nil {
 		return instanceRow{}, fmt.Errorf("store: unable to encode state of instance %s: %w", i.ID, err)
 	}
@@ -54,7 +57,7 @@ func (r *instanceRow) toModel(withState bool) (*model.Instance, error) {
 		Initiator: r.Initiator, CorrelationID: r.CorrelationID, Context: json.RawMessage(r.Context), Rev: r.Rev,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EndedAt: utcPtr(r.EndedAt)}
 	if withState && r.State != "" {
-		if err := json.Unmarshal([]byte(r.State), &i.State); err != nil {
+		if err := gojson.Unmarshal([]byte(r.State), &i.State); err != nil {
 			return nil, fmt.Errorf("store: corrupt state of instance %s: %w", r.ID, err)
 		}
 	}
