@@ -204,7 +204,18 @@ func TestLoginAndTokens(t *testing.T) {
 		other := identity.New(s, identity.Options{Secret: []byte("another-secret-another-secret-1234")})
 		forged, _, _ := other.Issue(&model.User{TenantID: "default", Username: "admin", Roles: []string{"admin"}})
 		assertError(t, e.do("GET", "/api/v1/me", forged, nil, nil), 401, "invalid_token")
-		// Expiry: move the server's clock past the TTL.
+		// Verified tokens are cached: a second use answers the same, and a token differing in one character is
+		// verified afresh (and refused).
+		if r := e.do("GET", "/api/v1/me", e.admin, nil, nil); r.Status != 200 || r.JSON["username"] != "admin" || fmt.Sprint(r.JSON["roles"]) != "[admin]" {
+			t.Fatalf("/me again = %d %s", r.Status, r.Body)
+		}
+		i := len(e.admin) - 10 // inside the signature, away from the last character's padding bits
+		flip := byte('A')
+		if e.admin[i] == 'A' {
+			flip = 'B'
+		}
+		assertError(t, e.do("GET", "/api/v1/me", e.admin[:i]+string(flip)+e.admin[i+1:], nil, nil), 401, "invalid_token")
+		// Expiry: move the server's clock past the TTL (the cached token expires too).
 		e.advance(25 * time.Hour)
 		assertError(t, e.do("GET", "/api/v1/me", e.admin, nil, nil), 401, "token_expired")
 	})
