@@ -454,13 +454,19 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 		}
 		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(creates), 14), args...)
 	}
-	for _, w := range ws {
-		r, err := toInstanceRow(w.Instance)
-		if err != nil {
-			return err
+	if len(ws) > 0 {
+		// The locked rows of every work in one statement: an upsert whose insert never happens (the rows exist
+		// and are locked) updates them all at once.
+		args := make([]any, 0, 14*len(ws))
+		for _, w := range ws {
+			r, err := toInstanceRow(w.Instance)
+			if err != nil {
+				return err
+			}
+			args = append(args, instanceArgs(&r)...)
 		}
-		b.add("UPDATE instances SET title = ?, status = ?, context = ?, state = ?, rev = ?, updated_at = ?, ended_at = ?, correlation_id = ? WHERE id = ?",
-			r.Title, r.Status, r.Context, r.State, r.Rev, r.UpdatedAt, r.EndedAt, r.CorrelationID, r.ID)
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(ws), 14)+
+			upsertSuffix(s.dialect, "title", "status", "context", "state", "rev", "updated_at", "ended_at", "correlation_id"), args...)
 	}
 	return s.writeWorks(tx.Statement.Context, tx, c, b, append(creates[:len(creates):len(creates)], ws...)...)
 }
@@ -559,37 +565,14 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(nNew, 21), newTasks...)
 	}
 	if len(changed) > 0 {
-		// Identical updates (e.g. every other signer cancelled) share one statement.
-		type upd struct {
-			status, comment, data, decidedBy, after, assignee string
-			decidedAt                                         *time.Time
-		}
-		var (
-			order  []upd
-			groups [][]string
-		)
+		// Changed tasks (of locked instances) in one upsert, as for the instance rows.
+		args := make([]any, 0, 21*len(changed))
 		for _, t := range changed {
 			r := toTaskRow(t)
-			k := upd{r.Status, r.Comment, r.Data, r.DecidedBy, r.AfterSigners, r.Assignee, r.DecidedAt}
-			found := false
-			for i, o := range order {
-				if o.status == k.status && o.comment == k.comment && o.data == k.data && o.decidedBy == k.decidedBy && o.after == k.after &&
-					o.assignee == k.assignee && timeEq(o.decidedAt, k.decidedAt) {
-					groups[i] = append(groups[i], r.ID)
-					found = true
-					break
-				}
-			}
-			if !found {
-				order = append(order, k)
-				groups = append(groups, []string{r.ID})
-			}
+			args = append(args, taskArgs(&r)...)
 		}
-		for i, k := range order {
-			args := append([]any{k.status, k.comment, k.data, k.decidedBy, k.after, k.assignee, k.decidedAt}, strArgs(groups[i])...)
-			b.add("UPDATE tasks SET status = ?, comment = ?, data = ?, decided_by = ?, after_signers = ?, assignee = ?, decided_at = ? WHERE id IN ("+
-				placeholders(len(groups[i]))+")", args...)
-		}
+		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(len(changed), 21)+
+			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at"), args...)
 	}
 	if nHist > 0 {
 		b.add("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data) VALUES "+rowsOf(nHist, 9), history...)
