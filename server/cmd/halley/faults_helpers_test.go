@@ -272,7 +272,7 @@ func startMariaDB(t *testing.T) *service {
 		args: append([]string{bin, "--no-defaults", "--datadir=" + data, "--port=" + strconv.Itoa(port),
 			"--bind-address=127.0.0.1", "--socket=" + filepath.Join(dir, "mysqld.sock"), "--pid-file=" + filepath.Join(dir, "mysqld.pid"),
 			"--skip-name-resolve", "--skip-log-bin", "--innodb-buffer-pool-size=64M", "--max-connections=300"}, asUser...)}
-	db := s.mysql(t, "")
+	db := s.mysql(t, "mysql")
 	s.up = func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
@@ -523,6 +523,19 @@ func (l *ledger) count(op string, r reply) {
 		l.tally[k] = map[string]int{}
 	}
 	l.tally[k][r.outcome()]++
+}
+
+// outcomes counts the replies with outcome in the phases whose name starts with phase.
+func (l *ledger) outcomes(phase, outcome string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for k, m := range l.tally {
+		if strings.HasPrefix(k, phase) {
+			n += m[outcome]
+		}
+	}
+	return n
 }
 
 func (l *ledger) String() string {

@@ -174,7 +174,7 @@ func TestFaultMySQLRestart(t *testing.T) {
 	requireFaults(t)
 	bin := buildBinary(t)
 	my := startMariaDB(t)
-	if _, err := my.mysql(t, "").Exec("CREATE DATABASE halley CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
+	if _, err := my.mysql(t, "mysql").Exec("CREATE DATABASE halley CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
 		t.Fatal(err)
 	}
 	h := startHalley(t, "halley", bin, faultEnv("HALLEY_DATABASE_URL="+my.mysqlURL("halley"))...)
@@ -211,6 +211,9 @@ func TestFaultMySQLRestart(t *testing.T) {
 	stop()
 	load.Wait()
 
+	if n := l.outcomes("down", "503 unavailable"); n == 0 {
+		t.Errorf("no request was answered 503 unavailable while the database was down")
+	}
 	db := my.mysql(t, "halley")
 	retries := summarize(t, db, l.retryLost(t, cl, h.URL()))
 	checkAcknowledged(t, db, l)
