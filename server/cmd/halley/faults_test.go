@@ -23,6 +23,7 @@ import (
 // be able to finish.
 func TestFaultKillUnderStepLoad(t *testing.T) {
 	requireFaults(t)
+	t.Parallel()
 	bin := buildBinary(t)
 	dbURL := storetest.URL(t, store.MySQL)
 	rs := startRedis(t)
@@ -64,6 +65,7 @@ func TestFaultKillUnderStepLoad(t *testing.T) {
 // Redis of the scheduler is flushed and later restarted without persistence: every timer must still fire, once.
 func TestFaultRedisFlushAndRestart(t *testing.T) {
 	requireFaults(t)
+	t.Parallel()
 	bin := buildBinary(t)
 	dbURL := storetest.URL(t, store.MySQL)
 	rs := startRedis(t)
@@ -172,6 +174,7 @@ func TestFaultRedisFlushAndRestart(t *testing.T) {
 // acknowledged may be lost.
 func TestFaultMySQLRestart(t *testing.T) {
 	requireFaults(t)
+	t.Parallel()
 	bin := buildBinary(t)
 	my := startMariaDB(t)
 	if _, err := my.mysql(t, "mysql").Exec("CREATE DATABASE halley CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
