@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
 UI_SRC    := $(shell find frontend/src frontend/public frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
 
-.PHONY: run build ui test test-go test-ui lint bench templates clean
+.PHONY: run build ui test test-go test-ui lint bench faults templates clean
 
 ## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
 run: build
@@ -62,3 +62,8 @@ clean:
 ## port, run the benchmark suites (steps, timers, storm, plugins) and stop it; knobs in scripts/bench.sh
 bench:
 	./scripts/bench.sh
+
+## faults: the fault tests (kill -9 under load, Redis FLUSHALL and restart, MySQL restart) with real halley,
+## redis-server and mariadbd processes on loopback ports; needs HALLEY_TEST_MYSQL (see docs/faults.md)
+faults:
+	HALLEY_FAULTS=1 $(GO) test -count=1 -timeout 10m -parallel 3 -v -run '^TestFault' ./server/cmd/halley

@@ -20,6 +20,7 @@ const (
 	EUNPROCESSABLE = "unprocessable" // well-formed but invalid, e.g. a cyclic template: 422
 	ERATELIMITED   = "rate_limited"  // 429
 	EINTERNAL      = "internal"      // 500
+	EUNAVAILABLE   = "unavailable"   // a service Halley needs (database, Redis) cannot be reached: 503
 )
 
 // Error is a domain error: Kind is one of the codes above and decides the HTTP status; Code is the

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"strings"
 
@@ -25,6 +26,7 @@ var statusOf = map[string]int{
 	model.EUNPROCESSABLE: http.StatusUnprocessableEntity,
 	model.ERATELIMITED:   http.StatusTooManyRequests,
 	model.EINTERNAL:      http.StatusInternalServerError,
+	model.EUNAVAILABLE:   http.StatusServiceUnavailable,
 	"method_not_allowed": http.StatusMethodNotAllowed,
 }
 
@@ -41,10 +43,17 @@ type ErrorDetail struct {
 }
 
 // fail writes err in the error shape. Errors without a domain kind are logged in full and shown as
-// "internal error" so that no internal detail leaks.
+// "internal error" so that no internal detail leaks; a failure to connect to the database or Redis is 503
+// unavailable (with Retry-After): a dependency is down, and the client should retry later.
 func fail(c *gin.Context, err error) {
 	var de *model.Error
-	if !errors.As(err, &de) {
+	if !errors.As(err, &de) && unreachable(err) {
+		slog.WarnContext(c.Request.Context(), "a backing service is unreachable", "err", err, "request_id", c.GetString(ctxRequestID),
+			"method", c.Request.Method, "path", c.Request.URL.Path)
+		c.Header("Retry-After", "1")
+		de = &model.Error{Kind: model.EUNAVAILABLE, Message: "a service Halley depends on (database or Redis) cannot be reached; retry later"}
+	}
+	if de == nil {
 		slog.ErrorContext(c.Request.Context(), "internal error", "err", err, "request_id", c.GetString(ctxRequestID),
 			"method", c.Request.Method, "path", c.Request.URL.Path)
 		de = &model.Error{Kind: model.EINTERNAL, Code: "internal", Message: "internal error; see the server log (request id " + c.GetString(ctxRequestID) + ")"}
@@ -138,4 +147,11 @@ func jsonKind(goType string) string {
 		return "a number"
 	}
 	return fmt.Sprintf("of type %s", goType)
+}
+
+// unreachable reports a failed connection attempt to a backing service. A connection lost in the middle of a
+// query is not one: whether that query committed is unknown, so it stays a 500.
+func unreachable(err error) bool {
+	var op *net.OpError
+	return errors.As(err, &op) && op.Op == "dial"
 }

@@ -26,27 +26,28 @@ import (
 
 // Config is every setting of a Halley process.
 type Config struct {
-	Addr              string
-	DataDir           string
-	DatabaseURL       string
-	RedisURL          string
-	AdminPassword     string
-	Secret            string
-	LogLevel          string
-	LogFormat         string
-	PublicURL         string
-	BodyLimit         int64
-	TokenTTL          time.Duration
-	ShutdownTimeout   time.Duration
-	DBMaxOpenConns    int
-	DBMaxIdleConns    int
-	DBConnMaxLifetime time.Duration
-	PluginDir         string
-	PluginMaxSize     int64
-	PluginWorkers     int
-	PluginOutputCap   int
-	RetentionDays     int
-	TrustedProxies    []string
+	Addr               string
+	DataDir            string
+	DatabaseURL        string
+	RedisURL           string
+	RedisCheckInterval time.Duration
+	AdminPassword      string
+	Secret             string
+	LogLevel           string
+	LogFormat          string
+	PublicURL          string
+	BodyLimit          int64
+	TokenTTL           time.Duration
+	ShutdownTimeout    time.Duration
+	DBMaxOpenConns     int
+	DBMaxIdleConns     int
+	DBConnMaxLifetime  time.Duration
+	PluginDir          string
+	PluginMaxSize      int64
+	PluginWorkers      int
+	PluginOutputCap    int
+	RetentionDays      int
+	TrustedProxies     []string
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
@@ -97,6 +98,7 @@ var settings = []Setting{
 		c.RedisURL = v
 		return nil
 	}},
+	{"HALLEY_REDIS_CHECK_INTERVAL", "redis_check_interval", "5s", "How often Halley checks that Redis still holds the timers (a sentinel key); when Redis lost its data (FLUSHALL, a restart without persistence) every pending timer is re-armed from the database at that check.", durationSetter(func(c *Config, d time.Duration) { c.RedisCheckInterval = d }, 100*time.Millisecond)},
 	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {
 			return errors.New("must be 1 to 72 bytes")

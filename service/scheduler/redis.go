@@ -17,17 +17,19 @@ import (
 //	<prefix>{timers}:meta   hash  field = timer id, value = "<due ms>:<deliveries>", only for timers that have
 //	                              been popped and not yet acked/cancelled/re-armed (so 1M pending timers cost
 //	                              nothing here)
+//	<prefix>{timers}:alive  string: a sentinel whose absence tells WatchLoss that Redis lost the keys
 //	<prefix>{timers}:wake   pub/sub channel: the new earliest due ms, published when a Schedule/Ensure/recovery
 //	                              makes a timer due earlier than anything before
 //
 // The time in every script is the caller's clock (Options.Clock), never Redis TIME, so tests can drive it.
 type Redis struct {
-	rdb    redis.UniversalClient
-	keys   []string // due, lease, meta
-	wakeCh string
-	opts   Options
-	wake   waker
-	closer closer
+	rdb      redis.UniversalClient
+	keys     []string // due, lease, meta
+	wakeCh   string
+	aliveKey string // the sentinel of WatchLoss
+	opts     Options
+	wake     waker
+	closer   closer
 }
 
 var _ Scheduler = (*Redis)(nil)
@@ -37,11 +39,12 @@ var _ Scheduler = (*Redis)(nil)
 func NewRedis(rdb redis.UniversalClient, prefix string, opts Options) *Redis {
 	base := prefix + "{timers}:"
 	return &Redis{
-		rdb:    rdb,
-		keys:   []string{base + "due", base + "lease", base + "meta"},
-		wakeCh: base + "wake",
-		opts:   opts.withDefaults(),
-		closer: newCloser(),
+		rdb:      rdb,
+		keys:     []string{base + "due", base + "lease", base + "meta"},
+		wakeCh:   base + "wake",
+		aliveKey: base + "alive",
+		opts:     opts.withDefaults(),
+		closer:   newCloser(),
 	}
 }
 

@@ -158,8 +158,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	// Timers: the Redis sorted set when Redis is configured (shared by every replica), else an in-process heap.
 	schedOpts := scheduler.Options{Clock: clock.Real{}, Logger: lg}
 	var sched scheduler.Scheduler
+	var redisSched *scheduler.Redis
 	if rdb != nil {
-		sched = scheduler.NewRedis(rdb, "halley:", schedOpts)
+		redisSched = scheduler.NewRedis(rdb, "halley:", schedOpts)
+		sched = redisSched
 	} else {
 		sched = scheduler.NewMemory(schedOpts)
 	}
@@ -266,6 +268,21 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		lg.Error("unable to re-arm timers at start; the housekeeping job will retry", "err", err)
 	} else if n > 0 {
 		lg.Info("armed pending timers from the database", "count", n)
+	}
+	if redisSched != nil {
+		// Redis may lose its data (FLUSHALL, a restart without persistence): re-arm at the next check, not only
+		// at the periodic rearm-timers job.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			redisSched.WatchLoss(bg, cfg.RedisCheckInterval, func(ctx context.Context) error {
+				n, err := eng.RearmTimers(ctx, sched)
+				if n > 0 {
+					lg.Warn("re-armed timers after redis lost its data", "count", n)
+				}
+				return err
+			})
+		}()
 	}
 	hk.Start()
 	defer func() {

@@ -1,0 +1,48 @@
+package server
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"syscall"
+	"testing"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// TestFailMapsUnreachableServicesTo503 checks the one error table for what a database or Redis outage produces.
+func TestFailMapsUnreachableServicesTo503(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	dial := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+	cases := []struct {
+		name       string
+		err        error
+		status     int
+		code       string
+		retryAfter string
+	}{
+		{"dial refused", dial, http.StatusServiceUnavailable, "unavailable", "1"},
+		{"wrapped dial", fmt.Errorf("store: unable to list tasks: %w", dial), http.StatusServiceUnavailable, "unavailable", "1"},
+		{"connection lost mid-query", &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, http.StatusInternalServerError, "internal", ""},
+		{"other", errors.New("invalid connection"), http.StatusInternalServerError, "internal", ""},
+		{"domain", model.Errorf(model.ENOTFOUND, "no such task"), http.StatusNotFound, "not_found", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			c, _ := gin.CreateTestContext(w)
+			c.Request = httptest.NewRequest(http.MethodGet, "/api/v1/tasks", nil)
+			fail(c, tc.err)
+			var body ErrorBody
+			json.Unmarshal(w.Body.Bytes(), &body)
+			if w.Code != tc.status || body.Error.Code != tc.code || w.Header().Get("Retry-After") != tc.retryAfter {
+				t.Fatalf("got %d %q Retry-After %q, want %d %q %q", w.Code, body.Error.Code, w.Header().Get("Retry-After"), tc.status, tc.code, tc.retryAfter)
+			}
+		})
+	}
+}
