@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
 UI_SRC    := $(shell find frontend/src frontend/public frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
 
-.PHONY: run build ui test test-go test-ui lint bench templates clean
+.PHONY: run build ui test test-go test-ui lint bench soak templates clean
 
 ## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
 run: build
@@ -62,3 +62,9 @@ clean:
 ## port, run the benchmark suites (steps, timers, storm, plugins) and stop it; knobs in scripts/bench.sh
 bench:
 	./scripts/bench.sh
+
+## soak: not in CI — start the real halley binary, drive a steady mixed load (starts, reads, approvals, delay
+## timers) for HALLEY_SOAK_DURATION (10m) and fail unless goroutines and RSS stay flat; HALLEY_SOAK_DB=mysql
+## runs it on HALLEY_TEST_MYSQL; see docs/faults.md
+soak:
+	HALLEY_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestSoak$$' -v ./server/cmd/halley
