@@ -7,7 +7,7 @@ LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
 UI_SRC    := $(shell find frontend/src frontend/public frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
 
-.PHONY: run build ui test test-go test-ui lint bench faults templates clean
+.PHONY: run build ui test test-go test-ui lint bench faults soak templates clean
 
 ## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
 run: build
@@ -67,3 +67,9 @@ bench:
 ## redis-server and mariadbd processes on loopback ports; needs HALLEY_TEST_MYSQL (see docs/faults.md)
 faults:
 	HALLEY_FAULTS=1 $(GO) test -count=1 -timeout 10m -parallel 3 -v -run '^TestFault' ./server/cmd/halley
+
+## soak: not in CI — start the real halley binary, drive a steady mixed load (starts, reads, approvals, delay
+## timers) for HALLEY_SOAK_DURATION (10m) and fail unless goroutines and RSS stay flat; HALLEY_SOAK_DB=mysql
+## runs it on HALLEY_TEST_MYSQL; see docs/faults.md
+soak:
+	HALLEY_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestSoak$$' -v ./server/cmd/halley
