@@ -55,11 +55,17 @@ WORK=$(mktemp -d "${TMPDIR:-/tmp}/halley-bench.XXXXXX")
 DB="halley_bench_${STAMP,,}_$$"
 DB=${DB//[^a-z0-9_]/_}
 REDIS_DB=""
+CLAIM_KEY="halley-bench:claim"
+CLAIM_TOKEN="$STAMP-$$-$RANDOM$RANDOM"
 HALLEY_PID=""
 SUITE_PID=""
 WATCHDOG=""
 START=$(date +%s)
 
+# release_claim N deletes the claim marker of database N if it is still this run's.
+release_claim() {
+	rc -n "$1" EVAL "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0" 1 "$CLAIM_KEY" "$CLAIM_TOKEN" >/dev/null
+}
 my() { mysql -h "$MYSQL_HOST" -P "$MYSQL_PORT" -u "$MYSQL_USER" --connect-timeout=10 "$@"; }
 rc() { timeout 30 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" "$@"; }
 
@@ -81,8 +87,9 @@ cleanup() {
 		wait "$HALLEY_PID" 2>/dev/null
 	fi
 	if [ -n "$REDIS_DB" ]; then
-		# Only Halley's keys ("halley:" prefix) in the database that was empty when we took it.
+		# Only Halley's keys ("halley:" prefix, none when we claimed the database), then our claim.
 		rc -n "$REDIS_DB" --scan --pattern 'halley:*' | xargs -r -n 500 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" -n "$REDIS_DB" DEL >/dev/null
+		release_claim "$REDIS_DB"
 	fi
 	if [ "${BENCH_KEEP_DB:-0}" = 1 ]; then
 		log "kept database $DB"
@@ -141,10 +148,15 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 PORT=$(free_port)
 PPROF_PORT=$(free_port)
 
+# Claim a Redis database number among 1..14 with a marker key (SET NX, expiring after the hard limit, so a run
+# killed with -9 frees it): two runs at once never share one, and other people's keys in it are no obstacle.
+# A database already holding keys of a Halley ("halley:*") is skipped: Halley under test uses that prefix.
 for n in $(seq 1 14); do
-	if [ "$(rc -n "$n" DBSIZE)" = 0 ]; then REDIS_DB=$n; break; fi
+	[ "$(rc -n "$n" SET "$CLAIM_KEY" "$CLAIM_TOKEN" NX EX "$((HARD_LIMIT + 120))")" = OK ] || continue
+	if [ -z "$(rc -n "$n" --scan --pattern 'halley:*' | head -n 1)" ]; then REDIS_DB=$n; break; fi
+	release_claim "$n"
 done
-[ -n "$REDIS_DB" ] || die "no empty Redis database among 1..14"
+[ -n "$REDIS_DB" ] || die "no Redis database among 1..14 could be claimed (each holds a claim of another run or Halley keys)"
 my -e "CREATE DATABASE \`$DB\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 MYSQL_URL="mysql://$MYSQL_USER@$MYSQL_HOST:$MYSQL_PORT/$DB"
 REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/$REDIS_DB"

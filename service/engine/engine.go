@@ -47,6 +47,8 @@ type Options struct {
 	OnOutbox func()
 	// NoGroupCommit runs every step in a transaction of its own (see group.go).
 	NoGroupCommit bool
+	// NoBatchTimers fires every due timer in a transaction of its own (see HandleTimers).
+	NoBatchTimers bool
 }
 
 // Engine runs instances.
@@ -63,6 +65,8 @@ type Engine struct {
 	cron        func(ctx context.Context, t *model.Timer) error
 	onPluginRun func()
 	group       *grouper // nil: every step in a transaction of its own
+	// noBatchTimers: HandleTimers fires each timer alone.
+	noBatchTimers bool
 
 	mu      sync.Mutex
 	waiters map[string][]chan struct{}
@@ -79,7 +83,8 @@ func New(store model.InstanceStore, templates *template.Service, dir Directory, 
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]chan struct{}{}}
+		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]chan struct{}{},
+		noBatchTimers: opts.NoBatchTimers}
 	if bs, ok := store.(model.BatchInstanceStore); ok && !opts.NoGroupCommit {
 		e.group = &grouper{single: store, batch: bs}
 	}

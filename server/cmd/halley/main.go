@@ -214,7 +214,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		fn    func(ctx context.Context) error
 	}{
 		{"rearm-timers", 5 * time.Minute, func(ctx context.Context) error {
-			n, err := eng.RearmTimers(ctx, sched)
+			// Rows younger than a minute are skipped: their outbox row is most likely still on its way.
+			n, err := eng.RearmTimers(ctx, sched, time.Minute)
 			if n > 0 {
 				lg.Warn("re-armed timers missing from the scheduler", "count", n)
 			}
@@ -264,7 +265,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			lg.Error("scheduler stopped", "err", err)
 		}
 	}()
-	if n, err := eng.RearmTimers(ctx, sched); err != nil {
+	if n, err := eng.RearmTimers(ctx, sched, 0); err != nil {
 		lg.Error("unable to re-arm timers at start; the housekeeping job will retry", "err", err)
 	} else if n > 0 {
 		lg.Info("armed pending timers from the database", "count", n)
@@ -276,7 +277,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		go func() {
 			defer wg.Done()
 			redisSched.WatchLoss(bg, cfg.RedisCheckInterval, func(ctx context.Context) error {
-				n, err := eng.RearmTimers(ctx, sched)
+				n, err := eng.RearmTimers(ctx, sched, 0)
 				if n > 0 {
 					lg.Warn("re-armed timers after redis lost its data", "count", n)
 				}
