@@ -221,6 +221,27 @@ func (s *Store) FinishRunOnly(ctx context.Context, r *model.PluginRun) error {
 	})
 }
 
+const runUpdateSQL = "UPDATE plugin_runs SET status = ?, exit_code = ?, output = ?, error = ?, stdout = ?, stderr = ?, started_at = ?, " +
+	"ended_at = ?, duration_ms = ?, lease_until = NULL WHERE id = ? AND status IN "
+
+// applyRunUpdateRaw is applyRunUpdate on database/sql with prebuilt SQL (the step's hot path).
+func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
+	r := u.Run
+	out := ""
+	if len(r.Output) > 0 {
+		out = string(r.Output)
+	}
+	args := []any{r.Status, r.ExitCode, out, r.Error, r.Stdout, r.Stderr, utcPtr(r.StartedAt), utcPtr(r.EndedAt), r.DurationMS, r.ID}
+	res, err := c.ExecContext(ctx, runUpdateSQL+"("+placeholders(len(u.From))+")", append(args, strArgs(u.From)...)...)
+	if err != nil {
+		return fmt.Errorf("store: unable to record plugin run %s: %w", r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return model.CodedError(model.ECONFLICT, "run_finished", "plugin run %s is already finished", r.ID)
+	}
+	return nil
+}
+
 // applyRunUpdate writes a run's result if it is still in one of the From statuses; ECONFLICT otherwise.
 func applyRunUpdate(tx *gorm.DB, u model.RunUpdate) error {
 	r := u.Run
