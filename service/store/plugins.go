@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,21 +75,27 @@ func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin) error {
 
 // GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
 func (s *Store) GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
-	q := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenant, name)
+	// On database/sql with prebuilt SQL: every queued plugin run asks (see sqlbatch.go).
+	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
+	var r pluginRow
+	var err error
 	if version > 0 {
-		q = q.Where("version = ?", version)
+		err = s.sqlDB.QueryRowContext(ctx, cols+" AND version = ?", tenant, name, version).
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
+	} else {
+		err = s.sqlDB.QueryRowContext(ctx, cols+" ORDER BY version DESC LIMIT 1", tenant, name).
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
 	}
-	var rows []pluginRow
-	if err := q.Order("version DESC").Limit(1).Find(&rows).Error; err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: unable to read plugin %s: %w", name, err)
 	}
-	if len(rows) == 0 {
+	if errors.Is(err, sql.ErrNoRows) {
 		if version > 0 {
 			return nil, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %s has no version %d", name, version)
 		}
 		return nil, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %q not found", name)
 	}
-	return rows[0].toModel(), nil
+	return r.toModel(), nil
 }
 
 // ListPluginVersions lists a plugin's versions, newest first.
