@@ -69,12 +69,15 @@ type Executor struct {
 	opts ExecutorOptions
 	log  *slog.Logger
 
-	wake    chan struct{} // Notify: a run was committed
-	freed   chan struct{} // a worker slot became free
-	started atomic.Bool
+	wake      chan struct{} // Notify: a run was committed
+	freed     chan struct{} // a worker slot became free
+	started   atomic.Bool
+	accepting atomic.Bool  // the loop runs: offered jobs will be started
+	load      atomic.Int64 // jobs executing or offered and waiting for a worker
 
 	mu      sync.Mutex
-	running map[string]Job // by run id: the leases to heartbeat
+	running map[string]Job // by run id: the leases to heartbeat (executing or offered)
+	offered []Job          // handed over already leased, waiting for a free worker
 }
 
 // Retry policy of Queue.Complete: a database blip must not turn a finished run into a re-run, but a store that
@@ -126,6 +129,9 @@ func defaultWorkerID() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
+// Lease is how long a claim (or an offered run's lease) lasts before it is renewed.
+func (e *Executor) Lease() time.Duration { return e.opts.Lease }
+
 // WorkerID is the id this executor claims runs under.
 func (e *Executor) WorkerID() string { return e.opts.WorkerID }
 
@@ -136,6 +142,45 @@ func (e *Executor) Notify() {
 	case e.wake <- struct{}{}:
 	default:
 	}
+}
+
+// Available reports whether the executor would start an offered run at once (it runs and has a free worker). The
+// engine asks it before writing a new run already leased to this executor (see Offer).
+func (e *Executor) Available() bool {
+	return e.accepting.Load() && e.load.Load() < int64(e.opts.Workers)
+}
+
+// Offer hands the executor jobs already leased to its WorkerID (written leased in the transaction that queued
+// them), so they run without a claim. They are heartbeated from now on and started as workers free up, before
+// any claim. Offered jobs that never run (shutdown, crash) keep their durable rows: their leases expire and a
+// claim runs them again as a next attempt.
+func (e *Executor) Offer(jobs ...Job) {
+	if len(jobs) == 0 {
+		return
+	}
+	e.mu.Lock()
+	for _, j := range jobs {
+		e.running[j.RunID] = j
+	}
+	e.offered = append(e.offered, jobs...)
+	e.mu.Unlock()
+	e.load.Add(int64(len(jobs)))
+	e.Notify()
+}
+
+// takeOffered removes up to n offered jobs.
+func (e *Executor) takeOffered(n int) []Job {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n = min(n, len(e.offered))
+	if n == 0 {
+		return nil
+	}
+	jobs := append([]Job(nil), e.offered[:n]...)
+	rest := copy(e.offered, e.offered[n:])
+	clear(e.offered[rest:])
+	e.offered = e.offered[:rest]
+	return jobs
 }
 
 // Run claims and executes runs until ctx is done, then stops claiming, waits for the runs in flight (see
@@ -181,7 +226,17 @@ func (e *Executor) loop(ctx, runCtx context.Context, workers *sync.WaitGroup) {
 	defer ticker.Stop()
 	inflight := 0
 	want := true // look for work at start
+	e.accepting.Store(true)
+	defer e.accepting.Store(false)
 	for {
+		if inflight < e.opts.Workers && ctx.Err() == nil {
+			// Offered jobs first: they are leased to this executor already.
+			for _, job := range e.takeOffered(e.opts.Workers - inflight) {
+				inflight++
+				workers.Add(1)
+				go e.work(runCtx, job, workers)
+			}
+		}
 		if want && inflight < e.opts.Workers && ctx.Err() == nil {
 			free := e.opts.Workers - inflight
 			jobs, err := e.claim(ctx, free)
@@ -196,6 +251,7 @@ func (e *Executor) loop(ctx, runCtx context.Context, workers *sync.WaitGroup) {
 				want = len(jobs) == free
 				for _, job := range jobs {
 					inflight++
+					e.load.Add(1)
 					workers.Add(1)
 					e.track(job)
 					go e.work(runCtx, job, workers)
@@ -290,7 +346,10 @@ func (e *Executor) extend(ctx context.Context, ids []string) (err error) {
 // work executes one job and reports it. The lease stays tracked (heartbeated) until Complete returns.
 func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 	defer workers.Done()
-	defer func() { e.freed <- struct{}{} }() // buffered to Workers: never blocks, even after the loop is gone
+	defer func() {
+		e.load.Add(-1)
+		e.freed <- struct{}{} // buffered to Workers: never blocks, even after the loop is gone
+	}()
 	defer e.untrack(job)
 
 	log := e.log.With("run_id", job.RunID, "attempt", job.Attempt, "plugin", job.Spec.Name,

@@ -61,9 +61,20 @@ func (r *runs) wait(t *testing.T, n int) {
 // now is the env's clock: leases are set and checked on the same clock the test moves.
 func startExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time) {
 	t.Helper()
-	ex := plugin.NewExecutor(engine.NewPluginQueue(d.Engine, st, files), &plugin.ProcessRunner{WorkRoot: t.TempDir()},
+	runExecutor(t, d, st, files, rec, worker, now, false)
+}
+
+// runExecutor is startExecutor; attach makes it the engine's local executor (runs handed over at commit).
+func runExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time, attach bool) {
+	t.Helper()
+	q := engine.NewPluginQueue(d.Engine, st, files)
+	ex := plugin.NewExecutor(q, &plugin.ProcessRunner{WorkRoot: t.TempDir()},
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
 			Logger: quietLogger(), Now: now})
+	if attach {
+		q.Attach(ex)
+		t.Cleanup(func() { d.Engine.SetPluginHandOver(nil) })
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { ex.Run(ctx); close(done) }()
@@ -424,4 +435,123 @@ func TestCacheTemplateEndToEnd(t *testing.T) {
 			t.Fatalf("cache template: %s", r.Body)
 		}
 	})
+}
+
+// TestHandOver: runs queued while the attached executor has a free worker are written leased to it and run
+// without a claim; a polling executor on the same database races it. Every run executes exactly once, and a
+// sync trigger returns the plugin's result.
+func TestHandOver(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		e := newEnv(t, s, func(d *server.Deps) {
+			withPlugins(t, s, nil)(d)
+			runExecutor(t, d, s, d.PluginFiles, rec, "local", d.Engine.Now, true)
+			runExecutor(t, d, s, d.PluginFiles, rec, "poller", d.Engine.Now, false)
+		})
+		count := filepath.Join(t.TempDir(), "count")
+		os.WriteFile(count, nil, 0o644)
+		e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`import json, sys
+d = json.load(sys.stdin)
+open(%q, "a").write("x")
+print(json.dumps({"context": {"echo": d["context"].get("n")}}))
+`, count)), e.admin)
+		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		const n = 12
+		ids := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range ids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ids[i] = e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks", "context": M{"n": i}}, nil).JSON["id"].(string)
+			}()
+		}
+		wg.Wait()
+		rec.wait(t, n)
+		for i, id := range ids {
+			r := e.instance(id)
+			if r.JSON["status"] != "completed" || r.JSON["context"].(M)["echo"] != float64(i) {
+				t.Fatalf("instance %s: %s", id, r.Body)
+			}
+		}
+		if b, _ := os.ReadFile(count); len(b) != n {
+			t.Fatalf("%d executions for %d runs", len(b), n)
+		}
+		rec.mu.Lock()
+		for id, c := range rec.done {
+			if c != 1 {
+				t.Fatalf("run %s completed %d times", id, c)
+			}
+		}
+		rec.mu.Unlock()
+		if handed := e.rowCount("plugin_runs", "lease_owner = ? AND attempt = 1 AND status = ?", "local", model.RunSucceeded); handed == 0 {
+			t.Fatalf("no run was handed over")
+		}
+		if queued := e.rowCount("outbox", "kind = ?", model.OutboxPluginRun); queued+e.rowCount("plugin_runs", "lease_owner = ?", "local") < n {
+			t.Fatalf("a run neither handed over nor queued through the outbox")
+		}
+
+		// A sync trigger waits for the plugin's result and answers with it.
+		e.publish("sync-tick", []any{start(M{"kind": "sync-api", "module": "t", "function": "tick"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}},
+			M{"id": "end", "type": "end"}}, []any{edge("start", "work"), edge("work", "end")})
+		r := e.do("POST", "/api/v1/trigger/sync/t/tick?wait=10", "", M{"n": 42}, nil)
+		if r.Status != 200 || r.JSON["status"] != "completed" || r.JSON["context"].(M)["echo"] != float64(42) {
+			t.Fatalf("sync trigger: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// deadHandOver leases every run to a worker that dies between the commit and the hand-over.
+type deadHandOver struct{ now func() time.Time }
+
+func (d deadHandOver) Lease() (string, time.Time, bool) {
+	return "dead", d.now().Add(time.Minute), true
+}
+func (deadHandOver) HandOver([]*model.PluginRun) {}
+
+// TestHandOverLost: a run written leased to the local executor whose process dies before the hand-over is left
+// alone while its lease holds, then claimed by another executor as attempt 2.
+func TestHandOverLost(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		var deps server.Deps
+		e := newEnv(t, s, func(d *server.Deps) {
+			withPlugins(t, s, nil)(d)
+			d.Engine.SetPluginHandOver(deadHandOver{d.Engine.Now})
+			deps = *d
+		})
+		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
+		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil).JSON["id"].(string)
+		deps.Engine.SetPluginHandOver(nil)
+		if n := e.rowCount("plugin_runs", "instance_id = ? AND status = ? AND lease_owner = ? AND started_at IS NOT NULL AND lease_until IS NOT NULL",
+			id, model.RunRunning, "dead"); n != 1 {
+			t.Fatalf("the run is not written leased: %d", n)
+		}
+		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
+		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
+			t.Fatalf("a leased run was claimed: %v", again)
+		}
+		e.advance(2 * time.Minute) // past the lease
+		rec.wait(t, 1)
+		runs := e.do("GET", "/api/v1/plugins/tick/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+		if len(runs) != 1 || runs[0].(M)["status"] != "succeeded" || runs[0].(M)["attempt"] != float64(2) {
+			t.Fatalf("rescued run: %v", runs)
+		}
+		if st := e.instance(id).JSON["status"]; st != "completed" {
+			t.Fatalf("instance after the rescue: %v", st)
+		}
+	})
+}
+
+// rowCount counts the rows of a table matching where.
+func (e *env) rowCount(table, where string, args ...any) int64 {
+	e.t.Helper()
+	var n int64
+	if err := e.store.DB().Table(table).Where(where, args...).Count(&n).Error; err != nil {
+		e.t.Fatal(err)
+	}
+	return n
 }

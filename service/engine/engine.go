@@ -64,12 +64,13 @@ type Engine struct {
 	onOutbox    func()
 	cron        func(ctx context.Context, t *model.Timer) error
 	onPluginRun func()
-	group       *grouper // nil: every step in a transaction of its own
+	handOver    PluginHandOver // nil: every run is queued for a claim
+	group       *grouper       // nil: every step in a transaction of its own
 	// noBatchTimers: HandleTimers fires each timer alone.
 	noBatchTimers bool
 
 	mu      sync.Mutex
-	waiters map[string][]chan struct{}
+	waiters map[string][]*endWaiter
 	// loaded remembers the versions the template service has compiled (and cached) for this process.
 	loaded sync.Map
 }
@@ -83,7 +84,7 @@ func New(store model.InstanceStore, templates *template.Service, dir Directory, 
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]chan struct{}{},
+		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]*endWaiter{},
 		noBatchTimers: opts.NoBatchTimers}
 	if bs, ok := store.(model.BatchInstanceStore); ok && !opts.NoGroupCommit {
 		e.group = &grouper{single: store, batch: bs}
@@ -97,41 +98,75 @@ func (e *Engine) Now() time.Time { return e.clock.Now() }
 // SetOnPluginRun sets what wakes the plugin executor when a run is queued outside the outbox.
 func (e *Engine) SetOnPluginRun(f func()) { e.onPluginRun = f }
 
+// PluginHandOver is this process's plugin executor as the engine sees it (PluginQueue.Attach sets it).
+type PluginHandOver interface {
+	// Lease says whether the executor would start a new run at once, and if so under which worker id and until
+	// when the run is to be leased. The engine then writes the run leased in the queuing transaction.
+	Lease() (worker string, until time.Time, ok bool)
+	// HandOver gives the executor runs written leased to it, after their transaction committed.
+	HandOver(runs []*model.PluginRun)
+}
+
+// SetPluginHandOver sets this process's plugin executor (see PluginHandOver); nil queues every run for a claim.
+func (e *Engine) SetPluginHandOver(h PluginHandOver) { e.handOver = h }
+
 // SetEvents sets the event sink (wired after construction to break a dependency cycle).
 func (e *Engine) SetEvents(s EventSink) { e.events = s }
 
 // SetOnOutbox sets the outbox wake-up (wired after construction).
 func (e *Engine) SetOnOutbox(f func()) { e.onOutbox = f }
 
-// committed runs after a transaction committed: wake the dispatcher and whoever waits for the instance's end.
+// committed runs after a transaction committed: hand the runs leased to this process's executor over, wake the
+// dispatcher and whoever waits for the instance's end.
 func (e *Engine) committed(w *model.Work) {
+	if e.handOver != nil {
+		var mine []*model.PluginRun
+		for _, r := range w.NewPluginRuns {
+			if r.Status == model.RunRunning && r.LeaseOwner != "" {
+				mine = append(mine, r)
+			}
+		}
+		if len(mine) > 0 {
+			e.handOver.HandOver(mine)
+		}
+	}
 	if len(w.Outbox) > 0 && e.onOutbox != nil {
 		e.onOutbox()
 	}
 	if w.Instance.Ended() {
 		e.mu.Lock()
-		chs := e.waiters[w.Instance.ID]
+		ws := e.waiters[w.Instance.ID]
 		delete(e.waiters, w.Instance.ID)
 		e.mu.Unlock()
-		for _, c := range chs {
-			close(c)
+		if len(ws) > 0 {
+			end := *w.Instance // as committed; the waiters only read it
+			for _, x := range ws {
+				x.inst = &end
+				close(x.done)
+			}
 		}
 	}
 }
 
-// ended returns a channel closed when this process commits the end of the instance. Callers also poll: another
+// endWaiter is one wait for an instance's end committed by this process: done is closed after inst is set.
+type endWaiter struct {
+	done chan struct{}
+	inst *model.Instance
+}
+
+// ended returns a waiter closed when this process commits the end of the instance. Callers also poll: another
 // replica may end it.
-func (e *Engine) ended(id string) (<-chan struct{}, func()) {
-	c := make(chan struct{})
+func (e *Engine) ended(id string) (*endWaiter, func()) {
+	x := &endWaiter{done: make(chan struct{})}
 	e.mu.Lock()
-	e.waiters[id] = append(e.waiters[id], c)
+	e.waiters[id] = append(e.waiters[id], x)
 	e.mu.Unlock()
-	return c, func() {
+	return x, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		cs := e.waiters[id]
-		for i, x := range cs {
-			if x == c {
+		for i, y := range cs {
+			if y == x {
 				e.waiters[id] = append(cs[:i], cs[i+1:]...)
 				break
 			}
@@ -216,6 +251,10 @@ func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req Li
 
 // StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly).
 func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title)
+}
+
+func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
 	if title == "" {
 		title = c.Key
 	}
@@ -225,7 +264,7 @@ func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c 
 	)
 	for attempt := 0; ; attempt++ {
 		now := e.clock.Now().UTC()
-		inst = &model.Instance{ID: uuid.Must(uuid.NewV7()).String(), TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
+		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
 			Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w = &model.Work{Instance: inst}
 		r := e.newRun(ctx, w, c, initiator)
@@ -599,25 +638,66 @@ func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) e
 
 // WaitEnd waits until the instance ends or ctx is done, and returns it.
 func (e *Engine) WaitEnd(ctx context.Context, tenant, id string) (*model.Instance, error) {
-	done, cancel := e.ended(id)
+	x, cancel := e.ended(id)
 	defer cancel()
-	tick := time.NewTicker(250 * time.Millisecond) // another replica may end it
-	defer tick.Stop()
-	for {
+	return e.waitEnd(ctx, tenant, id, x, true)
+}
+
+// waitEnd waits for x (the end committed by this process, which carries the instance: no read) while polling
+// every 250 ms (another replica may end it); readFirst reads once at once. When ctx is done it returns the
+// instance as it is then.
+func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, readFirst bool) (*model.Instance, error) {
+	get := func() (*model.Instance, error) {
 		// Read with a context of its own: the last look after ctx's deadline must still succeed.
 		rctx, cancelRead := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancelRead()
 		inst, _, err := e.store.GetInstance(rctx, tenant, id)
-		cancelRead()
-		if err != nil || inst.Ended() || ctx.Err() != nil {
-			return inst, err
+		return inst, err
+	}
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	read := readFirst
+	for {
+		if read {
+			inst, err := get()
+			if err != nil || inst.Ended() || ctx.Err() != nil {
+				return inst, err
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return inst, nil
-		case <-done:
+			read = true // the last look
+		case <-x.done:
+			return x.inst, nil
 		case <-tick.C:
+			read = true
 		}
 	}
+}
+
+// StartCompiledAndWait starts an instance like StartCompiled and, unless it ended in its first step, waits up to
+// wait for its end (sync triggers). It listens for the end before the start commits, so an end committed by this
+// process is seen without reading the instance again; ended reports whether it ended within wait. The instance
+// returned is the one at the end (or at the deadline).
+func (e *Engine) StartCompiledAndWait(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string,
+	wait time.Duration) (*InstanceView, *model.Instance, error) {
+	id := uuid.Must(uuid.NewV7()).String()
+	x, cancel := e.ended(id)
+	defer cancel()
+	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title)
+	if err != nil {
+		return nil, nil, err
+	}
+	if v.Ended() || wait <= 0 {
+		return v, nil, nil
+	}
+	wctx, cancelWait := context.WithTimeout(ctx, wait)
+	defer cancelWait()
+	inst, err := e.waitEnd(wctx, tenant, id, x, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, inst, nil
 }
 
 // sortNodes orders node views by activation.

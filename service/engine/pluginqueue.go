@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
@@ -17,13 +18,98 @@ type PluginQueue struct {
 	e     *Engine
 	ps    model.PluginStore
 	files *plugin.FileStore
+	exec  *plugin.Executor // set by Attach: runs are handed to it at commit
+
+	plugins sync.Map // pluginKey -> *model.Plugin (a version never changes)
+	mu      sync.Mutex
+	runs    map[string]*model.PluginRun // runs this process executes, by id, until Complete
 }
 
 var _ plugin.Queue = (*PluginQueue)(nil)
 
 // NewPluginQueue returns the queue the executor claims runs from.
 func NewPluginQueue(e *Engine, ps model.PluginStore, files *plugin.FileStore) *PluginQueue {
-	return &PluginQueue{e: e, ps: ps, files: files}
+	return &PluginQueue{e: e, ps: ps, files: files, runs: map[string]*model.PluginRun{}}
+}
+
+// Attach makes x this process's executor of the engine's plugin runs: a run the engine queues while x has a free
+// worker is written leased to x in the queuing transaction and handed to x right after the commit (no outbox row,
+// no claim). The durable row stays the safety net: if the process dies before the run is done, its lease expires
+// and any executor's claim runs it again as the next attempt.
+func (q *PluginQueue) Attach(x *plugin.Executor) {
+	q.exec = x
+	q.e.SetPluginHandOver(q)
+}
+
+// Lease implements PluginHandOver.
+func (q *PluginQueue) Lease() (string, time.Time, bool) {
+	if q.exec == nil || !q.exec.Available() {
+		return "", time.Time{}, false
+	}
+	return q.exec.WorkerID(), q.e.clock.Now().Add(q.exec.Lease()), true
+}
+
+// HandOver implements PluginHandOver: the runs were committed leased to this executor.
+func (q *PluginQueue) HandOver(runs []*model.PluginRun) {
+	jobs := make([]plugin.Job, 0, len(runs))
+	for _, r := range runs {
+		job, err := q.job(context.Background(), r)
+		if err != nil {
+			// Like a claimed run whose plugin cannot be prepared: it fails. Off the caller's goroutine (the
+			// caller is a request that just committed).
+			go q.fail(r, err)
+			continue
+		}
+		q.remember(r)
+		jobs = append(jobs, job)
+	}
+	q.exec.Offer(jobs...)
+}
+
+func (q *PluginQueue) fail(r *model.PluginRun, err error) {
+	ctx := context.Background()
+	now := q.e.clock.Now().UTC()
+	q.e.log.Error("plugin: unable to prepare run", "run_id", r.ID, "plugin", r.Plugin, "err", err)
+	if ferr := q.e.PluginResult(ctx, r, PluginOutcome{Status: model.RunFailed, Error: err.Error(), Ended: &now, From: []string{model.RunRunning}}); ferr != nil {
+		q.e.log.Error("plugin: unable to record failed run", "run_id", r.ID, "err", ferr)
+	}
+}
+
+func (q *PluginQueue) remember(r *model.PluginRun) {
+	q.mu.Lock()
+	q.runs[r.ID] = r
+	q.mu.Unlock()
+}
+
+// run returns (and forgets) the run of a job this process took, else reads it.
+func (q *PluginQueue) run(ctx context.Context, id string) (*model.PluginRun, error) {
+	q.mu.Lock()
+	r, ok := q.runs[id]
+	delete(q.runs, id)
+	q.mu.Unlock()
+	if ok {
+		return r, nil
+	}
+	return q.ps.GetRun(ctx, model.DefaultTenant, id)
+}
+
+type pluginKey struct {
+	tenant, name string
+	version      int
+}
+
+// plugin returns a plugin version, from memory after the first read.
+func (q *PluginQueue) plugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
+	k := pluginKey{tenant, name, version}
+	if p, ok := q.plugins.Load(k); ok {
+		return p.(*model.Plugin), nil
+	}
+	p, err := q.ps.GetPlugin(ctx, tenant, name, version)
+	if err != nil {
+		return nil, err
+	}
+	q.plugins.Store(k, p)
+	return p, nil
 }
 
 // Claim leases runs and turns them into jobs. A run whose plugin file is gone fails at once.
@@ -43,13 +129,14 @@ func (q *PluginQueue) Claim(ctx context.Context, worker string, n int, leaseUnti
 			}
 			continue
 		}
+		q.remember(r)
 		jobs = append(jobs, job)
 	}
 	return jobs, nil
 }
 
 func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, error) {
-	p, err := q.ps.GetPlugin(ctx, r.TenantID, r.Plugin, r.Version)
+	p, err := q.plugin(ctx, r.TenantID, r.Plugin, r.Version)
 	if err != nil {
 		return plugin.Job{}, err
 	}
@@ -72,7 +159,7 @@ func (q *PluginQueue) Extend(ctx context.Context, worker string, runIDs []string
 
 // Complete records a finished run and hands its result to the engine.
 func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Job, res plugin.Result) error {
-	run, err := q.ps.GetRun(ctx, model.DefaultTenant, job.RunID)
+	run, err := q.run(ctx, job.RunID)
 	if err != nil {
 		return err
 	}

@@ -107,14 +107,29 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	if err != nil {
 		return err
 	}
-	r.w.NewPluginRuns = append(r.w.NewPluginRuns, &model.PluginRun{ID: id, TenantID: r.inst.TenantID, Plugin: p.Name, Version: p.Version,
-		InstanceID: r.inst.ID, NodeID: ns.NodeID, NodeInstanceID: ns.NodeInstanceID, Phase: ch.Phase, Status: model.RunQueued, Attempt: 1,
-		Input: input, CreatedAt: r.now})
-	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxPluginRun, Ref: id})
+	pr := &model.PluginRun{ID: id, TenantID: r.inst.TenantID, Plugin: p.Name, Version: p.Version, InstanceID: r.inst.ID, NodeID: ns.NodeID,
+		NodeInstanceID: ns.NodeInstanceID, Phase: ch.Phase, Status: model.RunQueued, Attempt: 1, Input: input, CreatedAt: r.now}
+	if worker, until, ok := r.leaseLocal(); ok {
+		// This process's executor has a free worker: the run is written leased to it and handed over at the
+		// commit (Engine.committed). Should the process die first, the lease expires and a claim runs it.
+		lu, st := until.UTC(), r.now
+		pr.Status, pr.LeaseOwner, pr.LeaseUntil, pr.StartedAt = model.RunRunning, worker, &lu, &st
+	} else {
+		r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxPluginRun, Ref: id})
+	}
+	r.w.NewPluginRuns = append(r.w.NewPluginRuns, pr)
 	ch.RunID = id
 	ns.WaitingFor = "plugin"
 	r.history("plugin.queued", ns.NodeID, "", "", map[string]any{"plugin": p.Name, "version": p.Version, "phase": ch.Phase, "run_id": id})
 	return nil
+}
+
+// leaseLocal asks this process's executor whether it takes a new run at once.
+func (r *run) leaseLocal() (string, time.Time, bool) {
+	if r.e.handOver == nil {
+		return "", time.Time{}, false
+	}
+	return r.e.handOver.Lease()
 }
 
 // chainNext moves a chain to its next plugin, or finishes it.

@@ -202,7 +202,10 @@ func (r *run) endVisit(ns *model.NodeState, state string) {
 	ns.State, ns.EndedAt = state, &now
 	ns.WaitingFor = ""
 	ns.Chain = nil
-	r.w.CloseBookmarks = append(r.w.CloseBookmarks, ns.NodeInstanceID)
+	// Only delay and callback visits open bookmarks (waits.go); other visits spare the step an UPDATE.
+	if n := r.c.Def.Node(ns.NodeID); n == nil || n.Type == model.NodeDelay || n.Type == model.NodeCallback {
+		r.w.CloseBookmarks = append(r.w.CloseBookmarks, ns.NodeInstanceID)
+	}
 	r.cancelTimers(ns)
 }
 

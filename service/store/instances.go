@@ -548,8 +548,10 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			nCC++
 		}
 		for _, r := range w.NewPluginRuns {
+			// A run handed to this process's executor is written leased (running, lease_owner, lease_until,
+			// started_at); any other run is queued for a claim.
 			runs = append(runs, r.ID, r.TenantID, r.Plugin, r.Version, r.InstanceID, r.NodeID, r.NodeInstanceID, r.Phase, r.Status, r.Attempt,
-				string(r.Input), "", "", "", "", "", r.CreatedAt.UTC())
+				string(r.Input), "", "", "", "", r.LeaseOwner, utcPtr(r.LeaseUntil), utcPtr(r.StartedAt), r.CreatedAt.UTC())
 			nRun++
 		}
 		for _, o := range w.Outbox {
@@ -607,7 +609,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	}
 	if nRun > 0 {
 		b.add("INSERT INTO plugin_runs (id, tenant_id, plugin, version, instance_id, node_id, node_instance_id, phase, status, attempt, input, "+
-			"output, error, stdout, stderr, lease_owner, created_at) VALUES "+rowsOf(nRun, 17), runs...)
+			"output, error, stdout, stderr, lease_owner, lease_until, started_at, created_at) VALUES "+rowsOf(nRun, 19), runs...)
 	}
 	if nOut > 0 {
 		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
@@ -631,7 +633,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	}
 	for _, w := range ws {
 		for _, u := range w.RunUpdates {
-			if err := applyRunUpdate(tx, u); err != nil {
+			if err := applyRunUpdateRaw(ctx, c, u); err != nil {
 				return err
 			}
 		}

@@ -2,7 +2,9 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,21 +75,27 @@ func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin) error {
 
 // GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
 func (s *Store) GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
-	q := s.db.WithContext(ctx).Where("tenant_id = ? AND name = ?", tenant, name)
+	// On database/sql with prebuilt SQL: every queued plugin run asks (see sqlbatch.go).
+	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
+	var r pluginRow
+	var err error
 	if version > 0 {
-		q = q.Where("version = ?", version)
+		err = s.sqlDB.QueryRowContext(ctx, cols+" AND version = ?", tenant, name, version).
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
+	} else {
+		err = s.sqlDB.QueryRowContext(ctx, cols+" ORDER BY version DESC LIMIT 1", tenant, name).
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
 	}
-	var rows []pluginRow
-	if err := q.Order("version DESC").Limit(1).Find(&rows).Error; err != nil {
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: unable to read plugin %s: %w", name, err)
 	}
-	if len(rows) == 0 {
+	if errors.Is(err, sql.ErrNoRows) {
 		if version > 0 {
 			return nil, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %s has no version %d", name, version)
 		}
 		return nil, model.CodedError(model.ENOTFOUND, "plugin_not_found", "plugin %q not found", name)
 	}
-	return rows[0].toModel(), nil
+	return r.toModel(), nil
 }
 
 // ListPluginVersions lists a plugin's versions, newest first.
@@ -219,6 +227,27 @@ func (s *Store) FinishRunOnly(ctx context.Context, r *model.PluginRun) error {
 	return s.db.WithContext(ctx).Transaction(func(tx *gorm.DB) error {
 		return applyRunUpdate(tx, model.RunUpdate{Run: r, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}})
 	})
+}
+
+const runUpdateSQL = "UPDATE plugin_runs SET status = ?, exit_code = ?, output = ?, error = ?, stdout = ?, stderr = ?, started_at = ?, " +
+	"ended_at = ?, duration_ms = ?, lease_until = NULL WHERE id = ? AND status IN "
+
+// applyRunUpdateRaw is applyRunUpdate on database/sql with prebuilt SQL (the step's hot path).
+func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
+	r := u.Run
+	out := ""
+	if len(r.Output) > 0 {
+		out = string(r.Output)
+	}
+	args := []any{r.Status, r.ExitCode, out, r.Error, r.Stdout, r.Stderr, utcPtr(r.StartedAt), utcPtr(r.EndedAt), r.DurationMS, r.ID}
+	res, err := c.ExecContext(ctx, runUpdateSQL+"("+placeholders(len(u.From))+")", append(args, strArgs(u.From)...)...)
+	if err != nil {
+		return fmt.Errorf("store: unable to record plugin run %s: %w", r.ID, err)
+	}
+	if n, err := res.RowsAffected(); err != nil || n != 1 {
+		return model.CodedError(model.ECONFLICT, "run_finished", "plugin run %s is already finished", r.ID)
+	}
+	return nil
 }
 
 // applyRunUpdate writes a run's result if it is still in one of the From statuses; ECONFLICT otherwise.

@@ -2,6 +2,8 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"errors"
 	"fmt"
 	"time"
 
@@ -38,14 +40,20 @@ var _ model.TriggerStore = (*Store)(nil)
 
 // APIRouteOwner returns the template owning module/function, or "".
 func (s *Store) APIRouteOwner(ctx context.Context, tenant, module, function string) (string, int, error) {
-	var rows []apiTriggerRow
-	if err := s.db.WithContext(ctx).Where("tenant_id = ? AND module = ? AND func = ?", tenant, module, function).Limit(1).Find(&rows).Error; err != nil {
-		return "", 0, fmt.Errorf("store: unable to look up API trigger: %w", err)
-	}
-	if len(rows) == 0 {
+	// On database/sql with prebuilt SQL: every API trigger call asks (see sqlbatch.go).
+	var (
+		key     string
+		version int
+	)
+	err := s.sqlDB.QueryRowContext(ctx, "SELECT tkey, version FROM api_triggers WHERE tenant_id = ? AND module = ? AND func = ? LIMIT 1",
+		tenant, module, function).Scan(&key, &version)
+	if errors.Is(err, sql.ErrNoRows) {
 		return "", 0, nil
 	}
-	return rows[0].Tkey, rows[0].Version, nil
+	if err != nil {
+		return "", 0, fmt.Errorf("store: unable to look up API trigger: %w", err)
+	}
+	return key, version, nil
 }
 
 // SetAPIRoutes replaces a template's routes; ECONFLICT when another template owns one.

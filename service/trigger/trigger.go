@@ -265,24 +265,23 @@ func (s *Service) Invoke(ctx context.Context, call Call) (*CallResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := s.engine.StartCompiled(ctx, tenant, "api:"+call.Module+"/"+call.Function, c, doc, call.Header("X-Correlation-ID"), "")
+	initiator, corr := "api:"+call.Module+"/"+call.Function, call.Header("X-Correlation-ID")
+	if !call.Sync {
+		v, err := s.engine.StartCompiled(ctx, tenant, initiator, c, doc, corr, "")
+		if err != nil {
+			return nil, err
+		}
+		return &CallResult{InstanceID: v.ID, Status: v.Status, Done: v.Ended()}, nil
+	}
+	// Sync: listen for the end before the start commits, so an end committed here needs no read.
+	v, inst, err := s.engine.StartCompiledAndWait(ctx, tenant, initiator, c, doc, corr, "", call.Wait)
 	if err != nil {
 		return nil, err
 	}
 	res := &CallResult{InstanceID: v.ID, Status: v.Status, Context: v.Context, Done: v.Ended()}
-	if !call.Sync || res.Done || call.Wait <= 0 {
-		if !call.Sync {
-			res.Context = nil
-		}
-		return res, nil
+	if inst != nil {
+		res.Status, res.Context, res.Done = inst.Status, inst.Context, inst.Ended()
 	}
-	wctx, cancel := context.WithTimeout(ctx, call.Wait)
-	defer cancel()
-	inst, err := s.engine.WaitEnd(wctx, tenant, v.ID)
-	if err != nil {
-		return nil, err
-	}
-	res.Status, res.Context, res.Done = inst.Status, inst.Context, inst.Ended()
 	return res, nil
 }
 

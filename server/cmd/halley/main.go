@@ -192,8 +192,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	}
 	pluginLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")}
 	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
-	executor := plugin.NewExecutor(engine.NewPluginQueue(eng, st, pluginFiles), runner, plugin.ExecutorOptions{
+	pluginQueue := engine.NewPluginQueue(eng, st, pluginFiles)
+	executor := plugin.NewExecutor(pluginQueue, runner, plugin.ExecutorOptions{
 		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
+	pluginQueue.Attach(executor) // runs queued while a worker is free go to it at commit, leased, without a claim
 	eng.SetOnPluginRun(executor.Notify)
 	disp.Handle(model.OutboxPluginRun, func(context.Context, []model.OutboxItem) error {
 		executor.Notify()

@@ -1,0 +1,111 @@
+package engine_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+const waitDef = `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"lead","type":"approval","approvers":{"users":["bob"]}},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"lead"},{"from":"lead","to":"end"}]}`
+
+// TestStartCompiledAndWait: a sync start sees an end committed by this engine (without reading the instance), an
+// end committed by another engine on the same database (a replica: by polling), and its deadline.
+func TestStartCompiledAndWait(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("bob")
+		h.publish("wait", waitDef)
+		c, err := h.tpl.Compiled(h.ctx, model.DefaultTenant, "wait", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		replica := engine.New(s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+
+		type result struct {
+			v    *engine.InstanceView
+			inst *model.Instance
+			err  error
+		}
+		// startWaiting starts an instance with a correlation id and returns its id once it is committed, and the
+		// channel of StartCompiledAndWait's answer.
+		startWaiting := func(corr string, wait time.Duration) (string, <-chan result) {
+			ch := make(chan result, 1)
+			go func() {
+				v, inst, err := h.eng.StartCompiledAndWait(h.ctx, model.DefaultTenant, "alice", c, json.RawMessage(`{}`), corr, "", wait)
+				ch <- result{v, inst, err}
+			}()
+			deadline := time.Now().Add(10 * time.Second) // guard against a hung test, not a timing assumption
+			for time.Now().Before(deadline) {
+				got, _, err := s.ListInstances(h.ctx, model.InstanceFilter{TenantID: model.DefaultTenant, CorrelationID: corr, Page: model.Page{Limit: 5}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got) == 1 {
+					return got[0].ID, ch
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Fatalf("instance %s never started", corr)
+			return "", nil
+		}
+		approveOn := func(e *engine.Engine, id string) {
+			t.Helper()
+			tk := h.task(id, "lead", "bob")
+			if _, err := e.Approve(h.ctx, as("bob"), tk.ID, engine.DecideRequest{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		answer := func(ch <-chan result) result {
+			t.Helper()
+			select {
+			case r := <-ch:
+				if r.err != nil {
+					t.Fatal(r.err)
+				}
+				return r
+			case <-time.After(10 * time.Second):
+				t.Fatal("StartCompiledAndWait did not return")
+			}
+			return result{}
+		}
+
+		// Ended by this engine.
+		id, ch := startWaiting("here", 30*time.Second)
+		approveOn(h.eng, id)
+		r := answer(ch)
+		if r.v.ID != id || r.inst == nil || r.inst.Status != model.StatusCompleted {
+			t.Fatalf("end committed here: %+v", r.inst)
+		}
+
+		// Ended by a replica: seen by polling.
+		id, ch = startWaiting("replica", 30*time.Second)
+		approveOn(replica, id)
+		r = answer(ch)
+		if r.inst == nil || r.inst.Status != model.StatusCompleted || r.inst.ID != id {
+			t.Fatalf("end committed by a replica: %+v", r.inst)
+		}
+
+		// Not ended within the wait: the instance as it is.
+		_, ch = startWaiting("slow", 50*time.Millisecond)
+		r = answer(ch)
+		if r.inst == nil || r.inst.Status != model.StatusRunning {
+			t.Fatalf("past the wait: %+v", r.inst)
+		}
+
+		// Wait 0: no waiting at all.
+		v, inst, err := h.eng.StartCompiledAndWait(h.ctx, model.DefaultTenant, "alice", c, json.RawMessage(`{}`), "now", "", 0)
+		if err != nil || inst != nil || v.Status != model.StatusRunning {
+			t.Fatalf("wait 0: %v %+v %v", v, inst, err)
+		}
+	})
+}
