@@ -40,6 +40,8 @@ func (g *gatedStore) CreateInstance(ctx context.Context, w *model.Work) error {
 	return g.Store.CreateInstance(ctx, w)
 }
 
+var _ model.BatchInstanceStore = (*gatedStore)(nil) // or the engine would not group through it
+
 func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	g.groups.Add(1)
 	if g.failGroups.Add(-1) >= 0 {

@@ -27,7 +27,9 @@ type countingStore struct {
 	failBatches atomic.Int32
 }
 
-func (c *countingStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error) (map[string]error, error) {
+var _ model.BatchInstanceStore = (*countingStore)(nil) // or the engine would not batch through it
+
+func (c *countingStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	c.batches.Add(1)
 	c.instances.Add(int32(len(ids)))
 	c.tenants.Store(tenant, true)
@@ -35,7 +37,7 @@ func (c *countingStore) UpdateInstances(ctx context.Context, tenant string, ids 
 		_, _ = c.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { fn(w); return fmt.Errorf("no") })
 		return nil, fmt.Errorf("store: injected failure of a batch")
 	}
-	return c.Store.UpdateInstances(ctx, tenant, ids, fn)
+	return c.Store.UpdateInstances(ctx, tenant, ids, fn, creates...)
 }
 
 // delayDef: start → delay until the context's "due" → end; parDef: two delays in parallel branches, so that one
