@@ -41,7 +41,7 @@ func (r *Redis) WatchLoss(ctx context.Context, interval time.Duration, rearm fun
 				r.opts.Logger.Warn("scheduler: checking the redis sentinel failed; retrying", "err", err, "retry_in", interval)
 			}
 		} else if lost {
-			r.opts.Logger.Warn("scheduler: redis lost the timer keys (sentinel missing); re-arming pending timers", "key", r.aliveKey)
+			r.opts.Logger.Warn("scheduler: the redis sentinel is missing (redis lost its data, or is new); re-arming pending timers", "key", r.aliveKey)
 			if err := rearm(ctx); err != nil {
 				r.opts.Logger.Error("scheduler: re-arming after a redis loss failed; retrying", "err", err, "retry_in", interval)
 				// Without the sentinel the next check sees the loss again.
