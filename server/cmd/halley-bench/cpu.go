@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // userHZ is the unit of the CPU times in /proc (USER_HZ, 100 on every Linux ABI Go supports).
@@ -31,13 +36,64 @@ func newCPUWatch(halleyPID int) cpuWatch {
 	if halleyPID > 0 {
 		w["halley"] = halleyPID
 	}
-	if pid := findProcess("mariadbd", "mysqld"); pid > 0 {
+	if pid := pinned("mysqld"); pid > 0 {
+		w["mysqld"] = pid
+	} else if pid := findProcess("mariadbd", "mysqld"); pid > 0 {
 		w["mysqld"] = pid
 	}
-	if pid := findProcess("redis-server"); pid > 0 {
+	if pid := pinned("redis"); pid > 0 {
+		w["redis"] = pid
+	} else if pid := findProcess("redis-server"); pid > 0 {
 		w["redis"] = pid
 	}
 	return w
+}
+
+// serverPIDs are the pids the database and Redis servers under test report themselves (set when a suite
+// connects): other mariadbd or redis-server processes on the machine (tests' private servers) are then not
+// mistaken for them. Without a connection the servers are found by name.
+var serverPIDs sync.Map
+
+func pinned(name string) int {
+	if v, ok := serverPIDs.Load(name); ok {
+		return v.(int)
+	}
+	return 0
+}
+
+// pinMySQLPID reads the server's pid file (@@pid_file, relative to @@datadir when not absolute).
+func pinMySQLPID(ctx context.Context, db *sql.DB) {
+	var file, dir string
+	if err := db.QueryRowContext(ctx, "SELECT @@pid_file, @@datadir").Scan(&file, &dir); err != nil {
+		return
+	}
+	if !filepath.IsAbs(file) {
+		file = filepath.Join(dir, file)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return
+	}
+	if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && pid > 0 {
+		serverPIDs.Store("mysqld", pid)
+	}
+}
+
+// pinRedisPID asks Redis for its process_id.
+func pinRedisPID(rdb *redis.Client) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
+			if pid, err := strconv.Atoi(v); err == nil && pid > 0 {
+				serverPIDs.Store("redis", pid)
+			}
+		}
+	}
 }
 
 func (w cpuWatch) snap() cpuSnap {

@@ -276,6 +276,7 @@ func openMySQL(raw string, conns int) (*sql.DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("--mysql: %v", err)
 	}
+	pinMySQLPID(pctx, db)
 	return db, nil
 }
 

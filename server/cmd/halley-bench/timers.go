@@ -156,7 +156,9 @@ func openRedis(raw string) (*redis.Client, error) {
 	if _, err := checkLoopback("http://" + opt.Addr); err != nil {
 		return nil, fmt.Errorf("--redis: %v", err)
 	}
-	return redis.NewClient(opt), nil
+	rdb := redis.NewClient(opt)
+	pinRedisPID(rdb)
+	return rdb, nil
 }
 
 // dueOffset spreads timer i of n over the window in a scattered order (a multiplicative permutation of 0..n-1),

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestServerPIDs: the pids the servers under test report are their own processes, and the CPU watch uses them,
+// whatever other mariadbd or redis-server processes run on the machine.
+func TestServerPIDs(t *testing.T) {
+	for _, c := range []struct {
+		env, name string
+		comms     []string
+		open      func(raw string) error
+	}{
+		{"HALLEY_TEST_MYSQL", "mysqld", []string{"mariadbd", "mysqld"}, func(raw string) error {
+			db, err := openMySQL(raw, 1)
+			if err == nil {
+				db.Close()
+			}
+			return err
+		}},
+		{"HALLEY_TEST_REDIS", "redis", []string{"redis-server"}, func(raw string) error {
+			rdb, err := openRedis(raw)
+			if err == nil {
+				rdb.Close()
+			}
+			return err
+		}},
+	} {
+		raw := os.Getenv(c.env)
+		if raw == "" {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("%s is not set (CI=true)", c.env)
+			}
+			t.Logf("%s is not set: %s not checked", c.env, c.name)
+			continue
+		}
+		if err := c.open(raw); err != nil {
+			t.Fatal(err)
+		}
+		pid := pinned(c.name)
+		if pid == 0 {
+			t.Fatalf("%s: no pid pinned", c.name)
+		}
+		comm, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/comm")
+		if err != nil {
+			t.Fatalf("%s: pid %d: %v", c.name, pid, err)
+		}
+		if got := strings.TrimSpace(string(comm)); !slices.Contains(c.comms, got) {
+			t.Fatalf("%s: pid %d is %q", c.name, pid, got)
+		}
+		if w := newCPUWatch(0); w[c.name] != pid {
+			t.Fatalf("%s: the CPU watch uses pid %d, want %d", c.name, w[c.name], pid)
+		}
+	}
+}
