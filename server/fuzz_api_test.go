@@ -40,6 +40,15 @@ var bodylessWrites = map[string]bool{
 	"POST /api/v1/cc/:id/read":            true,
 }
 
+// freeForm are the routes whose body is any JSON the caller likes (a callback's output, form values, a
+// trigger's input): only bodies that are not JSON at all are sure to be refused there.
+var freeForm = map[string]bool{
+	"/api/v1/callback/:execution_id/:appinst_id": true,
+	"/api/v1/forms/:key/submit":                  true,
+	"/api/v1/trigger/sync/:module/:function":     true,
+	"/api/v1/trigger/async/:module/:function":    true,
+}
+
 // notDigested are the tables a rejected request may legitimately write.
 var notDigested = map[string]string{
 	// The first response to a POST with an Idempotency-Key is stored whatever its status (4xx included), so
@@ -169,7 +178,7 @@ func (f *fuzzer) send(r gin.RouteInfo) int {
 	if f.rng.Intn(20) == 0 {
 		method = "PATCH" // no route has it: 404 or 405
 	}
-	body, ctype, chunked := f.body(route, write)
+	body, ctype, chunked := f.body(route, write, freeForm[r.Path])
 	req, err := http.NewRequest(method, f.e.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("%s: building the request: %v", route, err)
@@ -226,7 +235,7 @@ func (f *fuzzer) path(pattern string, real bool) string {
 		if !strings.HasPrefix(p, ":") && !strings.HasPrefix(p, "*") {
 			continue
 		}
-		v := f.nasty()
+		v := f.urlValue()
 		if ids := f.ids[p[1:]]; real && len(ids) > 0 && f.rng.Intn(2) == 0 {
 			v = ids[f.rng.Intn(len(ids))]
 		}
@@ -246,7 +255,7 @@ func (f *fuzzer) query() string {
 		case 0:
 			q.Add(k, []string{"-1", "0", "201", "1e9", "99999999999999999999", "abc", "", "2026-13-45"}[f.rng.Intn(8)])
 		default:
-			q.Add(k, f.nasty())
+			q.Add(k, f.urlValue())
 		}
 	}
 	if f.rng.Intn(5) == 0 {
@@ -261,7 +270,7 @@ var contentTypes = []string{"application/json", "application/json; charset=latin
 // body returns a request body, its content type and whether to send it without a Content-Length. A write gets
 // only bodies that no handler can accept: malformed JSON, JSON that is not an object, objects with a field no
 // request type has, nesting past the decoder's depth limit, bodies over the limit, bad multipart uploads.
-func (f *fuzzer) body(route string, write bool) ([]byte, string, bool) {
+func (f *fuzzer) body(route string, write, freeForm bool) ([]byte, string, bool) {
 	ctype := contentTypes[f.rng.Intn(len(contentTypes))]
 	chunked := f.rng.Intn(5) == 0
 	if !write && f.rng.Intn(3) == 0 {
@@ -271,22 +280,28 @@ func (f *fuzzer) body(route string, write bool) ([]byte, string, bool) {
 		b, ct := f.badUpload()
 		return b, ct, chunked
 	}
+	kinds := 8
+	if freeForm {
+		kinds = 5 // not the valid JSON of kinds 1, 5, 6 and 7
+	}
 	var b []byte
-	switch f.rng.Intn(8) {
-	case 0: // truncated: a strict prefix of an object is never valid JSON
+	switch kind := f.rng.Intn(kinds); {
+	case freeForm && kind == 1:
+		b = []byte(`{"x":` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + `}`)
+	case kind == 0: // truncated: a strict prefix of an object is never valid JSON
 		full := f.object(3)
 		b = full[:1+f.rng.Intn(len(full)-1)]
-	case 1: // valid JSON, but not an object
+	case kind == 1: // valid JSON, but not an object
 		b, _ = json.Marshal([]any{f.value(3), []any{}, f.nasty(), 42.5, true}[f.rng.Intn(5)])
 		if string(b) == "null" {
 			b = []byte("[null]")
 		}
-	case 2: // nesting deeper than encoding/json's limit of 10,000
+	case kind == 2: // nesting deeper than encoding/json's limit of 10,000
 		depth := 10_001 + f.rng.Intn(1000)
 		b = []byte(`{"data":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
-	case 3: // over the 1 MiB body limit
+	case kind == 3: // over the 1 MiB body limit
 		b = []byte(`{"comment":"` + strings.Repeat("A", 1<<20+f.rng.Intn(1<<16)) + `"}`)
-	case 4: // invalid UTF-8 and control characters outside strings
+	case kind == 4: // invalid UTF-8 and control characters outside strings
 		b = append([]byte(`{"name":`), "\xff\xfe\x00\x1b"[f.rng.Intn(4)])
 		b = append(b, f.object(2)...)
 	default: // an object with random fields and one that no request type has
@@ -386,6 +401,12 @@ func (f *fuzzer) nasty() string {
 	return nastyStrings[f.rng.Intn(len(nastyStrings))]
 }
 
+// urlValue is a nasty string short enough for a URL: net/http itself refuses request heads over 1 MiB with a
+// plain-text 431 before any handler runs, which is not Halley's to shape.
+func (f *fuzzer) urlValue() string {
+	return clip(f.nasty(), 32<<10)
+}
+
 // headerValue is a nasty string that net/http can still send as a header.
 func (f *fuzzer) headerValue() string {
 	v := strings.Map(func(r rune) rune {
@@ -471,4 +492,32 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// TestOverlongNamesAreRefused is a regression test for what the fuzzer found: a step name, an approver or a node
+// id longer than its column failed the write on MySQL (500) instead of being refused as invalid (422).
+func TestOverlongNamesAreRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		bob := e.mkUser("bob")
+		long := strings.Repeat("x", 201)
+		for _, steps := range []any{
+			[]any{M{"name": long, "approvers": M{"users": []string{"bob"}}}},
+			[]any{M{"name": "ok", "approvers": M{"users": []string{long}}}},
+		} {
+			assertError(t, e.do("POST", "/api/v1/instances/linear", bob, M{"title": "t", "steps": steps}, nil), 422, "")
+		}
+		def := M{"nodes": []any{start(M{"kind": "manual"}), M{"id": long, "type": "auto"}, M{"id": "end", "type": "end"}},
+			"edges": []any{edge("start", long), edge(long, "end")}}
+		if r := e.do("POST", "/api/v1/templates", e.admin, M{"key": "long", "name": "long", "definition": def}, nil); r.Status != 201 {
+			t.Fatalf("save the draft: %d %s", r.Status, r.Body)
+		}
+		assertError(t, e.do("POST", "/api/v1/templates/long/publish", e.admin, nil, nil), 422, "")
+		for _, table := range []string{"instances", "tasks", "template_versions"} {
+			var n int64
+			if err := s.DB().Table(table).Count(&n).Error; err != nil || n != 0 {
+				t.Errorf("%s: %d rows (%v) after refused requests", table, n, err)
+			}
+		}
+	})
 }
