@@ -60,19 +60,7 @@ var notDigested = map[string]string{
 // ids in the path, as admin, as a plain user, anonymous and with a bad token) and checks that the server answers
 // only 4xx in the error shape of API.md — never 5xx — and that no table changed.
 func TestFuzzPublicAPI(t *testing.T) {
-	seed, n := int64(fuzzSeed), fuzzN
-	if v := os.Getenv("HALLEY_FUZZ_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
-			t.Fatalf("HALLEY_FUZZ_SEED=%q: %v", v, err)
-		}
-	}
-	if v := os.Getenv("HALLEY_FUZZ_N"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("HALLEY_FUZZ_N=%q: want a positive number", v)
-		}
-	}
+	seed, n := fuzzKnobs(t)
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		var router *gin.Engine
 		e := newEnv(t, s, func(d *server.Deps) {
@@ -108,6 +96,25 @@ func TestFuzzPublicAPI(t *testing.T) {
 			t.Errorf("tables changed: %d → %d", len(before), len(after))
 		}
 	})
+}
+
+// fuzzKnobs reads HALLEY_FUZZ_SEED and HALLEY_FUZZ_N.
+func fuzzKnobs(t *testing.T) (seed int64, n int) {
+	t.Helper()
+	seed, n = fuzzSeed, fuzzN
+	if v := os.Getenv("HALLEY_FUZZ_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("HALLEY_FUZZ_SEED=%q: %v", v, err)
+		}
+	}
+	if v := os.Getenv("HALLEY_FUZZ_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("HALLEY_FUZZ_N=%q: want a positive number", v)
+		}
+	}
+	return seed, n
 }
 
 type fuzzer struct {
@@ -519,5 +526,145 @@ func TestOverlongNamesAreRefused(t *testing.T) {
 				t.Errorf("%s: %d rows (%v) after refused requests", table, n, err)
 			}
 		}
+	})
+}
+
+// wellFormed builds, per write route, a body that decodes (only fields of the route's request type) but whose
+// values are hostile: SQL, control characters, values around the columns' lengths, unknown references.
+var wellFormed = map[string]func(f *fuzzer) M{
+	"POST /api/v1/users": func(f *fuzzer) M {
+		return M{"username": f.word(), "password": f.word(), "display_name": f.word(), "roles": f.words(), "department": f.word(), "manager": f.word()}
+	},
+	"POST /api/v1/tokens":      func(f *fuzzer) M { return M{"name": f.word(), "roles": f.words()} },
+	"POST /api/v1/departments": func(f *fuzzer) M { return M{"name": f.word(), "leader": f.word(), "parent": f.word()} },
+	"POST /api/v1/templates": func(f *fuzzer) M {
+		return M{"key": f.word(), "name": f.word(), "description": f.word(), "definition": f.definition()}
+	},
+	"PUT /api/v1/templates/:key/draft":     func(f *fuzzer) M { return M{"definition": f.definition()} },
+	"POST /api/v1/templates/validate":      func(f *fuzzer) M { return M{"definition": f.definition()} },
+	"POST /api/v1/conditions/evaluate":     func(f *fuzzer) M { return M{"condition": f.value(4), "context": f.value(4)} },
+	"POST /api/v1/auth/login":              func(f *fuzzer) M { return M{"username": f.word(), "password": f.word()} },
+	"POST /api/v1/instances/:id/jump":      func(f *fuzzer) M { return M{"to": f.word(), "reason": f.word()} },
+	"POST /api/v1/tasks/:id/transfer":      func(f *fuzzer) M { return M{"to": f.word(), "comment": f.word()} },
+	"POST /api/v1/tasks/:id/return":        func(f *fuzzer) M { return M{"to": f.word(), "comment": f.word()} },
+	"POST /api/v1/tasks/:id/approve":       func(f *fuzzer) M { return M{"comment": f.word(), "data": M{f.word(): f.value(3)}} },
+	"POST /api/v1/tasks/:id/reject":        func(f *fuzzer) M { return M{"comment": f.word()} },
+	"POST /api/v1/tasks/:id/reclaim":       func(f *fuzzer) M { return M{"comment": f.word()} },
+	"POST /api/v1/instances/:id/withdraw":  func(f *fuzzer) M { return M{"reason": f.word()} },
+	"POST /api/v1/instances/:id/terminate": func(f *fuzzer) M { return M{"reason": f.word()} },
+	"POST /api/v1/bookmarks/:id/resume":    func(f *fuzzer) M { return M{"data": M{f.word(): f.value(3)}} },
+	"POST /api/v1/tasks/:id/add-sign": func(f *fuzzer) M {
+		return M{"users": f.words(), "position": f.pick([]string{"before", "after", "parallel"}, f.word()), "comment": f.word()}
+	},
+	"POST /api/v1/instances": func(f *fuzzer) M {
+		return M{"template": f.pick([]string{"fuzz"}, f.word()), "version": f.rng.Intn(3), "context": M{f.word(): f.value(3)},
+			"correlation_id": f.word(), "title": f.word()}
+	},
+	"POST /api/v1/instances/linear": func(f *fuzzer) M {
+		steps := []any{}
+		for i := f.rng.Intn(3); i >= 0; i-- {
+			steps = append(steps, M{"name": f.word(), "approvers": M{"users": f.words()}, "sign": f.pick([]string{"or", "all"}, f.word())})
+		}
+		return M{"title": f.word(), "steps": steps, "context": M{f.word(): f.value(2)}, "correlation_id": f.word()}
+	},
+	"POST /api/v1/messages": func(f *fuzzer) M {
+		return M{"name": f.pick([]string{"go"}, f.word()), "correlation_id": f.pick([]string{"c-1"}, f.word()), "data": M{f.word(): f.value(2)},
+			"ttl": f.pick([]string{"1h", "-1h", "0s", "99999999h"}, f.word())}
+	},
+	"POST /api/v1/subscriptions": func(f *fuzzer) M {
+		return M{"event": f.pick([]string{"*", "task.created"}, f.word()), "template": f.word(), "plugin": f.word(),
+			"webhook_url": f.pick([]string{"https://example.com/", "http://127.0.0.1:9/", "file:///etc/passwd"}, f.word()), "secret": f.word()}
+	},
+	"POST /api/v1/callback/:execution_id/:appinst_id": func(f *fuzzer) M { return M{f.word(): f.value(3)} },
+	"POST /api/v1/forms/:key/submit":                  func(f *fuzzer) M { return M{f.word(): f.value(3)} },
+	"POST /api/v1/plugin-runs/:id/result": func(f *fuzzer) M {
+		return M{"status": f.pick([]string{"succeeded", "failed"}, f.word()), "data": M{f.word(): f.value(2)}}
+	},
+}
+
+// word is a hostile string that JSON can carry, often around the stores' column lengths (64 to 1,024).
+func (f *fuzzer) word() string {
+	switch f.rng.Intn(4) {
+	case 0:
+		return strings.Repeat(f.pick([]string{"x", "é", "名", "'"}, "a"), []int{63, 64, 65, 127, 128, 129, 199, 200, 201, 255, 256, 500, 1024, 1025, 70_000}[f.rng.Intn(15)])
+	case 1:
+		return f.pick([]string{"bob", "admin", "fuzz", "eng", "echo", "lead", "end", "start", "wait"}, "")
+	}
+	return clip(f.nasty(), 2000)
+}
+
+func (f *fuzzer) words() []string {
+	w := make([]string, f.rng.Intn(3))
+	for i := range w {
+		w[i] = f.word()
+	}
+	return w
+}
+
+// definition is a template definition with hostile ids, names, types, approvers, triggers and conditions.
+func (f *fuzzer) definition() M {
+	types := []string{"start", "approval", "auto", "delay", "callback", "error", "end", "terminate"}
+	var nodes, edges []any
+	ids := []string{}
+	for i := f.rng.Intn(5) + 1; i > 0; i-- {
+		id := f.pick([]string{"start", "end", "a", "b"}, f.word())
+		ids = append(ids, id)
+		n := M{"id": id, "type": f.pick(types, f.word()), "name": f.word()}
+		switch f.rng.Intn(5) {
+		case 0:
+			n["approvers"] = M{"users": f.words(), "roles": f.words(), "context": f.word()}
+		case 1:
+			n["trigger"] = M{"kind": f.pick([]string{"manual", "crontab", "sync-api", "form"}, f.word()), "expr": f.word(), "module": f.word(), "function": f.word()}
+		case 2:
+			n["interval"] = f.value(0)
+		case 3:
+			n["message"] = f.word()
+		}
+		nodes = append(nodes, n)
+	}
+	for i := f.rng.Intn(5); i > 0; i-- {
+		e := M{"from": ids[f.rng.Intn(len(ids))], "to": ids[f.rng.Intn(len(ids))]}
+		if f.rng.Intn(2) == 0 {
+			e["condition"] = M{f.word(): f.value(2)}
+		}
+		edges = append(edges, e)
+	}
+	return M{"nodes": nodes, "edges": edges}
+}
+
+// TestFuzzWellFormedWrites sends bodies that decode but carry hostile values to the write routes, with real ids,
+// as admin, as a plain user and anonymous. Some of these requests may succeed and change data (that is their
+// job); what is checked is that none is a 5xx and that every error has the error shape. Seed and count as for
+// TestFuzzPublicAPI.
+func TestFuzzWellFormedWrites(t *testing.T) {
+	seed, n := fuzzKnobs(t)
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, func(d *server.Deps) {
+			withPlugins(t, s, nil)(d)
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+			d.BodyLimit = 1 << 20
+			d.Logger = quietLogger()
+		})
+		f := newFuzzer(t, e, seed)
+		f.fixtures()
+		routes := make([]string, 0, len(wellFormed))
+		for r := range wellFormed {
+			routes = append(routes, r)
+		}
+		slices.Sort(routes)
+		counts := map[int]int{}
+		for i := 0; i < n; i++ {
+			route := routes[i%len(routes)]
+			method, pattern, _ := strings.Cut(route, " ")
+			req := f.e.do(method, f.path(pattern, true), f.tokens[f.rng.Intn(len(f.tokens))], wellFormed[route](f), nil)
+			counts[req.Status/100]++
+			switch {
+			case req.Status >= 500:
+				t.Errorf("%s: %d %s", route, req.Status, clip(string(req.Body), 500))
+			case req.Status >= 400 && (req.code() == "" || req.JSON["error"].(M)["message"] == ""):
+				t.Errorf("%s: %d without the error shape: %s", route, req.Status, clip(string(req.Body), 500))
+			}
+		}
+		t.Logf("seed %d: %d well-formed writes over %d routes: %d 2xx, %d 4xx", seed, n, len(routes), counts[2], counts[4])
 	})
 }
