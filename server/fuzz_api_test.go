@@ -123,7 +123,7 @@ type fuzzer struct {
 	rng    *rand.Rand
 	tokens []string            // admin, plain user, bad token, none
 	ids    map[string][]string // real values by path parameter name
-	prev   string // the previous request, for failures that come from what went before on the connection
+	prev   string              // the previous request, for failures that come from what went before on the connection
 }
 
 func newFuzzer(t *testing.T, e *env, seed int64) *fuzzer {
