@@ -502,7 +502,8 @@ func clip(s string, n int) string {
 }
 
 // TestOverlongNamesAreRefused is a regression test for what the fuzzer found: a step name, an approver or a node
-// id longer than its column failed the write on MySQL (500) instead of being refused as invalid (422).
+// id longer than its column failed the write on MySQL (500) instead of being refused as invalid (422), and so did
+// a linear process's title longer than a template's name.
 func TestOverlongNamesAreRefused(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, nil)
@@ -525,6 +526,13 @@ func TestOverlongNamesAreRefused(t *testing.T) {
 			if err := s.DB().Table(table).Count(&n).Error; err != nil || n != 0 {
 				t.Errorf("%s: %d rows (%v) after refused requests", table, n, err)
 			}
+		}
+		// A linear process's title may be 500 characters, longer than a template's name: the hidden template
+		// keeps the first 200 (it was a 500 on MySQL too).
+		title := strings.Repeat("t", 500)
+		r := e.do("POST", "/api/v1/instances/linear", bob, M{"title": title, "steps": []any{M{"name": "ok", "approvers": M{"users": []string{"bob"}}}}}, nil)
+		if r.Status != 201 || r.JSON["title"] != title {
+			t.Fatalf("linear with a 500-character title: %d %s", r.Status, clip(string(r.Body), 300))
 		}
 	})
 }
