@@ -94,6 +94,15 @@ const (
 	CodeBadNode        = "bad_node"
 )
 
+// Lengths the stores keep (in characters) for what a definition names: longer values are refused by validation
+// (bad_node) instead of failing the step that writes them.
+const (
+	MaxNodeIDLen   = 128 // a node id (node_id columns)
+	MaxNodeNameLen = 200 // a node name (tasks.node_name)
+	MaxPersonLen   = 200 // a user name in approvers or cc (tasks.assignee, cc.username)
+	MaxMessageLen  = 255 // a callback node's message name (bookmarks.message_name)
+)
+
 // KnownNodeType reports whether t is one of the node types.
 func KnownNodeType(t string) bool {
 	switch t {

@@ -40,6 +40,15 @@ var bodylessWrites = map[string]bool{
 	"POST /api/v1/cc/:id/read":            true,
 }
 
+// freeForm are the routes whose body is any JSON the caller likes (a callback's output, form values, a
+// trigger's input): only bodies that are not JSON at all are sure to be refused there.
+var freeForm = map[string]bool{
+	"/api/v1/callback/:execution_id/:appinst_id": true,
+	"/api/v1/forms/:key/submit":                  true,
+	"/api/v1/trigger/sync/:module/:function":     true,
+	"/api/v1/trigger/async/:module/:function":    true,
+}
+
 // notDigested are the tables a rejected request may legitimately write.
 var notDigested = map[string]string{
 	// The first response to a POST with an Idempotency-Key is stored whatever its status (4xx included), so
@@ -51,19 +60,7 @@ var notDigested = map[string]string{
 // ids in the path, as admin, as a plain user, anonymous and with a bad token) and checks that the server answers
 // only 4xx in the error shape of API.md — never 5xx — and that no table changed.
 func TestFuzzPublicAPI(t *testing.T) {
-	seed, n := int64(fuzzSeed), fuzzN
-	if v := os.Getenv("HALLEY_FUZZ_SEED"); v != "" {
-		var err error
-		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
-			t.Fatalf("HALLEY_FUZZ_SEED=%q: %v", v, err)
-		}
-	}
-	if v := os.Getenv("HALLEY_FUZZ_N"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			t.Fatalf("HALLEY_FUZZ_N=%q: want a positive number", v)
-		}
-	}
+	seed, n := fuzzKnobs(t)
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		var router *gin.Engine
 		e := newEnv(t, s, func(d *server.Deps) {
@@ -101,13 +98,32 @@ func TestFuzzPublicAPI(t *testing.T) {
 	})
 }
 
+// fuzzKnobs reads HALLEY_FUZZ_SEED and HALLEY_FUZZ_N.
+func fuzzKnobs(t *testing.T) (seed int64, n int) {
+	t.Helper()
+	seed, n = fuzzSeed, fuzzN
+	if v := os.Getenv("HALLEY_FUZZ_SEED"); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("HALLEY_FUZZ_SEED=%q: %v", v, err)
+		}
+	}
+	if v := os.Getenv("HALLEY_FUZZ_N"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil || n < 1 {
+			t.Fatalf("HALLEY_FUZZ_N=%q: want a positive number", v)
+		}
+	}
+	return seed, n
+}
+
 type fuzzer struct {
 	t      *testing.T
 	e      *env
 	rng    *rand.Rand
 	tokens []string            // admin, plain user, bad token, none
 	ids    map[string][]string // real values by path parameter name
-	prev   string
+	prev   string              // the previous request, for failures that come from what went before on the connection
 }
 
 func newFuzzer(t *testing.T, e *env, seed int64) *fuzzer {
@@ -169,7 +185,7 @@ func (f *fuzzer) send(r gin.RouteInfo) int {
 	if f.rng.Intn(20) == 0 {
 		method = "PATCH" // no route has it: 404 or 405
 	}
-	body, ctype, chunked := f.body(route, write)
+	body, ctype, chunked := f.body(route, write, freeForm[r.Path])
 	req, err := http.NewRequest(method, f.e.url+path, bytes.NewReader(body))
 	if err != nil {
 		t.Fatalf("%s: building the request: %v", route, err)
@@ -226,7 +242,7 @@ func (f *fuzzer) path(pattern string, real bool) string {
 		if !strings.HasPrefix(p, ":") && !strings.HasPrefix(p, "*") {
 			continue
 		}
-		v := f.nasty()
+		v := f.urlValue()
 		if ids := f.ids[p[1:]]; real && len(ids) > 0 && f.rng.Intn(2) == 0 {
 			v = ids[f.rng.Intn(len(ids))]
 		}
@@ -246,7 +262,7 @@ func (f *fuzzer) query() string {
 		case 0:
 			q.Add(k, []string{"-1", "0", "201", "1e9", "99999999999999999999", "abc", "", "2026-13-45"}[f.rng.Intn(8)])
 		default:
-			q.Add(k, f.nasty())
+			q.Add(k, f.urlValue())
 		}
 	}
 	if f.rng.Intn(5) == 0 {
@@ -261,7 +277,7 @@ var contentTypes = []string{"application/json", "application/json; charset=latin
 // body returns a request body, its content type and whether to send it without a Content-Length. A write gets
 // only bodies that no handler can accept: malformed JSON, JSON that is not an object, objects with a field no
 // request type has, nesting past the decoder's depth limit, bodies over the limit, bad multipart uploads.
-func (f *fuzzer) body(route string, write bool) ([]byte, string, bool) {
+func (f *fuzzer) body(route string, write, freeForm bool) ([]byte, string, bool) {
 	ctype := contentTypes[f.rng.Intn(len(contentTypes))]
 	chunked := f.rng.Intn(5) == 0
 	if !write && f.rng.Intn(3) == 0 {
@@ -271,22 +287,28 @@ func (f *fuzzer) body(route string, write bool) ([]byte, string, bool) {
 		b, ct := f.badUpload()
 		return b, ct, chunked
 	}
+	kinds := 8
+	if freeForm {
+		kinds = 5 // not the valid JSON of kinds 1, 5, 6 and 7
+	}
 	var b []byte
-	switch f.rng.Intn(8) {
-	case 0: // truncated: a strict prefix of an object is never valid JSON
+	switch kind := f.rng.Intn(kinds); {
+	case freeForm && kind == 1:
+		b = []byte(`{"x":` + strings.Repeat("[", 10_001) + strings.Repeat("]", 10_001) + `}`)
+	case kind == 0: // truncated: a strict prefix of an object is never valid JSON
 		full := f.object(3)
 		b = full[:1+f.rng.Intn(len(full)-1)]
-	case 1: // valid JSON, but not an object
+	case kind == 1: // valid JSON, but not an object
 		b, _ = json.Marshal([]any{f.value(3), []any{}, f.nasty(), 42.5, true}[f.rng.Intn(5)])
 		if string(b) == "null" {
 			b = []byte("[null]")
 		}
-	case 2: // nesting deeper than encoding/json's limit of 10,000
+	case kind == 2: // nesting deeper than encoding/json's limit of 10,000
 		depth := 10_001 + f.rng.Intn(1000)
 		b = []byte(`{"data":` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + `}`)
-	case 3: // over the 1 MiB body limit
+	case kind == 3: // over the 1 MiB body limit
 		b = []byte(`{"comment":"` + strings.Repeat("A", 1<<20+f.rng.Intn(1<<16)) + `"}`)
-	case 4: // invalid UTF-8 and control characters outside strings
+	case kind == 4: // invalid UTF-8 and control characters outside strings
 		b = append([]byte(`{"name":`), "\xff\xfe\x00\x1b"[f.rng.Intn(4)])
 		b = append(b, f.object(2)...)
 	default: // an object with random fields and one that no request type has
@@ -386,6 +408,12 @@ func (f *fuzzer) nasty() string {
 	return nastyStrings[f.rng.Intn(len(nastyStrings))]
 }
 
+// urlValue is a nasty string short enough for a URL: net/http itself refuses request heads over 1 MiB with a
+// plain-text 431 before any handler runs, which is not Halley's to shape.
+func (f *fuzzer) urlValue() string {
+	return clip(f.nasty(), 32<<10)
+}
+
 // headerValue is a nasty string that net/http can still send as a header.
 func (f *fuzzer) headerValue() string {
 	v := strings.Map(func(r rune) rune {
@@ -471,4 +499,180 @@ func clip(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// TestOverlongNamesAreRefused is a regression test for what the fuzzer found: a step name, an approver or a node
+// id longer than its column failed the write on MySQL (500) instead of being refused as invalid (422), and so did
+// a linear process's title longer than a template's name.
+func TestOverlongNamesAreRefused(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		bob := e.mkUser("bob")
+		long := strings.Repeat("x", 201)
+		for _, steps := range []any{
+			[]any{M{"name": long, "approvers": M{"users": []string{"bob"}}}},
+			[]any{M{"name": "ok", "approvers": M{"users": []string{long}}}},
+		} {
+			assertError(t, e.do("POST", "/api/v1/instances/linear", bob, M{"title": "t", "steps": steps}, nil), 422, "")
+		}
+		def := M{"nodes": []any{start(M{"kind": "manual"}), M{"id": long, "type": "auto"}, M{"id": "end", "type": "end"}},
+			"edges": []any{edge("start", long), edge(long, "end")}}
+		if r := e.do("POST", "/api/v1/templates", e.admin, M{"key": "long", "name": "long", "definition": def}, nil); r.Status != 201 {
+			t.Fatalf("save the draft: %d %s", r.Status, r.Body)
+		}
+		assertError(t, e.do("POST", "/api/v1/templates/long/publish", e.admin, nil, nil), 422, "")
+		for _, table := range []string{"instances", "tasks", "template_versions"} {
+			var n int64
+			if err := s.DB().Table(table).Count(&n).Error; err != nil || n != 0 {
+				t.Errorf("%s: %d rows (%v) after refused requests", table, n, err)
+			}
+		}
+		// A linear process's title may be 500 characters, longer than a template's name: the hidden template
+		// keeps the first 200 (it was a 500 on MySQL too).
+		title := strings.Repeat("t", 500)
+		r := e.do("POST", "/api/v1/instances/linear", bob, M{"title": title, "steps": []any{M{"name": "ok", "approvers": M{"users": []string{"bob"}}}}}, nil)
+		if r.Status != 201 || r.JSON["title"] != title {
+			t.Fatalf("linear with a 500-character title: %d %s", r.Status, clip(string(r.Body), 300))
+		}
+	})
+}
+
+// wellFormed builds, per write route, a body that decodes (only fields of the route's request type) but whose
+// values are hostile: SQL, control characters, values around the columns' lengths, unknown references.
+var wellFormed = map[string]func(f *fuzzer) M{
+	"POST /api/v1/users": func(f *fuzzer) M {
+		return M{"username": f.word(), "password": f.word(), "display_name": f.word(), "roles": f.words(), "department": f.word(), "manager": f.word()}
+	},
+	"POST /api/v1/tokens":      func(f *fuzzer) M { return M{"name": f.word(), "roles": f.words()} },
+	"POST /api/v1/departments": func(f *fuzzer) M { return M{"name": f.word(), "leader": f.word(), "parent": f.word()} },
+	"POST /api/v1/templates": func(f *fuzzer) M {
+		return M{"key": f.word(), "name": f.word(), "description": f.word(), "definition": f.definition()}
+	},
+	"PUT /api/v1/templates/:key/draft":     func(f *fuzzer) M { return M{"definition": f.definition()} },
+	"POST /api/v1/templates/validate":      func(f *fuzzer) M { return M{"definition": f.definition()} },
+	"POST /api/v1/conditions/evaluate":     func(f *fuzzer) M { return M{"condition": f.value(4), "context": f.value(4)} },
+	"POST /api/v1/auth/login":              func(f *fuzzer) M { return M{"username": f.word(), "password": f.word()} },
+	"POST /api/v1/instances/:id/jump":      func(f *fuzzer) M { return M{"to": f.word(), "reason": f.word()} },
+	"POST /api/v1/tasks/:id/transfer":      func(f *fuzzer) M { return M{"to": f.word(), "comment": f.word()} },
+	"POST /api/v1/tasks/:id/return":        func(f *fuzzer) M { return M{"to": f.word(), "comment": f.word()} },
+	"POST /api/v1/tasks/:id/approve":       func(f *fuzzer) M { return M{"comment": f.word(), "data": M{f.word(): f.value(3)}} },
+	"POST /api/v1/tasks/:id/reject":        func(f *fuzzer) M { return M{"comment": f.word()} },
+	"POST /api/v1/tasks/:id/reclaim":       func(f *fuzzer) M { return M{"comment": f.word()} },
+	"POST /api/v1/instances/:id/withdraw":  func(f *fuzzer) M { return M{"reason": f.word()} },
+	"POST /api/v1/instances/:id/terminate": func(f *fuzzer) M { return M{"reason": f.word()} },
+	"POST /api/v1/bookmarks/:id/resume":    func(f *fuzzer) M { return M{"data": M{f.word(): f.value(3)}} },
+	"POST /api/v1/tasks/:id/add-sign": func(f *fuzzer) M {
+		return M{"users": f.words(), "position": f.pick([]string{"before", "after", "parallel"}, f.word()), "comment": f.word()}
+	},
+	"POST /api/v1/instances": func(f *fuzzer) M {
+		return M{"template": f.pick([]string{"fuzz"}, f.word()), "version": f.rng.Intn(3), "context": M{f.word(): f.value(3)},
+			"correlation_id": f.word(), "title": f.word()}
+	},
+	"POST /api/v1/instances/linear": func(f *fuzzer) M {
+		steps := []any{}
+		for i := f.rng.Intn(3); i >= 0; i-- {
+			steps = append(steps, M{"name": f.word(), "approvers": M{"users": f.words()}, "sign": f.pick([]string{"or", "all"}, f.word())})
+		}
+		return M{"title": f.word(), "steps": steps, "context": M{f.word(): f.value(2)}, "correlation_id": f.word()}
+	},
+	"POST /api/v1/messages": func(f *fuzzer) M {
+		return M{"name": f.pick([]string{"go"}, f.word()), "correlation_id": f.pick([]string{"c-1"}, f.word()), "data": M{f.word(): f.value(2)},
+			"ttl": f.pick([]string{"1h", "-1h", "0s", "99999999h"}, f.word())}
+	},
+	"POST /api/v1/subscriptions": func(f *fuzzer) M {
+		return M{"event": f.pick([]string{"*", "task.created"}, f.word()), "template": f.word(), "plugin": f.word(),
+			"webhook_url": f.pick([]string{"https://example.com/", "http://127.0.0.1:9/", "file:///etc/passwd"}, f.word()), "secret": f.word()}
+	},
+	"POST /api/v1/callback/:execution_id/:appinst_id": func(f *fuzzer) M { return M{f.word(): f.value(3)} },
+	"POST /api/v1/forms/:key/submit":                  func(f *fuzzer) M { return M{f.word(): f.value(3)} },
+	"POST /api/v1/plugin-runs/:id/result": func(f *fuzzer) M {
+		return M{"status": f.pick([]string{"succeeded", "failed"}, f.word()), "data": M{f.word(): f.value(2)}}
+	},
+}
+
+// word is a hostile string that JSON can carry, often around the stores' column lengths (64 to 1,024).
+func (f *fuzzer) word() string {
+	switch f.rng.Intn(4) {
+	case 0:
+		return strings.Repeat(f.pick([]string{"x", "é", "名", "'"}, "a"), []int{63, 64, 65, 127, 128, 129, 199, 200, 201, 255, 256, 500, 1024, 1025, 70_000}[f.rng.Intn(15)])
+	case 1:
+		return f.pick([]string{"bob", "admin", "fuzz", "eng", "echo", "lead", "end", "start", "wait"}, "")
+	}
+	return clip(f.nasty(), 2000)
+}
+
+func (f *fuzzer) words() []string {
+	w := make([]string, f.rng.Intn(3))
+	for i := range w {
+		w[i] = f.word()
+	}
+	return w
+}
+
+// definition is a template definition with hostile ids, names, types, approvers, triggers and conditions.
+func (f *fuzzer) definition() M {
+	types := []string{"start", "approval", "auto", "delay", "callback", "error", "end", "terminate"}
+	var nodes, edges []any
+	ids := []string{}
+	for i := f.rng.Intn(5) + 1; i > 0; i-- {
+		id := f.pick([]string{"start", "end", "a", "b"}, f.word())
+		ids = append(ids, id)
+		n := M{"id": id, "type": f.pick(types, f.word()), "name": f.word()}
+		switch f.rng.Intn(5) {
+		case 0:
+			n["approvers"] = M{"users": f.words(), "roles": f.words(), "context": f.word()}
+		case 1:
+			n["trigger"] = M{"kind": f.pick([]string{"manual", "crontab", "sync-api", "form"}, f.word()), "expr": f.word(), "module": f.word(), "function": f.word()}
+		case 2:
+			n["interval"] = f.value(0)
+		case 3:
+			n["message"] = f.word()
+		}
+		nodes = append(nodes, n)
+	}
+	for i := f.rng.Intn(5); i > 0; i-- {
+		e := M{"from": ids[f.rng.Intn(len(ids))], "to": ids[f.rng.Intn(len(ids))]}
+		if f.rng.Intn(2) == 0 {
+			e["condition"] = M{f.word(): f.value(2)}
+		}
+		edges = append(edges, e)
+	}
+	return M{"nodes": nodes, "edges": edges}
+}
+
+// TestFuzzWellFormedWrites sends bodies that decode but carry hostile values to the write routes, with real ids,
+// as admin, as a plain user and anonymous. Some of these requests may succeed and change data (that is their
+// job); what is checked is that none is a 5xx and that every error has the error shape. Seed and count as for
+// TestFuzzPublicAPI.
+func TestFuzzWellFormedWrites(t *testing.T) {
+	seed, n := fuzzKnobs(t)
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, func(d *server.Deps) {
+			withPlugins(t, s, nil)(d)
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+			d.BodyLimit = 1 << 20
+			d.Logger = quietLogger()
+		})
+		f := newFuzzer(t, e, seed)
+		f.fixtures()
+		routes := make([]string, 0, len(wellFormed))
+		for r := range wellFormed {
+			routes = append(routes, r)
+		}
+		slices.Sort(routes)
+		counts := map[int]int{}
+		for i := 0; i < n; i++ {
+			route := routes[i%len(routes)]
+			method, pattern, _ := strings.Cut(route, " ")
+			req := f.e.do(method, f.path(pattern, true), f.tokens[f.rng.Intn(len(f.tokens))], wellFormed[route](f), nil)
+			counts[req.Status/100]++
+			switch {
+			case req.Status >= 500:
+				t.Errorf("%s: %d %s", route, req.Status, clip(string(req.Body), 500))
+			case req.Status >= 400 && (req.code() == "" || req.JSON["error"].(M)["message"] == ""):
+				t.Errorf("%s: %d without the error shape: %s", route, req.Status, clip(string(req.Body), 500))
+			}
+		}
+		t.Logf("seed %d: %d well-formed writes over %d routes: %d 2xx, %d 4xx", seed, n, len(routes), counts[2], counts[4])
+	})
 }

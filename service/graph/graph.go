@@ -123,6 +123,8 @@ func (v *validator) checkIDs() {
 			continue
 		case !validID(id):
 			v.add(model.CodeBadNode, at(id), "node %q: an id may hold only letters, digits, '_' and '-'", id)
+		case len(id) > model.MaxNodeIDLen:
+			v.add(model.CodeBadNode, at(id), "node #%d: an id may be at most %d characters long", i+1, model.MaxNodeIDLen)
 		}
 		if _, seen := v.idx[id]; seen {
 			if dups == nil {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -25,6 +26,9 @@ func (v *validator) checkNode(i int, n *model.Node) {
 	case "", model.JoinAnd, model.JoinOr:
 	default:
 		bad("node %q: join must be \"and\" or \"or\", not %q", name, n.Join)
+	}
+	if utf8.RuneCountInString(n.Name) > model.MaxNodeNameLen {
+		bad("node %q: name may be at most %d characters long", name, model.MaxNodeNameLen)
 	}
 	if n.Timeout < 0 {
 		bad("node %q: timeout %s is negative", name, n.Timeout)
@@ -60,6 +64,9 @@ func (v *validator) checkNode(i int, n *model.Node) {
 			if n.Timeout == 0 {
 				bad("node %q: timeout_branch %q is taken when the timeout passes, but the node has no timeout", name, n.TimeoutBranch)
 			}
+		}
+		if utf8.RuneCountInString(n.Message) > model.MaxMessageLen {
+			bad("node %q: message may be at most %d characters long", name, model.MaxMessageLen)
 		}
 		if n.Message != "" && strings.TrimSpace(n.Message) != n.Message {
 			bad("node %q: message %q has leading or trailing spaces", name, n.Message)
@@ -239,6 +246,10 @@ func (v *validator) checkApprovers(name, field string, a model.Approvers, bad fu
 				bad("node %q: %s.%s has an empty name", name, field, l.field)
 				break
 			}
+			if utf8.RuneCountInString(u) > model.MaxPersonLen {
+				bad("node %q: %s.%s has a name longer than %d characters", name, field, l.field, model.MaxPersonLen)
+				break
+			}
 		}
 	}
 	switch a.Relation {
@@ -259,6 +270,10 @@ func (v *validator) checkApprovers(name, field string, a model.Approvers, bad fu
 		for _, u := range g {
 			if strings.TrimSpace(u) == "" {
 				bad("node %q: %s.groups[%d] has an empty name", name, field, k)
+				break
+			}
+			if utf8.RuneCountInString(u) > model.MaxPersonLen {
+				bad("node %q: %s.groups[%d] has a name longer than %d characters", name, field, k, model.MaxPersonLen)
 				break
 			}
 		}

@@ -19,6 +19,8 @@ const (
 	end   = `{"id": "end", "type": "end"}`
 )
 
+var long129 = strings.Repeat("x", 129)
+
 func def(nodes []string, edges ...string) string {
 	return `{"nodes": [` + strings.Join(nodes, ", ") + `], "edges": [` + strings.Join(edges, ", ") + `]}`
 }
@@ -402,6 +404,15 @@ func TestValidateBadNode(t *testing.T) {
 		{"empty id", def([]string{start, node("", "auto"), end}, edge("start", "end")),
 			[]want{{model.CodeBadNode, nil, "node #2 has no id"}}},
 		{"empty plugin name", linear(node("a", "auto", `"plugins": {"after": [""]}`)), []want{{model.CodeBadNode, a, "plugins.after has an empty plugin name"}}},
+		// lengths the stores keep: longer values failed the step that wrote them (a 500 on MySQL)
+		{"id too long", def([]string{start, node(long129, "auto"), end}, edge("start", long129), edge(long129, "end")),
+			[]want{{model.CodeBadNode, []string{long129}, "at most 128 characters"}}},
+		{"name too long", linear(node("a", "auto", `"name": "`+strings.Repeat("é", 201)+`"`)), []want{{model.CodeBadNode, a, "name may be at most 200"}}},
+		{"approver too long", linear(node("a", "approval", `"approvers": {"users": ["`+strings.Repeat("u", 201)+`"]}`)),
+			[]want{{model.CodeBadNode, a, "approvers.users has a name longer than 200"}}},
+		{"group member too long", linear(node("a", "approval", `"approvers": {"groups": [["`+strings.Repeat("u", 201)+`"]]}`)),
+			[]want{{model.CodeBadNode, a, "approvers.groups[0] has a name longer than 200"}}},
+		{"message too long", linear(node("a", "callback", `"message": "`+strings.Repeat("m", 256)+`"`)), []want{{model.CodeBadNode, a, "message may be at most 255"}}},
 		{"node without type", linear(`{"id": "a"}`), []want{{model.CodeBadNode, a, `node "a" has no type`}}},
 		{"unknown type", linear(node("a", "gateway")), []want{{model.CodeBadNode, a, `unknown type "gateway"`}}},
 		{"field of another node type", linear(node("a", "delay", `"interval": 5`, `"sign": "all"`)),

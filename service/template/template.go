@@ -175,7 +175,7 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 	if name == "" {
 		name = req.Key
 	}
-	if len(name) > 200 || len(req.Description) > 10000 {
+	if len(name) > maxNameLen || len(req.Description) > 10000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_field", "name must be at most 200 characters and description at most 10000")
 	}
 	def, err := normaliseDefinition(req.Definition)
@@ -392,11 +392,26 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 		}
 		return nil, err
 	}
-	t := &model.Template{TenantID: actor.TenantID, Key: key, Name: title, Hidden: true, CreatedBy: actor.Username}
+	// The title may be 500 characters (an instance's title); the hidden template's name keeps the first 200.
+	t := &model.Template{TenantID: actor.TenantID, Key: key, Name: clipRunes(title, maxNameLen), Hidden: true, CreatedBy: actor.Username}
 	v := &model.TemplateVersion{TenantID: actor.TenantID, Key: key, Version: 1, Definition: raw, PublishedBy: actor.Username}
 	if err := s.store.CreateHiddenVersion(ctx, t, v); err != nil {
 		return nil, err
 	}
 	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
 	return c, nil
+}
+
+// maxNameLen is the length of templates.name.
+const maxNameLen = 200
+
+// clipRunes returns s cut to at most n characters.
+func clipRunes(s string, n int) string {
+	for i := range s {
+		if n == 0 {
+			return s[:i]
+		}
+		n--
+	}
+	return s
 }
