@@ -495,7 +495,11 @@ func TestExecutorOffer(t *testing.T) {
 	if p := peak.Load(); p > workers {
 		t.Errorf("peak concurrency %d with %d workers", p, workers)
 	}
-	if claimed, _, completed := q.snapshot(); claimed != 1 || len(completed) != 4 {
+	claimed, asks, completed := q.snapshot()
+	if claimed != 1 || len(completed) != 4 {
 		t.Errorf("claimed %d completed %d, want 1 and 4", claimed, len(completed))
+	}
+	if len(asks) != 1 {
+		t.Errorf("offers caused claims: %d claims (%v), want only the first", len(asks), asks)
 	}
 }
