@@ -70,6 +70,7 @@ type Executor struct {
 	log  *slog.Logger
 
 	wake      chan struct{} // Notify: a run was committed
+	offer     chan struct{} // Offer: jobs wait in offered (no claim needed)
 	freed     chan struct{} // a worker slot became free
 	started   atomic.Bool
 	accepting atomic.Bool  // the loop runs: offered jobs will be started
@@ -114,6 +115,7 @@ func NewExecutor(q Queue, r Runner, opts ExecutorOptions) *Executor {
 		opts:    opts,
 		log:     opts.Logger.With("component", "plugin_executor", "worker", opts.WorkerID),
 		wake:    make(chan struct{}, 1),
+		offer:   make(chan struct{}, 1),
 		freed:   make(chan struct{}, opts.Workers),
 		running: make(map[string]Job),
 	}
@@ -165,7 +167,10 @@ func (e *Executor) Offer(jobs ...Job) {
 	e.offered = append(e.offered, jobs...)
 	e.mu.Unlock()
 	e.load.Add(int64(len(jobs)))
-	e.Notify()
+	select { // wake the loop to start them; unlike Notify, this asks for no claim
+	case e.offer <- struct{}{}:
+	default:
+	}
 }
 
 // takeOffered removes up to n offered jobs.
@@ -263,6 +268,7 @@ func (e *Executor) loop(ctx, runCtx context.Context, workers *sync.WaitGroup) {
 			return
 		case <-e.wake:
 			want = true
+		case <-e.offer:
 		case <-ticker.C:
 			want = true
 		case <-e.freed:

@@ -432,3 +432,74 @@ hp.write_output(context={"stamped": inp["context"]["n"] * 2})
 		t.Errorf("run log:\n%s", b)
 	}
 }
+
+// TestExecutorOffer: jobs offered (already leased) run without a claim, at most Workers at a time, each once, and
+// before any claim; Available reports whether another would start at once.
+func TestExecutorOffer(t *testing.T) {
+	const workers = 2
+	q := newFakeQueue(1) // one queued run for a claim as well
+	var current, peak atomic.Int32
+	started := make(chan string, 10)
+	release := make(chan struct{})
+	r := runnerFunc(func(ctx context.Context, _ plugin.Spec, in plugin.Input) plugin.Result {
+		n := current.Add(1)
+		for {
+			p := peak.Load()
+			if n <= p || peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		started <- in.RunID
+		<-release
+		current.Add(-1)
+		return ok(in)
+	})
+	ex := plugin.NewExecutor(q, r, plugin.ExecutorOptions{Workers: workers, PollInterval: time.Hour})
+	if ex.Available() {
+		t.Fatal("available before Run")
+	}
+	done, ex, stop := startExecutor(t, q, r, plugin.ExecutorOptions{Workers: workers, PollInterval: time.Hour})
+	// The first claim takes the queued run; wait for it to start.
+	first := <-started
+	deadline := time.Now().Add(10 * time.Second) // guard against a hung test
+	for !ex.Available() {
+		if time.Now().After(deadline) {
+			t.Fatal("never available with a free worker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var offered []plugin.Job
+	for i := 1; i <= 3; i++ {
+		offered = append(offered, plugin.Job{RunID: fmt.Sprintf("offered-%d", i), Attempt: 1, Input: plugin.Input{RunID: fmt.Sprintf("offered-%d", i)}})
+	}
+	ex.Offer(offered...)
+	if ex.Available() {
+		t.Fatal("available with every worker busy")
+	}
+	second := <-started
+	if first == second || !strings.HasPrefix(second, "offered-") {
+		t.Fatalf("started %s then %s", first, second)
+	}
+	close(release)
+	seen := map[string]bool{}
+	for i := 0; i < 4; i++ {
+		c := waitCompletion(t, done)
+		if c.err != nil || seen[c.job.RunID] {
+			t.Fatalf("completion %+v (seen before: %v)", c, seen[c.job.RunID])
+		}
+		seen[c.job.RunID] = true
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if p := peak.Load(); p > workers {
+		t.Errorf("peak concurrency %d with %d workers", p, workers)
+	}
+	claimed, asks, completed := q.snapshot()
+	if claimed != 1 || len(completed) != 4 {
+		t.Errorf("claimed %d completed %d, want 1 and 4", claimed, len(completed))
+	}
+	if len(asks) != 1 {
+		t.Errorf("offers caused claims: %d claims (%v), want only the first", len(asks), asks)
+	}
+}
