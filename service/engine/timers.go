@@ -251,7 +251,7 @@ func (e *Engine) RearmTimers(ctx context.Context, s scheduler.Scheduler, grace t
 	if err != nil {
 		return 0, err
 	}
-	cutoff := e.clock.Now().Add(-grace)
+	cutoff := time.Now().Add(-grace) // the store stamps created_at with the wall clock, not the engine's clock
 	added, after := 0, ""
 	for {
 		rows, err := ts.PendingTimers(ctx, after, 2000)

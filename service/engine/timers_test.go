@@ -354,3 +354,24 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 		}
 	})
 }
+
+// TestRearmGrace: the periodic re-arm skips timers armed less than the grace ago; at start-up (grace 0) every
+// pending timer missing from the scheduler is added.
+func TestRearmGrace(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	h := newHarness(t, s)
+	h.users("ann")
+	h.publish("one", delayDef)
+	h.start("ann", "one", `{"due":"`+t0.Add(time.Hour).Format(time.RFC3339)+`"}`)
+	sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
+	defer sched.Close()
+	if n, err := h.eng.RearmTimers(h.ctx, sched, time.Minute); err != nil || n != 0 {
+		t.Fatalf("re-arm with a grace: %d, %v; want 0 (the timer was just armed)", n, err)
+	}
+	if n, err := h.eng.RearmTimers(h.ctx, sched, 0); err != nil || n != 1 {
+		t.Fatalf("re-arm at start-up: %d, %v; want 1", n, err)
+	}
+	if n, err := h.eng.RearmTimers(h.ctx, sched, 0); err != nil || n != 0 {
+		t.Fatalf("second re-arm: %d, %v; want 0 (already in the scheduler)", n, err)
+	}
+}
