@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -129,6 +130,52 @@ type IdempotencyRecord struct {
 	CreatedAt   time.Time
 }
 
+// IdempotencyFence ties the work of a request made with an Idempotency-Key to the key, in the transaction that
+// does the work: the engine writes one idempotency_commits row with the instance it changed, and a second
+// commit for the same key fails the transaction. So a key's work commits at most once, even when a retry takes
+// over a claim whose first request seemed dead but was not, and a retry can learn that the work was done.
+type IdempotencyFence struct {
+	TenantID string
+	Username string
+	Key      string
+
+	used     atomic.Bool // a transaction carrying the fence committed: later ones of the request carry none
+	conflict atomic.Bool // a transaction failed because the key's work was already committed
+}
+
+// Use marks the fence spent: a transaction carrying it committed.
+func (f *IdempotencyFence) Use() {
+	if f != nil {
+		f.used.Store(true)
+	}
+}
+
+// Spent reports whether a transaction of the request committed with the fence.
+func (f *IdempotencyFence) Spent() bool { return f != nil && f.used.Load() }
+
+// Conflict records that the key's work had been committed by an earlier request.
+func (f *IdempotencyFence) Conflict() { f.conflict.Store(true) }
+
+// Conflicted reports whether a transaction of the request failed on the fence.
+func (f *IdempotencyFence) Conflicted() bool { return f != nil && f.conflict.Load() }
+
+type fenceKey struct{}
+
+// WithIdempotencyFence returns a context whose instance writes carry f.
+func WithIdempotencyFence(ctx context.Context, f *IdempotencyFence) context.Context {
+	return context.WithValue(ctx, fenceKey{}, f)
+}
+
+// IdempotencyFenceFrom returns the fence of the request, or nil.
+func IdempotencyFenceFrom(ctx context.Context) *IdempotencyFence {
+	f, _ := ctx.Value(fenceKey{}).(*IdempotencyFence)
+	return f
+}
+
+// ErrIdempotencyCommitted is the error of a write whose Idempotency-Key's work was committed already.
+var ErrIdempotencyCommitted = CodedError(ECONFLICT, "idempotency_committed",
+	"the work of this Idempotency-Key was committed by an earlier request; send it again to get its result")
+
 // Page asks for one page of a list: at most Limit items after Cursor (opaque to callers).
 type Page struct {
 	Limit  int
@@ -164,6 +211,12 @@ type IdempotencyStore interface {
 	FinishIdempotent(ctx context.Context, rec *IdempotencyRecord) error
 	// AbandonIdempotent releases a claimed key (the request failed with a 5xx; the client may retry).
 	AbandonIdempotent(ctx context.Context, tenant, username, key string) error
-	// PurgeIdempotent deletes records created before t.
+	// IdempotentCommit returns the instance the key's work changed, when a transaction fenced with the key
+	// committed (ok=false otherwise).
+	IdempotentCommit(ctx context.Context, tenant, username, key string) (instanceID string, ok bool, err error)
+	// TakeOverIdempotent claims anew a key still in flight since before staleBefore (its request died with its
+	// process): true when this caller now holds it.
+	TakeOverIdempotent(ctx context.Context, tenant, username, key string, staleBefore time.Time) (bool, error)
+	// PurgeIdempotent deletes records (and commit records) created before t.
 	PurgeIdempotent(ctx context.Context, before time.Time) (int64, error)
 }

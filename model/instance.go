@@ -298,6 +298,8 @@ type Work struct {
 	// RunUpdates record plugin run results. Each is applied only if the run is still in one of FromStatus (a
 	// run finished twice makes the whole transaction fail with ECONFLICT).
 	RunUpdates []RunUpdate
+	// Fence, when set, is written with the work (idempotency_commits): the request's Idempotency-Key did it.
+	Fence *IdempotencyFence
 }
 
 // RunUpdate is a plugin run's new state, applied when its status is one of From.

@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"log/slog"
 	"net/http"
+	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,9 @@ type Deps struct {
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
+	// IdempotencyLease is how long a key may be in flight before a retry may find out what became of its request
+	// (default 1 min; see idempotent).
+	IdempotencyLease time.Duration
 	// Ready lists the dependencies /readyz pings, by name ("database", "redis", "scheduler").
 	Ready     map[string]Pinger
 	DBStats   func() sql.DBStats
@@ -62,6 +66,7 @@ type Server struct {
 	subs        *subscription.Service
 	proxies     []string
 	idem        model.IdempotencyStore
+	idemLease   time.Duration
 	ready       map[string]Pinger
 	log         *slog.Logger
 	bodyLimit   int64
@@ -79,11 +84,14 @@ func New(d Deps) *Server {
 	if d.BodyLimit == 0 {
 		d.BodyLimit = 1 << 20
 	}
+	if d.IdempotencyLease == 0 {
+		d.IdempotencyLease = time.Minute
+	}
 	if d.PluginMaxSize == 0 {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
 	s.router = s.routes()
 	return s

@@ -39,6 +39,7 @@ type Config struct {
 	BodyLimit          int64
 	TokenTTL           time.Duration
 	ShutdownTimeout    time.Duration
+	IdempotencyLease   time.Duration
 	DBMaxOpenConns     int
 	DBMaxIdleConns     int
 	DBConnMaxLifetime  time.Duration
@@ -137,6 +138,7 @@ var settings = []Setting{
 	}},
 	{"HALLEY_BODY_LIMIT", "body_limit", "1048576", "Largest accepted request body in bytes (413 beyond); plugin uploads have their own limit.", intSetter(func(c *Config, n int64) { c.BodyLimit = n }, 1024, 1<<30)},
 	{"HALLEY_TOKEN_TTL", "token_ttl", "12h", "Lifetime of a login token.", durationSetter(func(c *Config, d time.Duration) { c.TokenTTL = d }, time.Minute)},
+	{"HALLEY_IDEMPOTENCY_LEASE", "idempotency_lease", "1m", "After this long in flight, an Idempotency-Key whose request got no answer (its process died) is looked into by a retry: on the routes that change an instance the retry gets the committed work's result, or runs the request if nothing was committed. Longer than any request takes.", durationSetter(func(c *Config, d time.Duration) { c.IdempotencyLease = d }, time.Second)},
 	{"HALLEY_SHUTDOWN_TIMEOUT", "shutdown_timeout", "30s", "How long SIGTERM waits for in-flight requests and jobs.", durationSetter(func(c *Config, d time.Duration) { c.ShutdownTimeout = d }, time.Second)},
 	{"HALLEY_DB_MAX_OPEN_CONNS", "db_max_open_conns", "0", "Connection pool size; 0 = 64 for MySQL, 8 for SQLite.", intSetter(func(c *Config, n int64) { c.DBMaxOpenConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},

@@ -72,13 +72,29 @@ func (e *Engine) GroupStats() GroupStats {
 }
 
 // updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group when the store can.
-func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
+// The first step of a request made with an Idempotency-Key carries the key's fence (model.IdempotencyFence).
+func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) (err error) {
+	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
+		inner := fn
+		fn = func(w *model.Work) error {
+			if err := inner(w); err != nil {
+				return err
+			}
+			w.Fence = f
+			return nil
+		}
+		defer func() {
+			if err == nil {
+				f.Use()
+			}
+		}()
+	}
 	if e.group == nil {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
 	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
 	e.group.submit(st)
-	err := <-st.done
+	err = <-st.done
 	if errors.Is(err, errGroupFailed) {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
@@ -86,13 +102,21 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 }
 
 // createInstance stores a started instance like the store's CreateInstance, in a group when the store can.
-func (e *Engine) createInstance(ctx context.Context, w *model.Work) error {
+func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) {
+	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
+		w.Fence = f
+		defer func() {
+			if err == nil {
+				f.Use()
+			}
+		}()
+	}
 	if e.group == nil {
 		return e.store.CreateInstance(ctx, w)
 	}
 	st := &groupStep{ctx: ctx, tenant: w.Instance.TenantID, id: w.Instance.ID, create: w, done: make(chan error, 1)}
 	e.group.submit(st)
-	err := <-st.done
+	err = <-st.done
 	if errors.Is(err, errGroupFailed) {
 		return e.store.CreateInstance(ctx, w)
 	}

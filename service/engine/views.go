@@ -418,3 +418,34 @@ func (e *Engine) ListCC(ctx context.Context, actor *model.Principal, page model.
 func (e *Engine) MarkCCRead(ctx context.Context, actor *model.Principal, id string) error {
 	return e.store.MarkCCRead(ctx, actor.TenantID, actor.Username, id, e.clock.Now())
 }
+
+// StartedView returns an instance as its start answered it to the initiator (callback URLs included), without
+// a reader's check: for the rebuilt answer of an anonymous form submit whose response was lost (the submitter
+// holds the Idempotency-Key that committed it).
+func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceView, error) {
+	inst, tasks, err := e.store.GetInstance(ctx, tenant, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.view(inst, tasks, true), nil
+}
+
+// DecidedView rebuilds the answer of approve or reject of taskID on instanceID: the task as it is now and the
+// caller's tasks of the instance pending now.
+func (e *Engine) DecidedView(ctx context.Context, actor *model.Principal, taskID, instanceID string) (*Decided, error) {
+	t, err := e.GetTask(ctx, actor, taskID)
+	if err != nil {
+		return nil, err
+	}
+	_, tasks, err := e.store.GetInstance(ctx, actor.TenantID, instanceID)
+	if err != nil {
+		return nil, err
+	}
+	d := &Decided{Task: t, NextTasks: []*model.Task{}}
+	for _, nt := range tasks {
+		if nt.Status == model.TaskPending && nt.Assignee == actor.Username {
+			d.NextTasks = append(d.NextTasks, nt)
+		}
+	}
+	return d, nil
+}

@@ -257,6 +257,11 @@ func (s *Store) BeginIdempotent(ctx context.Context, rec *model.IdempotencyRecor
 			return fmt.Errorf("store: unable to read idempotency key: %w", err)
 		}
 		if old.CreatedAt.Before(expiredBefore) {
+			// The key's last use expired: so did the record of the work it committed.
+			if err := tx.Exec("DELETE FROM idempotency_commits WHERE tenant_id = ? AND username = ? AND idem_key = ? AND created_at < ?",
+				rec.TenantID, rec.Username, rec.Key, expiredBefore.UTC()).Error; err != nil {
+				return fmt.Errorf("store: unable to renew idempotency key: %w", err)
+			}
 			res := tx.Model(&idempotencyRow{}).Where("tenant_id = ? AND username = ? AND idem_key = ? AND created_at = ?", old.TenantID, old.Username, old.IdemKey, old.CreatedAt).
 				Updates(map[string]any{"request_hash": rec.RequestHash, "status_code": 0, "body": "", "created_at": rec.CreatedAt})
 			if res.Error != nil {
@@ -294,11 +299,39 @@ func (s *Store) AbandonIdempotent(ctx context.Context, tenant, username, key str
 	return nil
 }
 
-// PurgeIdempotent deletes records created before t.
+// IdempotentCommit returns the instance that the key's fenced work changed, if that work committed.
+func (s *Store) IdempotentCommit(ctx context.Context, tenant, username, key string) (string, bool, error) {
+	var ids []string
+	err := s.db.WithContext(ctx).Raw("SELECT instance_id FROM idempotency_commits WHERE tenant_id = ? AND username = ? AND idem_key = ?",
+		tenant, username, key).Scan(&ids).Error
+	if err != nil {
+		return "", false, fmt.Errorf("store: unable to read idempotency commit: %w", err)
+	}
+	if len(ids) == 0 {
+		return "", false, nil
+	}
+	return ids[0], true, nil
+}
+
+// TakeOverIdempotent claims anew a key in flight since before staleBefore. Of several callers at once, one
+// gets it: the update moves created_at past staleBefore.
+func (s *Store) TakeOverIdempotent(ctx context.Context, tenant, username, key string, staleBefore time.Time) (bool, error) {
+	res := s.db.WithContext(ctx).Exec("UPDATE idempotency_keys SET created_at = ? WHERE tenant_id = ? AND username = ? AND idem_key = ? AND status_code = 0 AND created_at < ?",
+		s.now(), tenant, username, key, staleBefore.UTC())
+	if res.Error != nil {
+		return false, fmt.Errorf("store: unable to take over idempotency key: %w", res.Error)
+	}
+	return res.RowsAffected == 1, nil
+}
+
+// PurgeIdempotent deletes records and commit records created before t.
 func (s *Store) PurgeIdempotent(ctx context.Context, before time.Time) (int64, error) {
 	res := s.db.WithContext(ctx).Where("created_at < ?", before.UTC()).Delete(&idempotencyRow{})
 	if res.Error != nil {
 		return 0, fmt.Errorf("store: unable to purge idempotency keys: %w", res.Error)
+	}
+	if err := s.db.WithContext(ctx).Exec("DELETE FROM idempotency_commits WHERE created_at < ?", before.UTC()).Error; err != nil {
+		return 0, fmt.Errorf("store: unable to purge idempotency commits: %w", err)
 	}
 	return res.RowsAffected, nil
 }

@@ -495,6 +495,8 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		nRun      int
 		outbox    []any
 		nOut      int
+		fences    []*model.IdempotencyFence
+		fenceArgs []any
 	)
 	for _, w := range ws {
 		isNew := make(map[string]bool, len(w.NewTasks))
@@ -553,6 +555,10 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			runs = append(runs, r.ID, r.TenantID, r.Plugin, r.Version, r.InstanceID, r.NodeID, r.NodeInstanceID, r.Phase, r.Status, r.Attempt,
 				string(r.Input), "", "", "", "", r.LeaseOwner, utcPtr(r.LeaseUntil), utcPtr(r.StartedAt), r.CreatedAt.UTC())
 			nRun++
+		}
+		if f := w.Fence; f != nil {
+			fences = append(fences, f)
+			fenceArgs = append(fenceArgs, f.TenantID, f.Username, f.Key, w.Instance.ID, now)
 		}
 		for _, o := range w.Outbox {
 			p := string(o.Payload)
@@ -614,10 +620,19 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	if nOut > 0 {
 		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
 	}
+	if len(fences) > 0 {
+		// The fence: a second commit of the same key's work fails on the primary key, and the step with it.
+		b.add("INSERT INTO idempotency_commits (tenant_id, username, idem_key, instance_id, created_at) VALUES "+rowsOf(len(fences), 5), fenceArgs...)
+	}
 	if h, ok := c.(*hotConn); ok && len(consume) == 0 && !hasRunUpdates(ws) {
 		b.commit = h // nothing below: the writes and the commit go together
 	}
 	if err := b.exec(ctx, c); err != nil {
+		if len(fences) > 0 && isDuplicate(err) {
+			if taken, ferr := s.fencesTaken(ctx, c, fences); ferr == nil && taken {
+				return model.ErrIdempotencyCommitted
+			}
+		}
 		return fmt.Errorf("store: unable to write the step: %w", err)
 	}
 	if len(consume) > 0 {
@@ -639,6 +654,40 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		}
 	}
 	return nil
+}
+
+// fencesTaken reports whether the work of one of the fences' keys was committed before (by another request),
+// and marks those fences. It reads the latest committed rows (a locking read on MySQL), not the transaction's
+// snapshot.
+func (s *Store) fencesTaken(ctx context.Context, c conn, fences []*model.IdempotencyFence) (bool, error) {
+	q := "SELECT tenant_id, username, idem_key FROM idempotency_commits WHERE " +
+		strings.TrimSuffix(strings.Repeat("(tenant_id = ? AND username = ? AND idem_key = ?) OR ", len(fences)), " OR ")
+	args := make([]any, 0, 3*len(fences))
+	for _, f := range fences {
+		args = append(args, f.TenantID, f.Username, f.Key)
+	}
+	if s.dialect == MySQL {
+		q += " LOCK IN SHARE MODE"
+	}
+	rows, err := c.QueryContext(ctx, q, args...)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	taken := false
+	for rows.Next() {
+		var tenant, user, key string
+		if err := rows.Scan(&tenant, &user, &key); err != nil {
+			return false, err
+		}
+		for _, f := range fences {
+			if f.TenantID == tenant && f.Username == user && f.Key == key {
+				f.Conflict()
+				taken = true
+			}
+		}
+	}
+	return taken, rows.Err()
 }
 
 func hasRunUpdates(ws []*model.Work) bool {

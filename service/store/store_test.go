@@ -133,9 +133,37 @@ func TestIdempotencyRecords(t *testing.T) {
 		if _, claimed, _ := s.BeginIdempotent(ctx, &model.IdempotencyRecord{TenantID: "default", Username: "bob", Key: "k1", RequestHash: "h3"}, now.Add(-24*time.Hour)); !claimed {
 			t.Fatal("abandoned key must be claimable")
 		}
+		// A key in flight is taken over by one caller once it is older than the cut-off, and only then.
+		if took, err := s.TakeOverIdempotent(ctx, "default", "bob", "k1", now); err != nil || took {
+			t.Fatalf("take over of a fresh claim = %v, %v", took, err)
+		}
+		now = now.Add(2 * time.Minute)
+		if took, err := s.TakeOverIdempotent(ctx, "default", "bob", "k1", now.Add(-time.Minute)); err != nil || !took {
+			t.Fatalf("take over of a stale claim = %v, %v", took, err)
+		}
+		if took, _ := s.TakeOverIdempotent(ctx, "default", "bob", "k1", now.Add(-time.Minute)); took {
+			t.Fatal("a claim taken over is fresh again")
+		}
+		if _, ok, err := s.IdempotentCommit(ctx, "default", "bob", "k1"); err != nil || ok {
+			t.Fatalf("commit of a key whose work did not commit = %v, %v", ok, err)
+		}
+		if err := s.DB().Exec("INSERT INTO idempotency_commits (tenant_id, username, idem_key, instance_id, created_at) VALUES ('default', 'bob', 'k1', 'i-1', ?)", now).Error; err != nil {
+			t.Fatal(err)
+		}
+		if id, ok, err := s.IdempotentCommit(ctx, "default", "bob", "k1"); err != nil || !ok || id != "i-1" {
+			t.Fatalf("commit = %q %v %v", id, ok, err)
+		}
 		n, err := s.PurgeIdempotent(ctx, now.Add(-time.Hour))
 		if err != nil || n != 1 { // carol's, created 25 h ago
 			t.Fatalf("purge = %d, %v", n, err)
+		}
+		// When a key expires, the record of its work goes with it, and the key may do new work.
+		now = now.Add(25 * time.Hour)
+		if _, claimed, _ := s.BeginIdempotent(ctx, &model.IdempotencyRecord{TenantID: "default", Username: "bob", Key: "k1", RequestHash: "h4"}, now.Add(-24*time.Hour)); !claimed {
+			t.Fatal("expired key must be claimable")
+		}
+		if _, ok, _ := s.IdempotentCommit(ctx, "default", "bob", "k1"); ok {
+			t.Fatal("the commit record of an expired key survived its renewal")
 		}
 	})
 }

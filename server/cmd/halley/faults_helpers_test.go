@@ -437,7 +437,8 @@ const faultAdminPassword = "fault-test-pw"
 // faultEnv is the environment every halley of a fault test shares (replicas share the secret).
 func faultEnv(extra ...string) []string {
 	return append([]string{"HALLEY_ADMIN_PASSWORD=" + faultAdminPassword,
-		"HALLEY_SECRET=fault-test-secret-fault-test-secret-0123", "HALLEY_LOG_LEVEL=warn"}, extra...)
+		"HALLEY_SECRET=fault-test-secret-fault-test-secret-0123", "HALLEY_LOG_LEVEL=warn",
+		"HALLEY_IDEMPOTENCY_LEASE=" + faultIdempotencyLease.String()}, extra...)
 }
 
 func (a *api) login(t *testing.T, base string) {
@@ -636,20 +637,35 @@ type retried struct {
 	reply reply
 }
 
-// retryLost sends every request that got no answer again with the same Idempotency-Key and records the answers:
-// a stored response replayed, the request executed now, or 409 idempotency_in_progress (the key was claimed by a
-// request that died with its process).
+// faultIdempotencyLease is the HALLEY_IDEMPOTENCY_LEASE of the fault tests' processes: how long a key whose
+// request died with its process stays in flight before a retry finds out what became of it.
+const faultIdempotencyLease = 2 * time.Second
+
+// retryLost sends every request that got no answer again with the same Idempotency-Key, once the keys' lease has
+// passed, and records the answers: a stored response replayed, the result of work that committed but whose answer
+// was lost (rebuilt), or the request executed now. A key still refused as in progress is stuck: an error.
 func (l *ledger) retryLost(t *testing.T, a *api, base string) []retried {
 	t.Helper()
 	l.mu.Lock()
 	lost := l.lost
 	l.lost = nil
 	l.mu.Unlock()
+	if len(lost) > 0 {
+		time.Sleep(faultIdempotencyLease + 500*time.Millisecond) // real processes: their keys age in real time
+	}
 	out := make([]retried, 0, len(lost))
 	for _, req := range lost {
 		r := a.call(t.Context(), base, "POST", req.path, req.body, req.key)
 		if r.err != nil {
 			t.Fatalf("retry %s: %v", req.path, r.err)
+		}
+		if r.code() == "idempotency_committed" {
+			// Its work was committed by the request that died (whose key a failed answer had released): as the
+			// error says, sending it again gets that work's result.
+			r = a.call(t.Context(), base, "POST", req.path, req.body, req.key)
+		}
+		if c := r.code(); c == "idempotency_in_progress" || c == "idempotency_committed" {
+			t.Errorf("retry of %s with key %s after the lease: %s (the key is stuck)", req.path, req.key, c)
 		}
 		out = append(out, retried{req, r})
 		l.record(req, r)

@@ -302,7 +302,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if !frontend.Built() {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
