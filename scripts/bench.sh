@@ -7,7 +7,7 @@
 #   BENCH_SUITES       suites to run, in order (default "steps timers storm plugins")
 #   BENCH_CLIENTS      steps: clients (100)            BENCH_DURATION   steps: measured time (30s)
 #   TIMERS_N           timers: timers to arm (20000)   TIMERS_WINDOW    timers: spread (5m)
-#   STORM_N            storm: timers due in one second (20000)
+#   STORM_N            storm: timers due in one second (100000)
 #   TIMERS_LOAD        timers/storm: background step clients (10)
 #   TIMERS_FLAGS, STORM_FLAGS   extra halley-bench flags for those suites (e.g. "--arm-clients 8")
 #   TIMERS_LIMIT       time limit in seconds of the timers and storm suites each (3600)
@@ -26,7 +26,7 @@ CLIENTS=${BENCH_CLIENTS:-100}
 DURATION=${BENCH_DURATION:-30s}
 TIMERS_N=${TIMERS_N:-20000}
 TIMERS_WINDOW=${TIMERS_WINDOW:-5m}
-STORM_N=${STORM_N:-20000}
+STORM_N=${STORM_N:-100000}
 TIMERS_LOAD=${TIMERS_LOAD:-10}
 PLUGIN_RUNS=${PLUGIN_RUNS:-300}
 PLUGIN_CONC=${PLUGIN_CONC:-4}
