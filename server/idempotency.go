@@ -106,7 +106,7 @@ func (s *Server) idempotent(c *gin.Context) {
 			return
 		}
 		if done {
-			status, b, err := s.recoverAnswer(c, rebuild, tenant, user, key, inst)
+			status, b, err := s.recoverAnswer(c, rebuild, inst)
 			if err != nil {
 				fail(c, err)
 				return
@@ -148,7 +148,11 @@ func (s *Server) idempotent(c *gin.Context) {
 		// The key's work had been committed by a request thought dead (this client was told to send it again):
 		// store that work's result as the key's answer.
 		c.Request = c.Request.WithContext(bg)
-		if status, b, err := s.recoverAnswer(c, rebuild, tenant, user, key); err == nil {
+		inst, ok, err := s.idem.IdempotentCommit(bg, tenant, user, key)
+		if err != nil || !ok {
+			break // the key stays in flight: a retry after the lease looks again
+		}
+		if status, b, err := s.recoverAnswer(c, rebuild, inst); err == nil {
 			rec.StatusCode, rec.Body = status, b
 			if err := s.idem.FinishIdempotent(bg, rec); err != nil {
 				slog.Error("idempotency: unable to store response", "err", err)
@@ -208,42 +212,21 @@ func recoverDecided(s *Server, c *gin.Context, id string) (int, any, error) {
 	return http.StatusOK, v, err
 }
 
-// recoverAnswer rebuilds the answer of a key whose work committed on instanceID (read from the store when "").
-func (s *Server) recoverAnswer(c *gin.Context, r answerRebuilder, tenant, user, key string, instanceID ...string) (int, []byte, error) {
-	id := ""
-	if len(instanceID) > 0 {
-		id = instanceID[0]
-	} else {
-		inst, ok, err := s.idem.IdempotentCommit(c.Request.Context(), tenant, user, key)
-		if err != nil {
-			return 0, nil, err
-		}
-		if !ok {
-			return 0, nil, fmt.Errorf("server: no commit recorded for key %q", key)
-		}
-		id = inst
-	}
+// recoverAnswer rebuilds the answer of a request whose work committed on instanceID.
+func (s *Server) recoverAnswer(c *gin.Context, r answerRebuilder, instanceID string) (int, []byte, error) {
 	if r == nil {
 		e := model.CodedError(model.ECONFLICT, "idempotency_response_lost",
-			"the work of this Idempotency-Key was done, but its answer was lost when its server stopped; read instance %s", id).
-			WithDetails(map[string]any{"instance_id": id})
-		return http.StatusConflict, mustJSON(ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message, Details: e.Details}}), nil
+			"the work of this Idempotency-Key was done, but its answer was lost when its server stopped; read instance %s", instanceID)
+		b, err := json.Marshal(ErrorBody{Error: ErrorDetail{Code: e.Code, Message: e.Message, Details: map[string]any{"instance_id": instanceID}}})
+		return http.StatusConflict, b, err
 	}
-	status, v, err := r(s, c, id)
+	status, v, err := r(s, c, instanceID)
 	if err != nil {
 		return 0, nil, err
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return 0, nil, fmt.Errorf("server: unable to encode a recovered answer: %w", err)
+		return 0, nil, fmt.Errorf("server: unable to encode a rebuilt answer: %w", err)
 	}
 	return status, b, nil
-}
-
-func mustJSON(v any) []byte {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err)
-	}
-	return b
 }
