@@ -6,7 +6,8 @@
 # Knobs (environment):
 #   BENCH_SUITES       suites to run, in order (default "steps timers storm plugins")
 #   BENCH_CLIENTS      steps: clients (100)            BENCH_DURATION   steps: measured time (30s)
-#   TIMERS_N           timers: timers to arm (20000)   TIMERS_WINDOW    timers: spread (5m)
+#   TIMERS_N           timers: timers to arm (1000000) TIMERS_WINDOW    timers: spread (15m)
+#   BENCH_QUICK=1      timers: 20000 over 5m unless TIMERS_N/TIMERS_WINDOW say otherwise (≈ 10 min in all, not 45)
 #   STORM_N            storm: timers due in one second (100000)
 #   TIMERS_LOAD        timers/storm: background step clients (10)
 #   TIMERS_FLAGS, STORM_FLAGS   extra halley-bench flags for those suites (e.g. "--arm-clients 8")
@@ -24,8 +25,12 @@ GO=${GO:-go}
 SUITES=${BENCH_SUITES:-steps timers storm plugins}
 CLIENTS=${BENCH_CLIENTS:-100}
 DURATION=${BENCH_DURATION:-30s}
-TIMERS_N=${TIMERS_N:-20000}
-TIMERS_WINDOW=${TIMERS_WINDOW:-5m}
+if [ "${BENCH_QUICK:-0}" = 1 ]; then
+	TIMERS_N=${TIMERS_N:-20000}
+	TIMERS_WINDOW=${TIMERS_WINDOW:-5m}
+fi
+TIMERS_N=${TIMERS_N:-1000000}
+TIMERS_WINDOW=${TIMERS_WINDOW:-15m}
 STORM_N=${STORM_N:-100000}
 TIMERS_LOAD=${TIMERS_LOAD:-10}
 PLUGIN_RUNS=${PLUGIN_RUNS:-300}

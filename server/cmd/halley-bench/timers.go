@@ -104,8 +104,8 @@ func runTimers(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	var tc timersConfig
 	tc.cf.register(fs)
-	fs.IntVar(&tc.n, "n", 20000, "timers to arm (the issue's target is 1,000,000; --storm: 100,000)")
-	fs.DurationVar(&tc.window, "window", 2*time.Minute, "the due times are spread over this window (ignored with --storm)")
+	fs.IntVar(&tc.n, "n", 0, "timers to arm (default: the issue's sizes, 1,000,000, or 100,000 with --storm)")
+	fs.DurationVar(&tc.window, "window", 15*time.Minute, "the due times are spread over this window (ignored with --storm)")
 	fs.BoolVar(&tc.storm, "storm", false, "every timer due in the same second")
 	fs.IntVar(&tc.loadClients, "load-clients", 10, "clients of the background step load (0: none)")
 	fs.IntVar(&tc.armClients, "arm-clients", 16, "concurrent instance starts while arming")
@@ -120,6 +120,12 @@ func runTimers(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	tc.pf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if tc.n == 0 {
+		tc.n = 1_000_000
+		if tc.storm {
+			tc.n = 100_000
+		}
 	}
 	if tc.n < 1 || tc.n > 10_000_000 {
 		return fmt.Errorf("--n must be 1..10,000,000")
