@@ -60,6 +60,7 @@ clean:
 
 ## bench: build halley and halley-bench, start Halley on a fresh MySQL database and Redis on a free loopback
 ## port, run the benchmark suites (steps, timers, storm, plugins) and stop it; knobs in scripts/bench.sh
+## (≈ 45 min at the issue's sizes, 1,000,000 timers; BENCH_QUICK=1 make bench ≈ 10 min); docs/benchmarks.md
 bench:
 	./scripts/bench.sh
 
