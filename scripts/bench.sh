@@ -195,6 +195,15 @@ log "Halley is ready (pid $HALLEY_PID)"
 	echo "go: $($GO version)"
 	echo "loadavg: $(cat /proc/loadavg)"
 } | tee "$OUT/machine.txt" >&2
+# A million timers with the step load beside them make a database of ~8 GB: at MariaDB's default 128 MiB buffer
+# pool every fire reads pages from disk and firing falls minutes behind (docs/benchmarks.md). Say so up front.
+POOL_MB=$(($(my -N -e 'SELECT @@innodb_buffer_pool_size') / 1048576))
+case " $SUITES " in *" timers "*)
+	if [ "$TIMERS_N" -ge 200000 ] && [ "$POOL_MB" -lt 4096 ]; then
+		log "WARNING: innodb_buffer_pool_size is ${POOL_MB} MiB; with TIMERS_N=$TIMERS_N the timers suite is disk-bound" \
+			"(SET GLOBAL innodb_buffer_pool_size = 8589934592 sizes it as in docs/benchmarks.md)"
+	fi ;;
+esac
 
 BENCH=(bin/halley-bench)
 COMMON=(--url "http://127.0.0.1:$PORT" --admin-password "$PW")
