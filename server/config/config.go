@@ -31,6 +31,7 @@ type Config struct {
 	DatabaseURL        string
 	RedisURL           string
 	RedisCheckInterval time.Duration
+	TimerLinger        time.Duration
 	AdminPassword      string
 	Secret             string
 	LogLevel           string
@@ -100,6 +101,14 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_REDIS_CHECK_INTERVAL", "redis_check_interval", "5s", "How often Halley checks that Redis still holds the timers (a sentinel key); when Redis lost its data (FLUSHALL, a restart without persistence) every pending timer is re-armed from the database at that check.", durationSetter(func(c *Config, d time.Duration) { c.RedisCheckInterval = d }, 100*time.Millisecond)},
+	{"HALLEY_TIMER_LINGER", "timer_linger", "10ms", "While timers fall due faster than one per this interval, the scheduler waits this long between pops so that they are fired together, several per transaction, instead of one transaction each; a timer is at most this much later for it. 0 switches it off.", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || d > time.Second {
+			return fmt.Errorf("must be a duration from 0 to 1s, e.g. 10ms (got %q)", v)
+		}
+		c.TimerLinger = d
+		return nil
+	}},
 	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {
 			return errors.New("must be 1 to 72 bytes")

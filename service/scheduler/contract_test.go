@@ -48,6 +48,7 @@ func testContract(t *testing.T, newBackend factory) {
 		{"Len", testLen},
 		{"SlowHandlerDoesNotBlockOthers", testSlowHandler},
 		{"WakesForEarlierTimer", testWake},
+		{"LingerGathersABatch", testLinger},
 		{"CloseStopsRun", testClose},
 	}
 	for _, tc := range tests {
@@ -563,4 +564,38 @@ func testClose(t *testing.T, newBackend factory) {
 	if err := s.Run(ctx, func(context.Context, []scheduler.Due) []error { return nil }); !errors.Is(err, scheduler.ErrClosed) {
 		t.Fatalf("Run after Close = %v, want ErrClosed", err)
 	}
+}
+
+// testLinger: after a pop that found fewer timers than a batch, the loop waits Linger before the next pop, so that
+// timers falling due one after another are delivered together; a timer due after the linger is not delayed.
+func testLinger(t *testing.T, newBackend factory) {
+	clk := clock.NewFake(t0)
+	const linger = 10 * time.Millisecond
+	s := newBackend(t, scheduler.Options{Clock: clk, Linger: linger}).open()
+	schedule(t, s, scheduler.Item{ID: "a", Due: at(time.Second)}, scheduler.Item{ID: "b", Due: at(time.Second + 2*time.Millisecond)},
+		scheduler.Item{ID: "c", Due: at(time.Second + 5*time.Millisecond)}, scheduler.Item{ID: "d", Due: at(time.Second + 30*time.Millisecond)})
+	rec := newRecorder(clk)
+	startRun(t, s, rec.handler(nil))
+	clk.BlockUntil(2) // the popper and the recoverer are parked
+	parked := clk.Waiters()
+	clk.Set(at(time.Second))
+	if got := rec.wait(t, 1); got[0].ID != "a" {
+		t.Fatalf("first delivery %q, want a", got[0].ID)
+	}
+	clk.BlockUntil(parked) // parked again, until a + linger
+	clk.Set(at(time.Second + 5*time.Millisecond))
+	if n := clk.Waiters(); n != parked {
+		t.Fatalf("a timer fired at a+5ms (b and c due): the loop did not linger (%d of %d timers left)", n, parked)
+	}
+	clk.Set(at(time.Second + linger))
+	rec.wait(t, 2)
+	clk.Set(at(time.Second + 30*time.Millisecond))
+	rec.wait(t, 1)
+	rec.mu.Lock()
+	batches := slices.Clone(rec.batches)
+	rec.mu.Unlock()
+	if len(batches) != 3 || !slices.Equal(ids(batches[1]), []string{"b", "c"}) || !slices.Equal(ids(batches[2]), []string{"d"}) {
+		t.Fatalf("batches %v, want [a] [b c] [d]", batches)
+	}
+	rec.checkNoneEarly(t)
 }

@@ -112,7 +112,12 @@ func (l *loop) popper(ctx context.Context) {
 		if next >= 0 && time.UnixMilli(next).Before(until) {
 			until = time.UnixMilli(next)
 		}
-		if !sleepUntil(ctx, l.opts.Clock, &timer, until, wakeCh) {
+		wake := wakeCh
+		if len(batch) > 0 && l.opts.Linger > 0 && until.Before(now.Add(l.opts.Linger)) {
+			until = now.Add(l.opts.Linger) // let the next ones gather into one batch; a wake-up would undo it
+			wake = nil
+		}
+		if !sleepUntil(ctx, l.opts.Clock, &timer, until, wake) {
 			return
 		}
 	}

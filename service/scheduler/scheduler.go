@@ -80,6 +80,11 @@ type Options struct {
 	Concurrency  int           // handler goroutines per Run, each taking whole batches; default 8
 	LeaseTimeout time.Duration // how long a popped timer stays leased before it is re-delivered; default 30s
 	MaxIdle      time.Duration // longest sleep when nothing is due; default 1s
+	// Linger is the least time between a pop that found fewer than BatchSize timers due and the next pop (default
+	// 0: none). Timers falling due one by one at a high rate are then handled in batches — one transaction for
+	// several instead of one each — at the price of up to Linger of lateness, and only while they fall due more
+	// often than every Linger.
+	Linger time.Duration
 	Logger       *slog.Logger  // default slog.Default()
 }
 

@@ -156,7 +156,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	eng := engine.New(st, templates, st, engine.Options{Logger: lg, CallbackKey: identity.DeriveKey([]byte(cfg.Secret), "callback-url"), PublicURL: cfg.PublicURL})
 
 	// Timers: the Redis sorted set when Redis is configured (shared by every replica), else an in-process heap.
-	schedOpts := scheduler.Options{Clock: clock.Real{}, Logger: lg}
+	schedOpts := scheduler.Options{Clock: clock.Real{}, Linger: cfg.TimerLinger, Logger: lg}
 	var sched scheduler.Scheduler
 	var redisSched *scheduler.Redis
 	if rdb != nil {
