@@ -101,7 +101,7 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_REDIS_CHECK_INTERVAL", "redis_check_interval", "5s", "How often Halley checks that Redis still holds the timers (a sentinel key); when Redis lost its data (FLUSHALL, a restart without persistence) every pending timer is re-armed from the database at that check.", durationSetter(func(c *Config, d time.Duration) { c.RedisCheckInterval = d }, 100*time.Millisecond)},
-	{"HALLEY_TIMER_LINGER", "timer_linger", "10ms", "While timers fall due faster than one per this interval, the scheduler waits this long between pops so that they are fired together, several per transaction, instead of one transaction each; a timer is at most this much later for it. 0 switches it off.", func(c *Config, v string) error {
+	{"HALLEY_TIMER_LINGER", "timer_linger", "0s", "While timers fall due faster than one per this interval, the scheduler waits this long between pops so that they are fired together, several per transaction, instead of one transaction each; a timer is at most this much later for it. Off (0s) by default: a 1M-timer run with 10ms fell far behind (docs/benchmarks.md).", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || d > time.Second {
 			return fmt.Errorf("must be a duration from 0 to 1s, e.g. 10ms (got %q)", v)
