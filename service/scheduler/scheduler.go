@@ -85,7 +85,7 @@ type Options struct {
 	// several instead of one each — at the price of up to Linger of lateness, and only while they fall due more
 	// often than every Linger.
 	Linger time.Duration
-	Logger       *slog.Logger  // default slog.Default()
+	Logger *slog.Logger // default slog.Default()
 }
 
 // ErrClosed is returned by every method after Close.
