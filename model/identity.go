@@ -28,6 +28,24 @@ type User struct {
 	UpdatedAt    time.Time `json:"updated_at"`
 }
 
+// Initiators and actors that are not people. None of them can be a username (':' is not allowed in one), so no
+// user created by an admin can read or act on what they own. API-token principals are "token:<name>".
+const (
+	// InitiatorCron starts crontab instances.
+	InitiatorCron = "system:cron"
+	// InitiatorAnonymous starts instances from form submissions without a login.
+	InitiatorAnonymous = "system:anonymous"
+	// ActorSystem is the history actor of what the engine does by itself (timers, plugin results).
+	ActorSystem = "system"
+)
+
+// ReservedUsernames may not be created as users: they are, or were, names of synthetic actors.
+var ReservedUsernames = []string{"system", "cron", "anonymous"}
+
+// IsPersonInitiator reports whether an initiator is a user (who can be given a task, e.g. a resubmit after a
+// return to start), as opposed to a synthetic one (crontab, anonymous form, API token).
+func IsPersonInitiator(initiator string) bool { return usernameRe.MatchString(initiator) }
+
 // HasRole reports whether the user holds role.
 func (u *User) HasRole(role string) bool { return slices.Contains(u.Roles, role) }
 
