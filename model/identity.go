@@ -17,15 +17,23 @@ const RoleAdmin = "admin"
 
 // User is a person who starts processes and decides tasks.
 type User struct {
-	TenantID     string    `json:"tenant"`
-	Username     string    `json:"username"`
-	PasswordHash string    `json:"-"`
-	DisplayName  string    `json:"display_name"`
-	Roles        []string  `json:"roles"`
-	Department   string    `json:"department"`
-	Manager      string    `json:"manager"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	TenantID     string   `json:"tenant"`
+	Username     string   `json:"username"`
+	PasswordHash string   `json:"-"`
+	DisplayName  string   `json:"display_name"`
+	Roles        []string `json:"roles"`
+	Department   string   `json:"department"`
+	Manager      string   `json:"manager"`
+	// Disabled users cannot log in, their tokens stop working, and they get no new tasks.
+	Disabled bool `json:"disabled"`
+	// PasswordChangeRequired is set while the bootstrap admin still has the default password.
+	PasswordChangeRequired bool      `json:"password_change_required,omitempty"`
+	Language               string    `json:"language"`
+	Email                  string    `json:"email"`
+	Mobile                 string    `json:"mobile"`
+	IMID                   string    `json:"im_id"`
+	CreatedAt              time.Time `json:"created_at"`
+	UpdatedAt              time.Time `json:"updated_at"`
 }
 
 // Initiators and actors that are not people. None of them can be a username (':' is not allowed in one), so no

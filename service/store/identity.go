@@ -19,8 +19,15 @@ type userRow struct {
 	Department   string
 	Manager      string
 	Roles        string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	Disabled     bool
+	// PasswordChangeRequired is set while the bootstrap admin has the default password.
+	PasswordChangeRequired bool
+	Language               string
+	Email                  string
+	Mobile                 string
+	IMID                   string `gorm:"column:im_id"`
+	CreatedAt              time.Time
+	UpdatedAt              time.Time
 }
 
 func (userRow) TableName() string { return "users" }
@@ -36,12 +43,14 @@ func (userRoleRow) TableName() string { return "user_roles" }
 func toUserRow(u *model.User) userRow {
 	roles, _ := json.Marshal(u.Roles)
 	return userRow{TenantID: u.TenantID, Username: u.Username, PasswordHash: u.PasswordHash, DisplayName: u.DisplayName,
-		Department: u.Department, Manager: u.Manager, Roles: string(roles), CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+		Department: u.Department, Manager: u.Manager, Roles: string(roles), Disabled: u.Disabled, PasswordChangeRequired: u.PasswordChangeRequired,
+		Language: u.Language, Email: u.Email, Mobile: u.Mobile, IMID: u.IMID, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
 }
 
 func (r *userRow) toModel() *model.User {
 	u := &model.User{TenantID: r.TenantID, Username: r.Username, PasswordHash: r.PasswordHash, DisplayName: r.DisplayName,
-		Department: r.Department, Manager: r.Manager, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		Department: r.Department, Manager: r.Manager, Disabled: r.Disabled, PasswordChangeRequired: r.PasswordChangeRequired,
+		Language: r.Language, Email: r.Email, Mobile: r.Mobile, IMID: r.IMID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	_ = json.Unmarshal([]byte(r.Roles), &u.Roles)
 	if u.Roles == nil {
 		u.Roles = []string{}
