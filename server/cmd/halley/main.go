@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -57,7 +56,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url http://127.0.0.1:8080] [--user admin] [--password pw | --token tok]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
+		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url URL] [--config file.yaml] [--user admin] [--password pw | --token tok]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -76,7 +75,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			fs.Usage()
 			return fmt.Errorf("unknown command %q", strings.Join(fs.Args(), " "))
 		}
-		return loadTemplates(ctx, fs.Args()[2:], getenv, stderr)
+		return loadTemplates(ctx, fs.Args()[2:], *cfgPath, getenv, stderr)
 	case "serve", "migrate":
 	default:
 		fs.Usage()
@@ -88,6 +87,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	}
 	lg := newLogger(cfg, stderr)
 	slog.SetDefault(lg)
+	lg.Info("paths (absolute; relative settings are taken from the working directory)", cfg.PathAttrs()...)
 	if err := cfg.EnsureSecret(); err != nil {
 		return err
 	}
@@ -190,8 +190,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if err != nil {
 		return fmt.Errorf("HALLEY_PLUGIN_DIR: %v", err)
 	}
-	pluginLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")}
-	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
+	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
+	runner := &plugin.ProcessRunner{WorkRoot: cfg.PluginWorkDir, OutputCap: cfg.PluginOutputCap}
 	pluginQueue := engine.NewPluginQueue(eng, st, pluginFiles)
 	executor := plugin.NewExecutor(pluginQueue, runner, plugin.ExecutorOptions{
 		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
