@@ -67,8 +67,14 @@ func startExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.
 // runExecutor is startExecutor; attach makes it the engine's local executor (runs handed over at commit).
 func runExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time, attach bool) {
 	t.Helper()
+	runExecutorWith(t, d, st, files, rec, worker, now, attach, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
+}
+
+// runExecutorWith is runExecutor with a runner of the test's.
+func runExecutorWith(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time, attach bool, runner plugin.Runner) {
+	t.Helper()
 	q := engine.NewPluginQueue(d.Engine, st, files)
-	ex := plugin.NewExecutor(q, &plugin.ProcessRunner{WorkRoot: t.TempDir()},
+	ex := plugin.NewExecutor(q, runner,
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
 			Logger: quietLogger(), Now: now})
 	if attach {
@@ -303,6 +309,81 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_not_waiting")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/nope/result", e.admin, M{"status": "failed"}, nil), 404, "")
 	})
+}
+
+// TestRunErrorBeforeStart: a run that fails before its process starts (a runner that cannot prepare it, a plugin
+// file gone from the plugin dir) records why; the run log shows the error, with no exit code (none exists).
+func TestRunErrorBeforeStart(t *testing.T) {
+	cases := []struct {
+		name   string
+		runner func(t *testing.T) plugin.Runner
+		break_ func(t *testing.T, files *plugin.FileStore, version int, sha string)
+		want   string
+	}{
+		{"a relative work root (the embedded default's old bug)", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: "data/plugin-work"}
+		}, nil, `WorkRoot "data/plugin-work" must be an absolute directory`},
+		{"no interpreter", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: t.TempDir(), Python: "/nonexistent/python3"}
+		}, nil, "interpreter /nonexistent/python3 is not an executable file"},
+		{"the plugin file is gone", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: t.TempDir()}
+		}, func(t *testing.T, files *plugin.FileStore, version int, sha string) {
+			p, err := files.Path("probe", version, sha)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}, "no such file or directory"},
+	}
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				rec := newRuns()
+				var files *plugin.FileStore
+				e := newEnv(t, s, func(d *server.Deps) {
+					withPlugins(t, s, nil)(d)
+					files = d.PluginFiles
+					runExecutorWith(t, d, s, files, rec, "w1", d.Engine.Now, false, tc.runner(t))
+				})
+				up := e.upload("probe", "python", "5s", []byte(editContext), e.admin)
+				if up.Status != 201 {
+					t.Fatalf("upload: %d %s", up.Status, up.Body)
+				}
+				if tc.break_ != nil {
+					tc.break_(t, files, int(up.JSON["version"].(float64)), up.JSON["sha256"].(string))
+				}
+				key := fmt.Sprintf("before-start-%d", time.Now().UnixNano())
+				e.publish(key, []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"after": []string{"probe"}}}, M{"id": "end", "type": "end"}},
+					[]any{edge("start", "work"), edge("work", "end")})
+				id := e.do("POST", "/api/v1/instances", e.admin, M{"template": key}, nil).JSON["id"].(string)
+				rec.wait(t, 1)
+				items := e.do("GET", "/api/v1/plugins/probe/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+				if len(items) != 1 {
+					t.Fatalf("runs: %v", items)
+				}
+				run := items[0].(M)
+				if run["status"] != "failed" || run["exit_code"] != nil || !strings.Contains(fmt.Sprint(run["error"]), tc.want) {
+					t.Fatalf("the run must be failed, without exit code, with an error naming %q: %v", tc.want, run)
+				}
+				if r := e.instance(id); r.JSON["status"] == "completed" || nodeState(r, "work") != "failed" || !strings.Contains(nodeField(r, "work", "error"), tc.want) {
+					t.Fatalf("the instance must not complete and its node must carry the error: %s", r.Body)
+				}
+			})
+		}
+	})
+}
+
+// nodeField is a field of the node state of id in an instance answer, as text ("" when absent).
+func nodeField(r resp, id, field string) string {
+	for _, n := range r.JSON["nodes"].([]any) {
+		if n.(M)["node_id"] == id && n.(M)[field] != nil {
+			return fmt.Sprint(n.(M)[field])
+		}
+	}
+	return ""
 }
 
 // TestTwoExecutorsAndRescue: two executors on two store connections share the runs of one MySQL database, each
