@@ -140,6 +140,8 @@ func (s *Server) routes() *gin.Engine {
 
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)
+	authed.PUT("/me", s.updateMe)
+	authed.POST("/me/password", s.changeMyPassword)
 	authed.GET("/users", s.listUsers)
 	authed.GET("/users/:username", s.getUser)
 	authed.GET("/departments", s.listDepartments)
@@ -175,6 +177,8 @@ func (s *Server) routes() *gin.Engine {
 
 	admin := authed.Group("", adminOnly)
 	admin.POST("/users", s.createUser)
+	admin.PATCH("/users/:username", s.updateUser)
+	admin.POST("/users/:username/password", s.resetPassword)
 	admin.POST("/tokens", s.createToken)
 	admin.POST("/departments", s.createDepartment)
 	admin.POST("/templates", s.createTemplate)

@@ -57,7 +57,7 @@ func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 	e := &env{t: t, store: s, clock: &testClock{t: now}}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), TokenTTL: 24 * time.Hour,
 		BcryptCost: bcrypt.MinCost, Now: e.clock.Now})
-	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1"); err != nil {
+	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1", false); err != nil {
 		t.Fatal(err)
 	}
 	tpl := template.New(s, e.clock.Now)
@@ -266,7 +266,8 @@ func TestUsersEndpoints(t *testing.T) {
 		}
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "carol", "password": "pw-carol-123"}, nil), 409, "user_exists")
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "../x", "password": "pw-carol-123"}, nil), 400, "invalid_username")
-		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "short"}, nil), 400, "weak_password")
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "short"}, nil), 422, "weak_password")
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "七个字符的密码"}, nil), 422, "weak_password")
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "pw-dan-1234", "roles": []string{"Bad Role"}}, nil), 400, "invalid_role")
 		r = e.do("GET", "/api/v1/users/carol", e.admin, nil, nil)
 		if r.Status != 200 || r.JSON["department"] != "eng" {

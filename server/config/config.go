@@ -116,7 +116,7 @@ var settings = []Setting{
 		c.TimerLinger = d
 		return nil
 	}},
-	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning).", func(c *Config, v string) error {
+	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning, and admin must choose a new password at the first sign-in).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {
 			return errors.New("must be 1 to 72 bytes")
 		}

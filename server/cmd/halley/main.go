@@ -137,16 +137,18 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	}
 
 	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
-	created, err := ids.Bootstrap(ctx, cfg.AdminPassword)
+	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
 	if err != nil {
 		return fmt.Errorf("bootstrap admin: %w", err)
 	}
 	if created && cfg.AdminPasswordDefaulted {
 		lg.Warn(strings.Repeat("!", 72))
-		lg.Warn("created user 'admin' with the DEFAULT password 'admin': log in and change it, or set HALLEY_ADMIN_PASSWORD before the first start")
+		lg.Warn("created user 'admin' with the DEFAULT password 'admin': sign in at " + cfg.LocalURL() + "/ as admin/admin and choose a new password (the UI asks at once; later: your name in the header > Profile > Change password), or set HALLEY_ADMIN_PASSWORD before the first start")
 		lg.Warn(strings.Repeat("!", 72))
 	} else if created {
 		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
+	} else if ids.BootstrapPasswordUnchanged(ctx) {
+		lg.Warn("user 'admin' still has the password it was created with: sign in at " + cfg.LocalURL() + "/ and choose a new one (Profile > Change password)")
 	}
 	if cfg.SecretGenerated {
 		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
