@@ -1,6 +1,8 @@
 // End-to-end test of the UI against a real Halley (issue 7): an admin builds a two-approver template in the designer
 // by dragging nodes and connecting them, sets a condition on an edge and tests it, publishes; a user starts it from
 // its form; the approvers approve on a 390×844 phone viewport; the request shows completed with a green diagram.
+// Then (issue 16) a plugin run that never started shows its error, the admin edits, disables and resets users, the
+// reset user must choose a new password, switches the UI to 中文 and back, and a phone user saves their profile.
 //
 //   HALLEY_BIN=../halley npm run test:e2e      # the binary built from ./server/cmd/halley (it embeds dist/)
 //   HALLEY_E2E_MOCK=1 npm run test:e2e        # rehearse against e2e/mock-server.mjs (never in CI)
@@ -496,6 +498,102 @@ try {
     expect(inst.status === 'completed', `instance status is ${inst.status}`)
     const hist = await call('GET', `/instances/${instanceId}/history`, adminToken)
     expect((hist.items ?? []).length > 0, 'the history is empty')
+  })
+
+  // ---- issue 16: a plugin run that never started, people, profile, the forced password change ----
+  await step('a plugin run that never started shows its error and no exit code', async () => {
+    const fd = new FormData()
+    fd.set('name', 'not-a-program')
+    fd.set('runtime', 'binary')
+    fd.set('file', new Blob(['this is not a program\n']), 'not-a-program')
+    const up = await fetch(`${base}/api/v1/plugins`, { method: 'POST', headers: { authorization: `Bearer ${adminToken}` }, body: fd })
+    expect(up.status === 201, `upload: ${up.status}`)
+    const def = {
+      nodes: [{ id: 'start', type: 'start', trigger: { kind: 'manual' } }, { id: 'work', type: 'auto', plugins: { after: ['not-a-program'] } }, { id: 'end', type: 'end' }],
+      edges: [{ from: 'start', to: 'work' }, { from: 'work', to: 'end' }],
+    }
+    await call('POST', '/templates', adminToken, { key: `broken-${key}`, name: 'Broken plugin (e2e)', definition: def })
+    await call('POST', `/templates/broken-${key}/publish`, adminToken)
+    const inst = await call('POST', '/instances', adminToken, { template: `broken-${key}` })
+    await login('admin', ADMIN_PASSWORD)
+    await page.goto(`${base}/admin/plugins/not-a-program`)
+    await page.locator('[data-test=run-error]', { hasText: 'unable to start' }).first().waitFor()
+    const exit = await page.locator('[data-test^=run-exit-]').first().innerText()
+    expect(exit.trim().startsWith('—'), `the exit cell should start with — (no exit code): ${exit}`)
+    const runs = await call('GET', `/plugins/not-a-program/runs?instance_id=${inst.id}`, adminToken)
+    expect(runs.items[0].status === 'failed' && runs.items[0].exit_code === null && /unable to start/.test(runs.items[0].error), JSON.stringify(runs.items[0]))
+  })
+
+  await step('admin edits, disables, enables and resets users on the Users page', async () => {
+    await page.goto(`${base}/admin/users`)
+    await page.click('[data-test=edit-carol]')
+    await field(page, 'edit-display-name').fill('Carol the Manager')
+    await field(page, 'edit-email').fill('carol@example.com')
+    await page.click('[data-test=save-user]')
+    await page.locator('[data-test=users-table]').getByText('Carol the Manager').waitFor()
+    const carol = await call('GET', '/users/carol', adminToken)
+    expect(carol.display_name === 'Carol the Manager' && carol.email === 'carol@example.com' && carol.roles.includes('manager'), JSON.stringify(carol))
+
+    await page.click('[data-test=disable-carol]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=status-carol][data-disabled=true]').waitFor()
+    const r = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'carol', password: 'carol-pw-123' }) })
+    const body = await r.json()
+    expect(r.status === 403 && body.error?.code === 'user_disabled', `a disabled user's login: ${r.status} ${JSON.stringify(body)}`)
+    await page.click('[data-test=enable-carol]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=status-carol][data-disabled=false]').waitFor()
+
+    await page.click('[data-test=reset-alice]')
+    await field(page, 'reset-new').fill('short')
+    await field(page, 'reset-repeat').fill('short')
+    await page.click('[data-test=do-reset]')
+    await page.locator('[data-test=reset-error]').waitFor()
+    await field(page, 'reset-new').fill('alice-reset-1')
+    await field(page, 'reset-repeat').fill('alice-reset-1')
+    await page.click('[data-test=do-reset]')
+    await page.locator('.el-message--success').last().waitFor()
+  })
+
+  await step('alice must choose a new password after the reset, and cannot skip it', async () => {
+    await login('alice', 'alice-reset-1')
+    await page.waitForURL((u) => u.pathname === '/password')
+    await page.goto(`${base}/inbox`)
+    await page.waitForURL((u) => u.pathname === '/password')
+    await page.fill('input[name=current-password]', 'alice-reset-1')
+    await page.fill('input[name=new-password]', 'alice-own-pw-2')
+    await page.fill('input[name=repeat-password]', 'alice-own-pw-2')
+    await page.click('[data-test=password-submit]')
+    await page.waitForURL((u) => u.pathname === '/inbox')
+    const me = await call('GET', '/me', (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token)
+    expect(me.password_change_required === false, JSON.stringify(me))
+  })
+
+  await step('alice switches her profile to 中文 and back to English', async () => {
+    await page.click('[data-test=profile-link]')
+    await page.waitForURL(/\/profile$/)
+    await page.locator('[data-test=profile-language] [data-lang="zh-CN"]').click()
+    await page.click('[data-test=profile-save]')
+    await page.locator('.app-header nav').getByText('待办').waitFor()
+    const tok = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token
+    expect((await call('GET', '/me', tok)).language === 'zh-CN', 'the language is kept on the profile')
+    await page.locator('[data-test=profile-language] [data-lang="en"]').click()
+    await page.click('[data-test=profile-save]')
+    await page.locator('.app-header nav').getByText('Inbox').waitFor()
+  })
+
+  await step('bob reaches his profile from the phone inbox and saves his email', async () => {
+    await login('bob', 'bob-pw-123', { viewport: { width: 390, height: 844 } })
+    await page.waitForURL(/\/m\/inbox/)
+    await page.click('[data-test=profile-link]')
+    await page.waitForURL(/\/m\/profile/)
+    await noHorizontalScroll()
+    await field(page, 'profile-email').fill('bob@example.com')
+    await page.click('[data-test=profile-save]')
+    await page.locator('.van-toast', { hasText: 'Profile saved' }).waitFor()
+    const tok = (await call('POST', '/auth/login', undefined, { username: 'bob', password: 'bob-pw-123' })).token
+    expect((await call('GET', '/me', tok)).email === 'bob@example.com', 'the email is saved')
+    await noHorizontalScroll()
   })
 } catch (e) {
   if (!(e instanceof StopError)) {

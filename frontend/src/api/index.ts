@@ -11,6 +11,8 @@ export interface Page<T> {
   next_cursor?: string | null
 }
 
+export type Language = 'zh-CN' | 'en'
+
 export interface User {
   username: string
   display_name?: string
@@ -19,6 +21,33 @@ export interface User {
   manager?: string
   tenant?: string
   created_at?: string
+  disabled?: boolean
+  password_change_required?: boolean
+  language?: Language | ''
+  email?: string
+  mobile?: string
+  im_id?: string
+}
+
+/** PUT /me: any subset of the signed-in user's profile. */
+export interface ProfileUpdate {
+  display_name?: string
+  language?: Language | ''
+  email?: string
+  mobile?: string
+  im_id?: string
+}
+
+/** PATCH /users/{username} (admins): any subset. */
+export interface UserPatch {
+  display_name?: string
+  department?: string
+  manager?: string
+  roles?: string[]
+  disabled?: boolean
+  email?: string
+  mobile?: string
+  im_id?: string
 }
 
 export interface Department {
@@ -148,6 +177,8 @@ export interface PluginRun {
   phase: string
   status: string
   exit_code?: number | null
+  /** why a failed or timed-out run failed, as Halley knows it (also when the process never started) */
+  error?: string
   started_at?: string
   ended_at?: string
   duration_ms?: number
@@ -160,7 +191,10 @@ export interface ReturnTarget {
   name?: string
 }
 
-export interface Me extends User {}
+export interface Me extends User {
+  /** an API token, not a person: no profile, no password */
+  token?: boolean
+}
 
 function items<T>(v: Page<T> | T[] | undefined | null): T[] {
   if (!v) return []
@@ -182,11 +216,27 @@ async function listAll<T>(path: string, query: Query = {}, max = 1000): Promise<
 export const api = {
   // Identity
   login: (username: string, password: string) =>
-    request<{ token: string; user: User }>('POST', '/auth/login', { body: { username, password } }),
+    request<{ token: string; user: User; password_change_required?: boolean }>('POST', '/auth/login', { body: { username, password } }),
   me: () => request<Me>('GET', '/me'),
+  updateMe: (p: ProfileUpdate) => request<Me>('PUT', '/me', { body: p }),
+  changePassword: (oldPassword: string, newPassword: string) =>
+    request<void>('POST', '/me/password', { body: { old_password: oldPassword, new_password: newPassword } }),
+  updateUser: (username: string, p: UserPatch) => request<User>('PATCH', `/users/${encodeURIComponent(username)}`, { body: p }),
+  resetPassword: (username: string, newPassword: string) =>
+    request<void>('POST', `/users/${encodeURIComponent(username)}/password`, { body: { new_password: newPassword } }),
   users: () => listAll<User>('/users'),
   user: (username: string) => request<User>('GET', `/users/${encodeURIComponent(username)}`),
-  createUser: (u: { username: string; password: string; display_name?: string; roles?: string[]; department?: string; manager?: string }) =>
+  createUser: (u: {
+    username: string
+    password: string
+    display_name?: string
+    roles?: string[]
+    department?: string
+    manager?: string
+    email?: string
+    mobile?: string
+    im_id?: string
+  }) =>
     request<User>('POST', '/users', { body: u, idempotencyKey: newIdempotencyKey() }),
   departments: () => listAll<Department>('/departments'),
   createDepartment: (d: Department) => request<Department>('POST', '/departments', { body: d, idempotencyKey: newIdempotencyKey() }),
