@@ -167,7 +167,22 @@ func (s *Server) listUsers(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	for i, u := range users {
+		users[i] = visibleUser(principal(c), u)
+	}
 	c.JSON(http.StatusOK, List[*model.User]{Items: users, NextCursor: next})
+}
+
+// visibleUser is what p may see of u: the directory (names, roles, department, manager, contact details) is
+// everyone's, since pickers and approvers need it; whether someone must still change a password is for admins
+// and the user.
+func visibleUser(p *model.Principal, u *model.User) *model.User {
+	if p.IsAdmin() || (!p.Token && p.Username == u.Username) {
+		return u
+	}
+	c := *u
+	c.PasswordChangeRequired = false
+	return &c
 }
 
 func (s *Server) getUser(c *gin.Context) {
@@ -176,7 +191,7 @@ func (s *Server) getUser(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, u)
+	c.JSON(http.StatusOK, visibleUser(principal(c), u))
 }
 
 type tokenRequest struct {

@@ -109,6 +109,14 @@ func TestPasswords(t *testing.T) {
 			t.Fatalf("after a reset the owner must change the password: %d %s", r.Status, r.Body)
 		}
 		bob = r.JSON["token"].(string)
+		e.mkUser("carol")
+		carol := e.token("carol", "pw-carol-123")
+		if u := e.do("GET", "/api/v1/users/bob", carol, nil, nil); u.Status != 200 || u.JSON["password_change_required"] != nil {
+			t.Fatalf("only admins and bob see that bob must change his password: %s", u.Body)
+		}
+		if u := e.do("GET", "/api/v1/users/bob", e.admin, nil, nil); u.JSON["password_change_required"] != true {
+			t.Fatalf("admins see it: %s", u.Body)
+		}
 		if me := e.do("GET", "/api/v1/me", bob, nil, nil); me.JSON["password_change_required"] != true {
 			t.Fatalf("GET /me must say so too (a reload keeps asking): %s", me.Body)
 		}
