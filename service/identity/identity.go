@@ -210,11 +210,11 @@ func (s *Service) current(ctx context.Context, p *model.Principal, now time.Time
 			return nil, err
 		}
 		cu = cachedUser{roles: u.Roles, disabled: u.Disabled, read: now}
-		if s.peopleLen.Add(1) > maxCachedJWTs {
+		if _, renewed := s.people.Swap(key, cu); !renewed && s.peopleLen.Add(1) > maxCachedJWTs {
+			// Bounded like the token cache: only new users count, re-reads replace their entry.
 			s.people.Clear()
-			s.peopleLen.Store(1)
+			s.peopleLen.Store(0)
 		}
-		s.people.Store(key, cu)
 	}
 	if cu.disabled {
 		return nil, errUserDisabled(model.EUNAUTHORIZED)
