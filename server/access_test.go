@@ -12,6 +12,7 @@ import (
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/templates"
 )
 
 // Regression tests of the access-control audit (issue 18): each finding, tried as an attacker would over HTTP.
@@ -548,5 +549,75 @@ func TestLowFindings(t *testing.T) {
 		}
 		erp := e.apiToken("erp")
 		assertError(t, e.do("POST", "/api/v1/messages", erp, M{"name": "m", "correlation_id": "c", "data": M{"x": deep(100)}}, nil), 400, "too_deep")
+	})
+}
+
+// The ready-made templates work under the approver rules: approvers fill in their form's editable fields, and
+// what the applicant asked for stays as asked.
+func TestReadyMadeTemplatesUnderTheApproverRules(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		bob, carol, fin := e.mkUser("bob"), e.mkUser("carol"), e.mkUser("fin", "finance")
+		e.mkUser("dave")
+		if r := e.do("POST", "/api/v1/departments", e.admin, M{"name": "eng", "leader": "carol"}, nil); r.Status != 201 {
+			t.Fatalf("department: %s", r.Body)
+		}
+		if r := e.do("POST", "/api/v1/users", e.admin, M{"username": "ann", "password": "pw-ann-12345", "manager": "bob", "department": "eng"}, nil); r.Status != 201 {
+			t.Fatalf("ann: %s", r.Body)
+		}
+		ann := e.do("POST", "/api/v1/auth/login", "", M{"username": "ann", "password": "pw-ann-12345"}, nil).JSON["token"].(string)
+		list, err := templates.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tpl := range list {
+			if tpl.Key != "leave" && tpl.Key != "expense-form" {
+				continue
+			}
+			if r := e.do("POST", "/api/v1/templates", e.admin, M{"key": tpl.Key, "name": tpl.Name, "definition": tpl.Definition}, nil); r.Status != 201 {
+				t.Fatalf("create %s: %s", tpl.Key, r.Body)
+			}
+			if r := e.do("POST", "/api/v1/templates/"+tpl.Key+"/publish", e.admin, nil, nil); r.Status != 201 {
+				t.Fatalf("publish %s: %s", tpl.Key, r.Body)
+			}
+		}
+		taskOf := func(id, node string) string {
+			return gjson.GetBytes(e.instance(id).Body, `tasks.#(node_id=="`+node+`").id`).String()
+		}
+
+		// Leave: two days, escalated by the lead.
+		id := e.do("POST", "/api/v1/instances", ann, M{"template": "leave", "context": M{"days": 2, "from": "2026-12-01", "reason": "move"}}, nil).JSON["id"].(string)
+		lead := taskOf(id, "lead")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+lead+"/approve", bob, M{"data": M{"days": 1}}, nil), 422, "field_not_editable")
+		if r := e.do("POST", "/api/v1/tasks/"+lead+"/approve", bob, M{"data": M{"lead_review": M{"deputy": "dave", "escalate": true}}}, nil); r.Status != 200 {
+			t.Fatalf("lead approves: %d %s", r.Status, r.Body)
+		}
+		mgr := taskOf(id, "manager")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+mgr+"/approve", carol, M{"data": M{"lead_review": M{"deputy": "carol"}}}, nil), 422, "field_not_editable")
+		if r := e.do("POST", "/api/v1/tasks/"+mgr+"/approve", carol, M{}, nil); r.Status != 200 {
+			t.Fatalf("manager approves: %d %s", r.Status, r.Body)
+		}
+		if in := e.instance(id); in.JSON["status"] != "completed" || gjson.GetBytes(in.Body, "context.days").Int() != 2 || gjson.GetBytes(in.Body, "context.lead_review.deputy").String() != "dave" {
+			t.Fatalf("leave: %s", in.Body)
+		}
+
+		// Expense claim: the manager cannot lower or raise it; finance books it on a cost centre.
+		r := e.do("POST", "/api/v1/forms/expense-form/submit", ann, M{"amount": 1500, "reason": "conference"}, nil)
+		if r.Status != 201 {
+			t.Fatalf("claim: %d %s", r.Status, r.Body)
+		}
+		id = r.JSON["id"].(string)
+		m := taskOf(id, "manager")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+m+"/approve", bob, M{"data": M{"amount": 150000}}, nil), 422, "field_not_editable")
+		e.do("POST", "/api/v1/tasks/"+m+"/approve", bob, M{}, nil)
+		f := taskOf(id, "finance")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+f+"/approve", fin, M{"data": M{"amount": 1}}, nil), 422, "field_not_editable")
+		if r := e.do("POST", "/api/v1/tasks/"+f+"/approve", fin, M{"data": M{"booking": M{"cost_centre": "CC-42"}}}, nil); r.Status != 200 {
+			t.Fatalf("finance approves: %d %s", r.Status, r.Body)
+		}
+		in := e.instance(id)
+		if nodeState(in, "pay") != "waiting" || gjson.GetBytes(in.Body, "context.amount").Int() != 1500 || gjson.GetBytes(in.Body, "context.booking.cost_centre").String() != "CC-42" {
+			t.Fatalf("claim after finance: %s", in.Body)
+		}
 	})
 }
