@@ -549,6 +549,19 @@ func TestLowFindings(t *testing.T) {
 		}
 		erp := e.apiToken("erp")
 		assertError(t, e.do("POST", "/api/v1/messages", erp, M{"name": "m", "correlation_id": "c", "data": M{"x": deep(100)}}, nil), 400, "too_deep")
+		e.publish("deep", []any{start(M{"kind": "form", "form": M{"kind": "components", "fields": []any{}}}),
+			M{"id": "lead", "type": "approval", "approvers": M{"users": []string{"bob"}}}, M{"id": "hook", "type": "callback"}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "lead"), edge("lead", "hook"), edge("hook", "end")})
+		assertError(t, e.do("POST", "/api/v1/forms/deep/submit", ann, M{"x": deep(100)}, nil), 400, "too_deep")
+		id := e.do("POST", "/api/v1/forms/deep/submit", ann, M{"x": 1}, nil).JSON["id"].(string)
+		task := gjson.GetBytes(e.instance(id).Body, "tasks.0.id").String()
+		assertError(t, e.do("POST", "/api/v1/tasks/"+task+"/approve", bob, M{"data": M{"x": deep(100)}}, nil), 400, "too_deep")
+		e.do("POST", "/api/v1/tasks/"+task+"/approve", bob, M{}, nil)
+		nid := gjson.GetBytes(e.instance(id).Body, `nodes.#(node_id=="hook").node_instance_id`).String()
+		assertError(t, e.do("POST", "/api/v1/callback/"+id+"/"+nid, erp, M{"x": deep(100)}, nil), 400, "too_deep")
+		if r := e.do("POST", "/api/v1/callback/"+id+"/"+nid, erp, M{"x": deep(10)}, nil); r.Status != 200 {
+			t.Fatalf("callback: %d %s", r.Status, r.Body)
+		}
 	})
 }
 
