@@ -2,16 +2,19 @@ package server_test
 
 import (
 	"encoding/base64"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/gin-gonic/gin"
 	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/templates"
 )
 
@@ -633,4 +636,34 @@ func TestReadyMadeTemplatesUnderTheApproverRules(t *testing.T) {
 			t.Fatalf("claim after finance: %s", in.Body)
 		}
 	})
+}
+
+// TestSecurityDocCoversEveryRoute keeps docs/security.md's table of principals × actions in step with the router:
+// a new route fails this test until the table says who may call it.
+func TestSecurityDocCoversEveryRoute(t *testing.T) {
+	doc, err := os.ReadFile("../docs/security.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var router *gin.Engine
+	s := storetest.Open(t, store.SQLite)
+	newEnv(t, s, func(d *server.Deps) {
+		d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+		router = server.New(*d).Handler().(*gin.Engine)
+	})
+	methods := map[string][]string{}
+	for _, r := range router.Routes() {
+		methods[r.Path] = append(methods[r.Path], r.Method)
+	}
+	for path, ms := range methods {
+		p := strings.TrimPrefix(path, "/api/v1")
+		if len(ms) >= 7 { // gin's Any
+			ms = []string{"ANY"}
+		}
+		for _, m := range ms {
+			if !strings.Contains(string(doc), "`"+m+" "+p+"`") {
+				t.Errorf("docs/security.md does not say who may call `%s %s`", m, p)
+			}
+		}
+	}
 }
