@@ -79,7 +79,7 @@ func (r *run) applyDecisionData(t *model.Task, data json.RawMessage) error {
 		return err
 	}
 	if len(changes) > 0 {
-		r.history("context.changed", t.NodeID, t.ID, "", map[string]any{"changes": changes, "by": r.actor})
+		r.history("context.changed", t.NodeID, t.ID, "", map[string]any{"changes": changes})
 	}
 	return nil
 }
