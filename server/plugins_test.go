@@ -299,6 +299,12 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		path := strings.TrimPrefix(in.CallbackURL, "http://halley.test")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/"+runID+"/result?token=forged", "", M{"status": "succeeded"}, nil), 401, "invalid_result_token")
 		assertError(t, e.do("POST", path, "", M{"status": "maybe"}, nil), 400, "invalid_status")
+		// A decision other than approve or reject was stored and read as approve.
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": "maybe"}}, nil), 400, "invalid_decision")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": 1}}, nil), 400, "invalid_decision")
+		if r := e.instance(id); nodeState(r, "work") != "active" {
+			t.Fatalf("a refused result moved the node: %s", r.Body)
+		}
 		r := e.do("POST", path, "", M{"status": "succeeded", "data": M{"ticket": "T-1"}}, nil)
 		if r.Status != 200 || r.JSON["status"] != "succeeded" {
 			t.Fatalf("result: %d %s", r.Status, r.Body)

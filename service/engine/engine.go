@@ -184,6 +184,11 @@ type StartRequest struct {
 	Context       json.RawMessage `json:"context"`
 	CorrelationID string          `json:"correlation_id"`
 	Title         string          `json:"title"`
+	// OverrideTrigger lets an admin start a template whose start trigger is not manual (its form, API or crontab
+	// trigger is skipped); the history records it.
+	OverrideTrigger bool `json:"override_trigger"`
+	// Initiator starts the instance on behalf of this user (API tokens only); the history records the token.
+	Initiator string `json:"initiator"`
 }
 
 // checkStart validates the fields every start shares and returns the context as a compact JSON object.
@@ -198,6 +203,9 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 	if len(doc) == 0 || string(doc) == "null" {
 		return json.RawMessage("{}"), nil
 	}
+	if err := model.CheckDocumentDepth("context", doc); err != nil {
+		return nil, err
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_context", "context must be a JSON object")
@@ -206,7 +214,11 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 	return b, nil
 }
 
-// Start starts an instance of a published template (latest version unless one is given).
+// Start starts an instance of a published template (latest version unless one is given). Only templates started
+// by hand (trigger manual) start here: the others have a trigger of their own, with its own checks (a form's
+// members, an API trigger's credentials and IP allow-list), that this route must not skip; an admin may override
+// with override_trigger (403 trigger_required otherwise). An API token may start on behalf of a user, who is then
+// the initiator; the history names the token.
 func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartRequest) (*InstanceView, error) {
 	if req.Template == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_template", "template is required")
@@ -218,6 +230,18 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 	if err != nil {
 		return nil, err
 	}
+	if req.OverrideTrigger && !actor.IsAdmin() {
+		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may override a template's start trigger")
+	}
+	opts := startOptions{secrets: systemPrincipal(actor)}
+	initiator := actor.Username
+	if req.Initiator != "" {
+		if initiator, err = e.onBehalfOf(ctx, actor, req.Initiator); err != nil {
+			return nil, err
+		}
+		opts.actor = actor.Username
+		opts.info = map[string]any{"on_behalf_of": initiator}
+	}
 	c, err := e.templates.Compiled(ctx, actor.TenantID, req.Template, req.Version)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) && req.Version == 0 {
@@ -225,7 +249,55 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 		}
 		return nil, err
 	}
-	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+	if c.Hidden {
+		// A dynamic linear process's template ran once; starting it again would also show its steps to anyone.
+		return nil, model.CodedError(model.ENOTFOUND, "template_not_found", "template %q not found", req.Template)
+	}
+	if kind := c.Def.Start().Trigger.Kind; kind != "" && kind != model.TriggerManual {
+		if !req.OverrideTrigger {
+			return nil, model.CodedError(model.EFORBIDDEN, "trigger_required", "template %q starts through its %s trigger, not here", req.Template, kind).
+				WithDetails(map[string]any{"trigger": kind})
+		}
+		if opts.info == nil {
+			opts.info = map[string]any{}
+		}
+		// The audit reads this: who bypassed which trigger.
+		opts.info["override_trigger"] = kind
+	}
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, initiator, c, doc, req.CorrelationID, req.Title, opts)
+}
+
+// onBehalfOf checks a start on behalf of a user: only API tokens may, and the user must exist and be enabled.
+func (e *Engine) onBehalfOf(ctx context.Context, actor *model.Principal, username string) (string, error) {
+	if !actor.Token {
+		return "", model.CodedError(model.EFORBIDDEN, "not_allowed", "only API tokens may start an instance on behalf of a user")
+	}
+	if err := model.ValidUsername(username); err != nil {
+		return "", model.CodedError(model.EUNPROCESSABLE, "unknown_user", "initiator %q is not a user", username)
+	}
+	u, err := e.dir.GetUser(ctx, actor.TenantID, username)
+	switch {
+	case model.IsKind(err, model.ENOTFOUND):
+		return "", model.CodedError(model.EUNPROCESSABLE, "unknown_user", "initiator %q is not a user", username)
+	case err != nil:
+		return "", err
+	case u.Disabled:
+		return "", model.CodedError(model.EUNPROCESSABLE, "user_disabled", "initiator %q is disabled", username)
+	}
+	return u.Username, nil
+}
+
+// systemPrincipal reports a caller that acts for systems: an admin or an API token. Only they see signed URLs
+// (callback URLs) and resume system waits (callbacks, messages, bookmarks).
+func systemPrincipal(actor *model.Principal) bool {
+	return actor != nil && (actor.IsAdmin() || actor.Token)
+}
+
+// startOptions are what a start records besides its instance.
+type startOptions struct {
+	actor   string         // who started it, when not the initiator (an API token on behalf of a user)
+	info    map[string]any // added to the data of the instance.started history item
+	secrets bool           // the answer shows signed URLs (callback URLs): for admins and API tokens
 }
 
 // LinearRequest is the body of POST /instances/linear.
@@ -246,17 +318,28 @@ func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req Li
 	if err != nil {
 		return nil, err
 	}
-	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title,
+		startOptions{secrets: systemPrincipal(actor)})
 }
 
-// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly).
+// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly). Its answer
+// shows no signed URLs: triggers answer anonymous callers and users.
 func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
-	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title)
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title, startOptions{})
 }
 
-func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
+func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string,
+	opts startOptions) (*InstanceView, error) {
 	if title == "" {
 		title = c.Key
+	}
+	actor := opts.actor
+	if actor == "" {
+		actor = initiator
+	}
+	started := map[string]any{"template": c.Key, "version": c.Version}
+	for k, v := range opts.info {
+		started[k] = v
 	}
 	var (
 		inst *model.Instance
@@ -267,8 +350,8 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
 			Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w = &model.Work{Instance: inst}
-		r := e.newRun(ctx, w, c, initiator)
-		r.history("instance.started", "", "", "", map[string]any{"template": c.Key, "version": c.Version})
+		r := e.newRun(ctx, w, c, actor)
+		r.history("instance.started", "", "", "", started)
 		r.event("instance.started", "", nil)
 		if err := r.activate(c.Def.Start().ID); err != nil {
 			return nil, err
@@ -284,7 +367,7 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 	}
 	e.loaded.Store(loadedKey(tenant, c.Key, c.Version), true)
 	e.committed(w)
-	return e.view(inst, w.Tasks, true), nil
+	return e.view(inst, w.Tasks, opts.secrets), nil
 }
 
 // update runs fn on a locked instance with a fresh run, and returns the instance afterwards. A step that needs
@@ -465,7 +548,7 @@ type DecideRequest struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// Approve approves a pending task; data is merged into the context.
+// Approve approves a pending task; data is written into the context as the task's form allows (formdata.go).
 func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*Decided, error) {
 	return e.decide(ctx, actor, taskID, true, req)
 }
@@ -482,6 +565,9 @@ func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID stri
 	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
 	}
 	var out *model.Task
 	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
@@ -623,7 +709,7 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason, st
 // FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
 // already handled, do nothing.
 func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
-	_, err := e.update(ctx, tenant, t.InstanceID, "system", func(r *run) error {
+	_, err := e.update(ctx, tenant, t.InstanceID, model.ActorSystem, func(r *run) error {
 		if r.inst.Ended() {
 			r.w.FiredTimers = append(r.w.FiredTimers, t.ID)
 			return nil
@@ -684,7 +770,7 @@ func (e *Engine) StartCompiledAndWait(ctx context.Context, tenant, initiator str
 	id := uuid.Must(uuid.NewV7()).String()
 	x, cancel := e.ended(id)
 	defer cancel()
-	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title)
+	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title, startOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

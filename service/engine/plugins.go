@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -248,6 +249,15 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
+	}
+	// The decision of the structured form is checked like a plugin's stdout (plugin.parseOutput): anything but
+	// approve or reject would be stored and silently read as approve.
+	if d := gjson.GetBytes(data, "decision"); gjson.GetBytes(data, "context").Exists() && d.Exists() &&
+		(d.Type != gjson.String || (d.Str != "" && d.Str != "approve" && d.Str != "reject")) {
+		return nil, model.CodedError(model.EINVALID, "invalid_decision", `decision must be "approve", "reject" or empty, not %s`, d.Raw)
 	}
 	if !e.CheckResultToken(runID, token) && !actor.IsAdmin() {
 		if actor == nil {

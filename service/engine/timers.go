@@ -153,7 +153,7 @@ func (e *Engine) fireRound(ctx context.Context, bs model.BatchInstanceStore, ten
 			rds[w.Instance.ID] = rd
 			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
 			if err == nil {
-				r := e.newRun(ctx, w, c, "system")
+				r := e.newRun(ctx, w, c, model.ActorSystem)
 				r.reads = rd
 				if r.inst.Ended() {
 					w.FiredTimers = append(w.FiredTimers, f.t.ID)

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -91,7 +93,7 @@ func (e *Engine) Get(ctx context.Context, actor *model.Principal, id string) (*I
 	if err != nil {
 		return nil, err
 	}
-	return e.view(inst, tasks, actor.IsAdmin() || inst.Initiator == actor.Username), nil
+	return e.view(inst, tasks, systemPrincipal(actor)), nil
 }
 
 // List lists instances; non-admins see those they started, sign or were copied on.
@@ -131,6 +133,16 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 		}
 	}
 	return e.templates.Diagram(ctx, actor.TenantID, inst.Template, inst.Version, states)
+}
+
+// MayReadHidden says whether the principal may read a hidden template (the one-off template of a dynamic linear
+// process, which names its approvers and carries its title): admins and the readers of its instance may.
+func (e *Engine) MayReadHidden(ctx context.Context, actor *model.Principal, key string) (bool, error) {
+	if actor.IsAdmin() {
+		return true, nil
+	}
+	items, _, err := e.store.ListInstances(ctx, model.InstanceFilter{TenantID: actor.TenantID, Template: key, VisibleTo: actor.Username, Page: model.Page{Limit: 1}})
+	return len(items) > 0, err
 }
 
 // GetTask returns a task its assignee, an admin, or a reader of its instance may see.
@@ -188,6 +200,11 @@ func (e *Engine) Bookmarks(ctx context.Context, actor *model.Principal, id strin
 	if err != nil {
 		return nil, err
 	}
+	if !systemPrincipal(actor) {
+		for _, b := range bs {
+			b.Payload = withoutSignedURL(b.Payload)
+		}
+	}
 	for _, ns := range inst.State.Nodes {
 		if ns.Type == model.NodeApproval && ns.Active() {
 			bs = append(bs, &model.Bookmark{ID: ns.NodeInstanceID, InstanceID: id, NodeID: ns.NodeID, NodeInstanceID: ns.NodeInstanceID,
@@ -197,14 +214,25 @@ func (e *Engine) Bookmarks(ctx context.Context, actor *model.Principal, id strin
 	return bs, nil
 }
 
-// mayResume: resuming waits is for admins and for the instance's initiator (the business system that started it).
-func mayResume(actor *model.Principal, inst *model.Instance) bool {
-	return actor.IsAdmin() || actor.Username == inst.Initiator
+// withoutSignedURL drops the callback URL from a bookmark's payload: it is a credential (anyone holding it
+// resumes the wait), shown to admins and API tokens only.
+func withoutSignedURL(payload json.RawMessage) json.RawMessage {
+	if !gjson.GetBytes(payload, "callback_url").Exists() {
+		return payload
+	}
+	out, err := sjson.DeleteBytes(payload, "callback_url")
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return out
 }
 
 // ResumeBookmark resumes a wait by its id: a callback or message node takes data as its output, a delay ends
 // early. 404 unknown, 409 already resumed (or timed out).
 func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id string, data json.RawMessage) (*InstanceView, error) {
+	if !systemPrincipal(actor) {
+		return nil, errSystemWait
+	}
 	b, err := e.store.GetBookmark(ctx, actor.TenantID, id)
 	if err != nil {
 		if instID := InstanceOf(id); instID != "" {
@@ -219,20 +247,22 @@ func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id 
 		}
 		return nil, err
 	}
-	return e.resume(ctx, actor, b.InstanceID, b.NodeInstanceID, data, "bookmark.resumed", func(inst *model.Instance) error {
-		if !mayResume(actor, inst) {
-			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may resume this instance's waits")
-		}
-		return nil
-	})
+	return e.resume(ctx, actor, b.InstanceID, b.NodeInstanceID, data, "bookmark.resumed")
 }
 
+// errSystemWait refuses a user who tries to resume a system wait (a callback, a message, a delay), the initiator
+// included: what the system would report (a payment, a check) is not theirs to forge.
+var errSystemWait = model.CodedError(model.EFORBIDDEN, "not_allowed", "system waits are resumed by business systems (API tokens) and admins")
+
 // Callback resumes a callback node through its URL. The token is the one the engine put in the URL; without it
-// the caller must be an admin or the initiator.
+// the caller must be an admin or an API token (a system wait is not the initiator's to resume).
 func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, instanceID, nodeInstanceID, token string, body json.RawMessage) (*InstanceView, error) {
 	signed := token != "" && hmac.Equal([]byte(token), []byte(CallbackToken(e.callbackKey, instanceID, nodeInstanceID)))
 	if !signed && actor == nil {
 		return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_callback_token", "the callback token is missing or wrong")
+	}
+	if !signed && !systemPrincipal(actor) {
+		return nil, errSystemWait
 	}
 	if InstanceOf(nodeInstanceID) != instanceID {
 		return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no callback %s/%s", instanceID, nodeInstanceID)
@@ -240,15 +270,10 @@ func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, i
 	if actor != nil {
 		tenant = actor.TenantID
 	}
-	return e.resume(ctx, actor, instanceID, nodeInstanceID, body, "callback.received", func(inst *model.Instance) error {
-		if !signed && !mayResume(actor, inst) {
-			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin, the initiator or the signed URL may call back")
-		}
-		return nil
-	}, tenant)
+	return e.resume(ctx, actor, instanceID, nodeInstanceID, body, "callback.received", tenant)
 }
 
-func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nodeInstanceID string, data json.RawMessage, action string, allow func(*model.Instance) error, tenant ...string) (*InstanceView, error) {
+func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nodeInstanceID string, data json.RawMessage, action string, tenant ...string) (*InstanceView, error) {
 	tn := model.DefaultTenant
 	if actor != nil {
 		tn = actor.TenantID
@@ -267,10 +292,10 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 	if !json.Valid(data) {
 		return nil, model.CodedError(model.EINVALID, "malformed_json", "the body must be JSON")
 	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
+	}
 	w, err := e.update(ctx, tn, instID, who, func(r *run) error {
-		if err := allow(r.inst); err != nil {
-			return err
-		}
 		var ns *model.NodeState
 		for _, x := range r.inst.State.Nodes {
 			if x.NodeInstanceID == nodeInstanceID {
@@ -339,6 +364,9 @@ func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req Me
 	}
 	if data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
 	}
 	hash := MessageHash(req.Name, req.CorrelationID)
 	resumed, err := e.deliver(ctx, actor, hash, data, req.Name)
@@ -419,7 +447,7 @@ func (e *Engine) MarkCCRead(ctx context.Context, actor *model.Principal, id stri
 	return e.store.MarkCCRead(ctx, actor.TenantID, actor.Username, id, e.clock.Now())
 }
 
-// StartedView returns an instance as its start answered it to the initiator (callback URLs included), without
+// StartedView returns an instance as its start answered it to a form's submitter (no signed URLs), without
 // a reader's check: for the rebuilt answer of an anonymous form submit whose response was lost (the submitter
 // holds the Idempotency-Key that committed it).
 func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceView, error) {
@@ -427,7 +455,7 @@ func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceV
 	if err != nil {
 		return nil, err
 	}
-	return e.view(inst, tasks, true), nil
+	return e.view(inst, tasks, false), nil
 }
 
 // DecidedView rebuilds the answer of approve or reject of taskID on instanceID: the task as it is now and the

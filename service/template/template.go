@@ -6,8 +6,6 @@ package template
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -15,8 +13,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/condition"
@@ -30,7 +26,9 @@ type Compiled struct {
 	Def        *model.Definition
 	Conditions []*condition.Condition // by edge index; nil = always taken
 	Raw        json.RawMessage
-	out, in    map[string][]int // edge indexes by source and by target
+	// Hidden marks the one-off version of a dynamic linear process: it is started once, by CreateLinear.
+	Hidden  bool
+	out, in map[string][]int // edge indexes by source and by target
 }
 
 // OutgoingIndexes returns the indexes (into Def.Edges) of the edges leaving node id, in definition order.
@@ -54,7 +52,16 @@ type Service struct {
 	cache     sync.Map // cacheKey → *Compiled
 	mu        sync.Mutex
 	publisher Publisher
+	// secretKey keys the HMAC that trigger secrets are stored as (secrets.go).
+	secretKey []byte
 }
+
+// Option configures the service.
+type Option func(*Service)
+
+// WithSecretKey sets the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
+// development key is used: tests and tools only.
+func WithSecretKey(key []byte) Option { return func(s *Service) { s.secretKey = key } }
 
 type cacheKey struct {
 	tenant, key string
@@ -62,11 +69,15 @@ type cacheKey struct {
 }
 
 // New returns the service.
-func New(store model.TemplateStore, now func() time.Time) *Service {
+func New(store model.TemplateStore, now func() time.Time, opts ...Option) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, now: now}
+	s := &Service{store: store, now: now, secretKey: []byte("halley-development-trigger-secret-key")}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // SetPublisher registers the component told about new versions.
@@ -106,7 +117,7 @@ func view(t *model.Template) *View {
 	v := &View{Key: t.Key, Name: t.Name, Description: t.Description, LatestVersion: t.LatestVersion, StartKind: t.StartKind,
 		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if len(t.Draft) > 0 {
-		v.Draft = &DraftView{Definition: t.Draft, UpdatedAt: t.DraftUpdatedAt}
+		v.Draft = &DraftView{Definition: RedactSecrets(t.Draft), UpdatedAt: t.DraftUpdatedAt}
 	}
 	return v
 }
@@ -120,7 +131,7 @@ type CreateRequest struct {
 }
 
 // normaliseDefinition checks that a definition is a JSON object (the draft may be invalid as a graph, but it
-// must be a definition-shaped document) and compacts it.
+// must be a definition-shaped document) and compacts it. Its trigger secrets are still as sent (see keepSecrets).
 func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -133,37 +144,7 @@ func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_definition", "definition is not valid JSON: %v", err)
 	}
-	return HashSecrets(buf.Bytes()), nil
-}
-
-// HashSecret is how API trigger secrets are kept in definitions: "sha256:<hex>". Drafts are hashed when saved,
-// so a trigger's token or password is never stored or shown in plaintext.
-func HashSecret(v string) string {
-	h := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(h[:])
-}
-
-// HashSecrets replaces plaintext header_token / header_password of start triggers with their hashes, as saving a
-// draft does.
-func HashSecrets(def []byte) []byte {
-	nodes := gjson.GetBytes(def, "nodes")
-	if !nodes.IsArray() {
-		return def
-	}
-	for i, n := range nodes.Array() {
-		if n.Get("type").Str != model.NodeStart {
-			continue
-		}
-		for _, f := range []string{"header_token", "header_password"} {
-			v := n.Get("trigger." + f)
-			if v.Type == gjson.String && v.Str != "" && !strings.HasPrefix(v.Str, "sha256:") {
-				if out, err := sjson.SetBytes(def, fmt.Sprintf("nodes.%d.trigger.%s", i, f), HashSecret(v.Str)); err == nil {
-					def = out
-				}
-			}
-		}
-	}
-	return def
+	return buf.Bytes(), nil
 }
 
 // Create stores a new template with its draft. ECONFLICT when the key exists.
@@ -182,6 +163,9 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 	if err != nil {
 		return nil, err
 	}
+	if def, err = s.keepSecrets(def, nil); err != nil {
+		return nil, err
+	}
 	t := &model.Template{TenantID: actor.TenantID, Key: req.Key, Name: name, Description: req.Description, Draft: def, CreatedBy: actor.Username}
 	if err := s.store.CreateTemplate(ctx, t); err != nil {
 		return nil, err
@@ -196,6 +180,13 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 func (s *Service) SaveDraft(ctx context.Context, actor *model.Principal, key string, raw json.RawMessage) (*View, error) {
 	def, err := normaliseDefinition(raw)
 	if err != nil {
+		return nil, err
+	}
+	prev, err := s.store.GetTemplate(ctx, actor.TenantID, key)
+	if err != nil {
+		return nil, err
+	}
+	if def, err = s.keepSecrets(def, prev.Draft); err != nil {
 		return nil, err
 	}
 	if err := s.store.SaveDraft(ctx, actor.TenantID, key, def, s.now()); err != nil {
@@ -289,10 +280,15 @@ func (s *Service) Compiled(ctx context.Context, tenant, key string, version int)
 	if err != nil {
 		return nil, err
 	}
+	t, err := s.store.GetTemplate(ctx, tenant, key)
+	if err != nil {
+		return nil, err
+	}
 	c, err := compile(key, version, v.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("template: stored version %s@%d no longer compiles: %w", key, version, err)
 	}
+	c.Hidden = t.Hidden
 	s.cache.Store(ck, c)
 	return c, nil
 }
@@ -330,9 +326,26 @@ func (s *Service) List(ctx context.Context, tenant string, page model.Page) ([]*
 	return out, next, nil
 }
 
-// GetVersion returns one published version. Hidden (linear) templates are readable by id for instance display.
+// GetVersion returns one published version, its trigger secrets shown as "***". Hidden (linear) templates are
+// readable by key for instance display: the caller checks who may (see Hidden).
 func (s *Service) GetVersion(ctx context.Context, tenant, key string, version int) (*model.TemplateVersion, error) {
-	return s.store.GetVersion(ctx, tenant, key, version)
+	v, err := s.store.GetVersion(ctx, tenant, key, version)
+	if err != nil {
+		return nil, err
+	}
+	out := *v
+	out.Definition = RedactSecrets(v.Definition)
+	return &out, nil
+}
+
+// Hidden reports whether a template is hidden (the one-off template of a dynamic linear process): only the
+// readers of its instance may see it. ENOTFOUND for an unknown template.
+func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) {
+	t, err := s.store.GetTemplate(ctx, tenant, key)
+	if err != nil {
+		return false, err
+	}
+	return t.Hidden, nil
 }
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
@@ -398,6 +411,7 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if err := s.store.CreateHiddenVersion(ctx, t, v); err != nil {
 		return nil, err
 	}
+	c.Hidden = true
 	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
 	return c, nil
 }

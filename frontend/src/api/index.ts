@@ -61,6 +61,8 @@ export interface TemplateSummary {
   name: string
   description?: string
   latest_version: number | null
+  /** the published version's start trigger: manual, form, crontab, sync-api, async-api */
+  start_kind?: string
 }
 
 export interface VersionSummary {
@@ -100,6 +102,8 @@ export interface Task {
   node_name?: string
   assignee: string
   status: string
+  /** approval, resubmit (the initiator's, after a return to start), sign_before, sign_after */
+  kind?: string
   comment?: string
   created_at?: string
   decided_at?: string
@@ -258,7 +262,15 @@ export const api = {
     request<{ result: boolean }>('POST', '/conditions/evaluate', { body: { condition, context } }),
 
   // Instances
-  startInstance: (b: { template: string; version?: number; context: Record<string, unknown>; correlation_id?: string; title?: string }) =>
+  startInstance: (b: {
+    template: string
+    version?: number
+    context: Record<string, unknown>
+    correlation_id?: string
+    title?: string
+    /** admins only: start a template whose trigger is not manual (recorded in its history) */
+    override_trigger?: boolean
+  }) =>
     request<Instance>('POST', '/instances', { body: b, idempotencyKey: newIdempotencyKey() }),
   startLinear: (b: { title: string; steps: { name: string; approvers: Approvers; sign: SignMode }[]; context: Record<string, unknown> }) =>
     request<Instance>('POST', '/instances/linear', { body: b, idempotencyKey: newIdempotencyKey() }),
