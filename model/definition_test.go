@@ -60,7 +60,7 @@ func TestParseDefinitionReadsEveryField(t *testing.T) {
 		t.Fatal("Node(lead) = nil")
 	}
 	want := model.Node{
-		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.JoinOr,
+		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.Join{Mode: model.JoinOr},
 		Plugins:      model.Plugins{Pre: []string{"notify"}, After: []string{"audit"}},
 		Timeout:      model.Duration(90 * time.Minute),
 		ErrorHandler: model.ErrorHandler{Operation: model.ErrorOpRetry, Retry: model.RetryPolicy{Count: 3, Period: model.Duration(2 * time.Second)}},

@@ -77,7 +77,8 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	ref := ch.Names[ch.Index]
 	name, version, err := pluginRef(ref)
 	if err != nil {
-		return r.nodeError(ns.NodeID, "plugin_not_found", err.Error())
+		return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID, Message: err.Error(),
+			Data: json.RawMessage(`{"reason":"bad_reference"}`)})
 	}
 	ps, err := r.e.pluginStore()
 	if err != nil {
@@ -92,7 +93,8 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	p, _ := v.(*model.Plugin)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) {
-			return r.nodeError(ns.NodeID, "plugin_not_found", fmt.Sprintf("plugin %q is not uploaded", ref))
+			return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID,
+				Message: fmt.Sprintf("plugin %q is not uploaded", ref), Data: json.RawMessage(`{"reason":"not_uploaded"}`)})
 		}
 		return err
 	}
@@ -153,7 +155,7 @@ func (r *run) chainNext(ns *model.NodeState) error {
 		if ch.Decision == "reject" {
 			r.endVisit(ns, model.NodeRejected)
 			r.history("node.rejected", ns.NodeID, "", "rejected by plugin decision", nil)
-			return r.killOutgoing(ns.NodeID)
+			return r.kill(ns.NodeID, causeRejection)
 		}
 		return r.complete(ns.NodeID)
 	}
@@ -223,7 +225,9 @@ func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 			return r.chainNext(ns)
 		}
 		r.history("plugin.failed", ns.NodeID, "", out.Error, data)
-		return r.nodeError(ns.NodeID, "plugin_failed", fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error))
+		fd, _ := json.Marshal(map[string]any{"run_id": pr.ID, "plugin": pr.Plugin, "version": pr.Version, "status": out.Status, "exit_code": out.ExitCode})
+		return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID,
+			Message: fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error), Data: fd})
 	})
 	if model.IsKind(err, model.ENOTFOUND) {
 		if ps, perr := e.pluginStore(); perr == nil {

@@ -19,7 +19,7 @@ func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
 		return err
 	}
 	if err != nil {
-		return r.nodeError(n.ID, "no_approver", err.Error())
+		return r.nodeError(n.ID, model.NodeErrNoApprover, err.Error())
 	}
 	mode := r.groupMode(n)
 	ns.Groups = make([]model.SignTally, len(groups))

@@ -78,7 +78,7 @@ func (r *run) startDelay(n *model.Node, ns *model.NodeState) error {
 	if n.Until != "" {
 		t, err := r.untilTime(n.Until)
 		if err != nil {
-			return r.nodeError(n.ID, "bad_until", err.Error())
+			return r.nodeError(n.ID, model.NodeErrBadUntil, err.Error())
 		}
 		due = t
 	}
@@ -213,7 +213,7 @@ func (r *run) fire(t *model.Timer) error {
 		if n.TimeoutBranch != "" {
 			return r.branchAway(ns, n.TimeoutBranch, "callback timed out")
 		}
-		return r.nodeError(ns.NodeID, "timeout", fmt.Sprintf("no callback within %s", n.Timeout))
+		return r.nodeError(ns.NodeID, model.NodeErrCallbackTimeout, fmt.Sprintf("no callback within %s", n.Timeout))
 	case model.TimerApprovalTimeout:
 		switch {
 		case n.OnTimeout.Branch != "":
@@ -236,19 +236,19 @@ func (r *run) fire(t *model.Timer) error {
 			r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
 			return nil
 		}
-		return r.nodeError(ns.NodeID, "timeout", fmt.Sprintf("not decided within %s", n.Timeout))
+		return r.nodeError(ns.NodeID, model.NodeErrApprovalTimeout, fmt.Sprintf("not decided within %s", n.Timeout))
 	}
 	return fmt.Errorf("engine: unknown timer kind %q", t.Kind)
 }
 
 // branchAway ends a node visit and continues at another node (timeout branches): the node's own outgoing
-// edges are dead.
+// edges are killed.
 func (r *run) branchAway(ns *model.NodeState, to, reason string) error {
 	r.endVisit(ns, model.NodeCancelled)
 	r.cancelNodeTasks(ns.NodeInstanceID, reason)
 	r.history("node.timeout_branch", ns.NodeID, "", reason, map[string]any{"branch": to})
 	for _, i := range r.edgeIndexes(ns.NodeID) {
-		r.inst.State.Edges[i] = model.EdgeDead
+		r.inst.State.Edges[i] = model.EdgeKilled
 	}
 	if err := r.activate(to); err != nil {
 		return err
