@@ -353,7 +353,7 @@ const (
 	RunSucceeded = "succeeded"
 	RunFailed    = "failed"
 	RunTimedOut  = "timed_out"
-	RunWaiting   = "waiting" // replied {"async":true}: waits for POST /plugin-runs/{id}/result
+	RunWaiting   = "waiting"   // replied {"async":true}: waits for POST /plugin-runs/{id}/result
 	RunCancelled = "cancelled" // its node visit ended before it did (terminate, withdraw, jump, return, a caught error elsewhere)
 )
 
