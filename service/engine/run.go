@@ -191,6 +191,7 @@ func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
 	case model.NodeAuto:
 		// An auto node's work is its plugins: pre then after, in phase "auto"; a "reject" decision rejects it.
 		if names := append(append([]string{}, n.Plugins.Pre...), n.Plugins.After...); len(names) > 0 {
+			r.armPluginTimeout(n, ns)
 			return r.startChain(ns, PhaseAuto, names, thenAuto)
 		}
 		return r.complete(id)
@@ -206,6 +207,7 @@ func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
 
 // endVisit closes what a node visit holds open: its bookmarks and timers.
 func (r *run) endVisit(ns *model.NodeState, state string) {
+	r.closeAbandonedRun(ns)
 	now := r.now
 	ns.State, ns.EndedAt = state, &now
 	ns.WaitingFor = ""

@@ -16,8 +16,10 @@ import (
 // InstanceView is an instance as the API shows it.
 type InstanceView struct {
 	*model.Instance
-	Nodes []NodeView    `json:"nodes"`
-	Tasks []*model.Task `json:"tasks"`
+	// Error is the last unhandled node error (null when there was none): code, node_id, message, data.
+	Error *model.NodeFailure `json:"error"`
+	Nodes []NodeView         `json:"nodes"`
+	Tasks []*model.Task      `json:"tasks"`
 }
 
 // NodeView is one node of an instance.
@@ -32,13 +34,14 @@ type NodeView struct {
 	EndedAt        *time.Time `json:"ended_at"`
 	WaitingFor     string     `json:"waiting_for,omitempty"`
 	Error          string     `json:"error,omitempty"`
+	ErrorCode      string     `json:"error_code,omitempty"`
 	Attempt        int        `json:"attempt,omitempty"`
 	CallbackURL    string     `json:"callback_url,omitempty"`
 	seq            int
 }
 
 func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets bool) *InstanceView {
-	v := &InstanceView{Instance: inst, Nodes: []NodeView{}, Tasks: tasks}
+	v := &InstanceView{Instance: inst, Error: inst.State.Error, Nodes: []NodeView{}, Tasks: tasks}
 	if v.Tasks == nil {
 		v.Tasks = []*model.Task{}
 	}
@@ -47,7 +50,7 @@ func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets boo
 			continue
 		}
 		nv := NodeView{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type, State: ns.State, NodeInstanceID: ns.NodeInstanceID, Visit: ns.Visit,
-			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, Attempt: ns.Attempt, seq: ns.Seq}
+			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, ErrorCode: ns.ErrorCode, Attempt: ns.Attempt, seq: ns.Seq}
 		if showSecrets && ns.Active() {
 			nv.CallbackURL = ns.CallbackURL
 		}

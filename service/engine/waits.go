@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -24,6 +25,16 @@ func timerID(ns *model.NodeState, kind string, attempt int) string {
 		id += "-" + strconv.Itoa(attempt)
 	}
 	return id
+}
+
+// timerKind returns the kind of one of a visit's timers from its id (see timerID).
+func timerKind(ns *model.NodeState, id string) string {
+	rest, ok := strings.CutPrefix(id, ns.NodeInstanceID+"-")
+	if !ok {
+		return ""
+	}
+	kind, _, _ := strings.Cut(rest, "-")
+	return kind
 }
 
 // armTimer writes a timer row and tells the scheduler through the outbox.
@@ -183,8 +194,13 @@ func (r *run) event(name, nodeID string, t *model.Task) {
 	if r.e.events == nil || !r.e.events.Wants(r.inst.TenantID, name, r.inst.Template) {
 		return
 	}
-	payload, _ := json.Marshal(map[string]any{"event": name, "at": r.now, "instance_id": r.inst.ID, "template": r.inst.Template,
-		"status": r.inst.Status, "node_id": nodeID, "task": t})
+	ev := map[string]any{"event": name, "at": r.now, "instance_id": r.inst.ID, "template": r.inst.Template,
+		"status": r.inst.Status, "node_id": nodeID, "task": t}
+	if name == "instance.failed" && r.inst.State.Error != nil {
+		ev["error"] = r.inst.State.Error // subscribers learn why: the node error's code, node and message
+		ev["node_id"] = r.inst.State.Error.NodeID
+	}
+	payload, _ := json.Marshal(ev)
 	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxEvent, Ref: name, Payload: payload})
 }
 
@@ -204,11 +220,19 @@ func (r *run) fire(t *model.Timer) error {
 		return r.complete(ns.NodeID)
 	case model.TimerRetry:
 		if ns.Chain != nil {
-			// A failed plugin is retried alone: the chain goes on from where it failed.
+			// A failed plugin is retried alone: the chain goes on from where it failed, with a new timeout.
 			ns.State = model.NodeActive
+			for _, id := range append([]string(nil), ns.Timers...) {
+				if timerKind(ns, id) == model.TimerPluginTimeout {
+					r.dropTimer(ns, id) // the new run gets the whole timeout
+				}
+			}
+			r.armPluginTimeout(n, ns)
 			return r.queueRun(ns)
 		}
 		return r.activateRetry(ns.NodeID)
+	case model.TimerPluginTimeout:
+		return r.pluginTimedOut(n, ns)
 	case model.TimerCallbackTimeout:
 		if n.TimeoutBranch != "" {
 			return r.branchAway(ns, n.TimeoutBranch, "callback timed out")
@@ -239,6 +263,13 @@ func (r *run) fire(t *model.Timer) error {
 		return r.nodeError(ns.NodeID, model.NodeErrApprovalTimeout, fmt.Sprintf("not decided within %s", n.Timeout))
 	}
 	return fmt.Errorf("engine: unknown timer kind %q", t.Kind)
+}
+
+// dropTimer removes one pending timer of a visit (its row is marked fired, the scheduler forgets it).
+func (r *run) dropTimer(ns *model.NodeState, id string) {
+	ns.Timers = remove(ns.Timers, id)
+	r.w.FiredTimers = append(r.w.FiredTimers, id)
+	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxTimerCancel, Ref: id})
 }
 
 // branchAway ends a node visit and continues at another node (timeout branches): the node's own outgoing
