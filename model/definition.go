@@ -95,6 +95,8 @@ const (
 	CodeBadCondition   = "bad_condition"
 	CodeBadCron        = "bad_cron"
 	CodeBadNode        = "bad_node"
+	// CodeUnknownUser is a warning, not an error: a static approver or cc user that does not exist (yet).
+	CodeUnknownUser = "unknown_user"
 )
 
 // Lengths the stores keep (in characters) for what a definition names: longer values are refused by validation

@@ -154,7 +154,7 @@ func TestValidateAcceptsAValidDefinition(t *testing.T) {
 	res := graph.Validate([]byte(raw), graph.Options{CheckCondition: checkCondition})
 	assertErrors(t, res)
 	b, _ := json.Marshal(res)
-	if string(b) != `{"valid":true,"errors":[]}` {
+	if string(b) != `{"valid":true,"errors":[],"warnings":[]}` {
 		t.Errorf("JSON = %s", b)
 	}
 }

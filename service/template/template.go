@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,61 @@ var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
 
 // Validate checks a definition and reports every problem.
 func Validate(def []byte) graph.Result { return graph.Validate(def, validationOptions) }
+
+// userStates is the store's side that says which names are users (for the unknown_user warning).
+type userStates interface {
+	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
+}
+
+// ValidateFor validates a definition like Validate and adds a warning (unknown_user) for each static user of an
+// approvers or cc list that is no user of the tenant: publishing is allowed (the user may be created later),
+// but at run time such an approver is dropped.
+func (s *Service) ValidateFor(ctx context.Context, tenant string, def []byte) (graph.Result, error) {
+	r := Validate(def)
+	us, ok := s.store.(userStates)
+	if !ok {
+		return r, nil
+	}
+	d, _ := model.ParseDefinition(def)
+	if d == nil {
+		return r, nil
+	}
+	nodesOf := map[string][]string{}
+	var names []string
+	add := func(node string, users ...string) {
+		for _, u := range users {
+			u = strings.TrimSpace(u)
+			if u == "" || slices.Contains(nodesOf[u], node) {
+				continue
+			}
+			if len(nodesOf[u]) == 0 {
+				names = append(names, u)
+			}
+			nodesOf[u] = append(nodesOf[u], node)
+		}
+	}
+	for _, n := range d.Nodes {
+		add(n.ID, n.Approvers.Users...)
+		for _, g := range n.Approvers.Groups {
+			add(n.ID, g...)
+		}
+		add(n.ID, n.CC.Users...)
+	}
+	if len(names) == 0 {
+		return r, nil
+	}
+	known, err := us.UserStates(ctx, tenant, names)
+	if err != nil {
+		return r, err
+	}
+	for _, u := range names {
+		if _, ok := known[u]; !ok {
+			r.Warnings = append(r.Warnings, model.NewValidationError(model.CodeUnknownUser, nodesOf[u],
+				"user %q does not exist: until it does, it is dropped from the approvers when the node runs", u))
+		}
+	}
+	return r, nil
+}
 
 // View is a template as the API shows it.
 type View struct {
@@ -187,7 +243,10 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 		return nil, err
 	}
 	v := view(t)
-	r := Validate(def)
+	r, err := s.ValidateFor(ctx, actor.TenantID, def)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -206,7 +265,10 @@ func (s *Service) SaveDraft(ctx context.Context, actor *model.Principal, key str
 		return nil, err
 	}
 	v := view(t)
-	r := Validate(def)
+	r, err := s.ValidateFor(ctx, actor.TenantID, def)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -312,7 +374,10 @@ func (s *Service) Get(ctx context.Context, tenant, key string) (*View, error) {
 	}
 	v := view(t)
 	v.Versions = vs
-	r := Validate(t.Draft)
+	r, err := s.ValidateFor(ctx, tenant, t.Draft)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
