@@ -447,6 +447,30 @@ type BatchInstanceStore interface {
 	UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *Work) error, creates ...*Work) (map[string]error, error)
 }
 
+// MessageTrigger is a template whose latest published version starts on a message name.
+type MessageTrigger struct {
+	Key     string
+	Version int
+}
+
+// MessageStore keeps message ids (de-duplication of POST /messages) and the message start triggers.
+type MessageStore interface {
+	// ClaimMessageID records a message id as being handled by the caller (claimed true), unless it was seen:
+	// then it returns the stored answer of the first request (answer non-nil), or nil while that request is
+	// still running. A claim left without an answer since before staleBefore (its request died) is taken over.
+	ClaimMessageID(ctx context.Context, tenant, id string, now, staleBefore time.Time) (answer []byte, claimed bool, err error)
+	// FinishMessageID stores the answer of the request that claimed the id.
+	FinishMessageID(ctx context.Context, tenant, id string, answer []byte) error
+	// AbandonMessageID forgets a claim whose request failed before it did anything, so a retry may run.
+	AbandonMessageID(ctx context.Context, tenant, id string) error
+	// PurgeMessageIDs deletes message ids recorded before t.
+	PurgeMessageIDs(ctx context.Context, before time.Time) (int64, error)
+	// SetMessageTrigger records the message name a template's latest version starts on ("" = none).
+	SetMessageTrigger(ctx context.Context, tenant, key string, version int, message string) error
+	// MessageTriggers lists the templates that start on a message name, by key.
+	MessageTriggers(ctx context.Context, tenant, message string) ([]MessageTrigger, error)
+}
+
 // TimerStore reads timer rows for the scheduler.
 type TimerStore interface {
 	// GetTimers returns the timers with these ids (missing ids are left out).

@@ -249,6 +249,10 @@ func (s *Server) sendMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if r.Duplicate {
+		c.JSON(http.StatusOK, r) // a message_id seen before: the first answer, nothing done
+		return
+	}
 	c.JSON(http.StatusAccepted, r)
 }
 
