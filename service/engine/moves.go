@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ type ReturnTarget struct {
 }
 
 // returnTargets lists the upstream nodes of a node that completed in this instance (people-facing ones: the
-// start, meaning the initiator, and approval nodes), in activation order.
+// start, meaning the initiator — only when the initiator is a person — and approval nodes), in activation order.
 func (r *run) returnTargets(nodeID string) []ReturnTarget {
 	up := ancestors(r.c, nodeID)
 	var nss []*model.NodeState
@@ -97,6 +98,9 @@ func (r *run) returnTargets(nodeID string) []ReturnTarget {
 		n := r.c.Def.Node(id)
 		if ns == nil || ns.State != model.NodeCompleted || (n.Type != model.NodeStart && n.Type != model.NodeApproval) {
 			continue
+		}
+		if n.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+			continue // nobody could resubmit (no_initiator)
 		}
 		nss = append(nss, ns)
 	}
@@ -153,6 +157,10 @@ func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID stri
 		if ns := r.node(req.To); ns == nil || ns.State != model.NodeCompleted {
 			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", req.To)
 		}
+		if target.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+			return model.CodedError(model.EUNPROCESSABLE, "no_initiator",
+				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", r.inst.Initiator)
+		}
 		from := t.NodeID
 		r.close(t, model.TaskCancelled, req.Comment)
 		r.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
@@ -166,6 +174,13 @@ func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID stri
 		return nil, err
 	}
 	return e.view(w.Instance, nil, false), nil
+}
+
+// personInitiator reports whether an instance's initiator is a person who can be given the resubmit task of a
+// return to start: not a synthetic initiator (crontab, anonymous form, an API token, a message sender's token),
+// nor one of the reserved names old instances were started under.
+func personInitiator(initiator string) bool {
+	return model.IsPersonInitiator(initiator) && !slices.Contains(model.ReservedUsernames, initiator)
 }
 
 // awaitResubmit parks the start node on a resubmit task for the initiator (who approves it, optionally with data

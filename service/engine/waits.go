@@ -37,8 +37,11 @@ func timerKind(ns *model.NodeState, id string) string {
 	return kind
 }
 
-// armTimer writes a timer row and tells the scheduler through the outbox.
+// armTimer writes a timer row and tells the scheduler through the outbox. The due time is rounded up to the
+// next whole millisecond (the scheduler's precision), so the row, the outbox and the scheduler agree and the
+// timer never fires before the time asked for.
 func (r *run) armTimer(ns *model.NodeState, kind string, due time.Time, payload any) {
+	due = ceilMillisecond(due)
 	var raw json.RawMessage
 	if payload != nil {
 		raw, _ = json.Marshal(payload)
@@ -49,6 +52,14 @@ func (r *run) armTimer(ns *model.NodeState, kind string, due time.Time, payload 
 	ns.Timers = append(ns.Timers, t.ID)
 	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxTimerArm, Ref: t.ID,
 		Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, due.UnixMilli()))})
+}
+
+// ceilMillisecond rounds t up to a whole millisecond.
+func ceilMillisecond(t time.Time) time.Time {
+	if f := t.Truncate(time.Millisecond); f.Before(t) {
+		return f.Add(time.Millisecond)
+	}
+	return t
 }
 
 // cancelTimers cancels the pending timers of a node visit (rows and scheduler entries).
