@@ -131,7 +131,16 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 			states[id] = ns.State
 		}
 	}
-	return e.templates.Diagram(ctx, actor.TenantID, inst.Template, inst.Version, states)
+	// Old "dead" edges of an instance not stepped since the upgrade are read as the engine would read them.
+	c, err := e.templates.Compiled(ctx, actor.TenantID, inst.Template, inst.Version)
+	if err != nil {
+		return "", err
+	}
+	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	if len(inst.State.Edges) == len(c.Def.Edges) {
+		r.upgradeEdges()
+	}
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges)
 }
 
 // GetTask returns a task its assignee, an admin, or a reader of its instance may see.

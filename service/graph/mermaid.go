@@ -25,6 +25,28 @@ const maxEdgeLabel = 60
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.
 func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
+	return MermaidInstance(d, states, nil, edgeLabel)
+}
+
+// Edge states an instance diagram draws (EdgeStyles): taken edges solid green, pruned ones (routing did not
+// choose them) grey and dashed, killed ones (a rejection or failure upstream) red and dotted.
+const (
+	EdgeTaken  = "taken"
+	EdgePruned = "pruned"
+	EdgeKilled = "killed"
+)
+
+// EdgeStyles are the Mermaid link styles of the edge states.
+var EdgeStyles = map[string]string{
+	EdgeTaken:  "stroke:#16a34a,stroke-width:2px",
+	EdgePruned: "stroke:#9ca3af,stroke-width:1px,stroke-dasharray:6 4",
+	EdgeKilled: "stroke:#dc2626,stroke-width:2px,stroke-dasharray:2 3",
+}
+
+// MermaidInstance is Mermaid with the state of each edge of d (index-aligned with d.Edges: EdgeTaken,
+// EdgePruned, EdgeKilled or "" for undecided) drawn as a link style, and pruned and killed edges labelled so that
+// the difference reads without colour too.
+func MermaidInstance(d *model.Definition, states map[string]string, edgeStates []string, edgeLabel func(model.Edge) string) string {
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	if d == nil {
@@ -53,7 +75,10 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 		b.WriteString(close)
 		b.WriteByte('\n')
 	}
+	links := 0
+	linkOf := map[string][]string{} // edge state → link indexes
 	link := func(from, to, arrow, text string) {
+		links++
 		b.WriteString("    ")
 		b.WriteString(from)
 		b.WriteString(" ")
@@ -67,7 +92,7 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 		b.WriteString(to)
 		b.WriteByte('\n')
 	}
-	for _, e := range d.Edges {
+	for i, e := range d.Edges {
 		from, okFrom := ids[e.From]
 		to, okTo := ids[e.To]
 		if !okFrom || !okTo {
@@ -82,6 +107,20 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 			text = edgeLabel(e)
 		default:
 			text = conditionLabel(e.Condition)
+		}
+		st := ""
+		if i < len(edgeStates) {
+			st = edgeStates[i]
+		}
+		switch st {
+		case EdgePruned, EdgeKilled:
+			if text != "" {
+				text += " · "
+			}
+			text += st
+		}
+		if st != "" {
+			linkOf[st] = append(linkOf[st], strconv.Itoa(links))
 		}
 		link(from, to, "-->", text)
 	}
@@ -102,6 +141,15 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 	}
 	if states != nil {
 		writeStates(&b, d, gen, states)
+	}
+	for _, st := range []string{EdgeTaken, EdgePruned, EdgeKilled} {
+		if l := linkOf[st]; len(l) > 0 {
+			b.WriteString("    linkStyle ")
+			b.WriteString(strings.Join(l, ","))
+			b.WriteByte(' ')
+			b.WriteString(EdgeStyles[st])
+			b.WriteByte('\n')
+		}
 	}
 	return b.String()
 }

@@ -402,6 +402,12 @@ func (s *Service) GetVersion(ctx context.Context, tenant, key string, version in
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
 func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
+	return s.InstanceDiagram(ctx, tenant, key, version, states, nil)
+}
+
+// InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
+// with the definition's edges): taken, pruned and killed edges are drawn differently.
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err
@@ -412,7 +418,23 @@ func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, 
 			labels[edgeKey(e)] = c.Conditions[i].String()
 		}
 	}
-	return graph.Mermaid(c.Def, states, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
+	var edgeStates []string
+	if edges != nil {
+		edgeStates = make([]string, len(c.Def.Edges))
+		for i := range edgeStates {
+			if i < len(edges) {
+				switch edges[i] {
+				case model.EdgeTaken:
+					edgeStates[i] = graph.EdgeTaken
+				case model.EdgePruned:
+					edgeStates[i] = graph.EdgePruned
+				case model.EdgeKilled, model.EdgeDead:
+					edgeStates[i] = graph.EdgeKilled
+				}
+			}
+		}
+	}
+	return graph.MermaidInstance(c.Def, states, edgeStates, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
