@@ -6,8 +6,10 @@ import (
 	"testing"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/templates"
 )
 
 // Templates of the join suite.
@@ -265,5 +267,42 @@ func TestSkipRecordsPrunedOrKilled(t *testing.T) {
 		if string(inst.State.Edges) != string(want) {
 			t.Fatalf("edges after the director's rejection %v, want %v", inst.State.Edges, want)
 		}
+	})
+}
+
+// TestReadyMadeLeaveTemplate runs templates/leave.json: a short leave needs the team lead only, a long one the
+// department leader too, merging at End with its default join.
+func TestReadyMadeLeaveTemplate(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("lea", "dora", "hr1")
+		if err := h.ids.CreateDepartment(h.ctx, model.DefaultTenant, &model.Department{Name: "eng", Leader: "dora"}); err != nil {
+			t.Fatal(err)
+		}
+		h.user(identity.CreateUserRequest{Username: "emp", Manager: "lea", Department: "eng"})
+		all, err := templates.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tpl := range all {
+			if tpl.Key == "leave" {
+				h.publish("leave", string(tpl.Definition))
+			}
+		}
+		short := h.start("emp", "leave", `{"days":2}`)
+		h.decide(short, "lead", "lea", true)
+		h.wantStatus(short, model.StatusCompleted)
+		h.wantNodes(short, map[string]string{"manager": "skipped", "end": "completed"})
+
+		long := h.start("emp", "leave", `{"days":5}`)
+		h.decide(long, "lead", "lea", true)
+		h.wantNodes(long, map[string]string{"manager": "active", "end": ""})
+		h.decide(long, "manager", "dora", true)
+		h.wantStatus(long, model.StatusCompleted)
+
+		refused := h.start("emp", "leave", `{"days":5}`)
+		h.decide(refused, "lead", "lea", true)
+		h.decide(refused, "manager", "dora", false)
+		h.wantStatus(refused, model.StatusRejected)
 	})
 }
