@@ -134,6 +134,10 @@ func TestNodeErrorsHTTP(t *testing.T) {
 			in.Get("error.message").String() == "" || in.Get(`nodes.#(node_id=="review").error_code`).String() != "no_approver" {
 			t.Fatalf("failed instance: %s", in.Raw)
 		}
+		// The diagram highlights the failing node.
+		if d := e.do("GET", "/api/v1/instances/"+id+"/diagram", bob, nil, nil); !strings.Contains(string(d.Body), "style n1 stroke:#a40e26,stroke-width:4px") {
+			t.Fatalf("diagram does not highlight the failing node:\n%s", d.Body)
+		}
 		hr := gjson.ParseBytes(e.do("GET", "/api/v1/instances/"+id+"/history", bob, nil, nil).Body)
 		if hr.Get(`items.#(action=="node.failed").data.code`).String() != "no_approver" ||
 			hr.Get(`items.#(action=="instance.failed").data.error.code`).String() != "no_approver" ||
@@ -272,7 +276,7 @@ func TestMessageIDsAndMessageStartHTTP(t *testing.T) {
 		// Return to start: the instance was started by a token, so nobody could resubmit.
 		task := e.do("GET", "/api/v1/tasks", fin, nil, nil).JSON["items"].([]any)[0].(M)["id"].(string)
 		targets := e.do("GET", "/api/v1/tasks/"+task+"/return-targets", fin, nil, nil)
-		if strings.Contains(string(targets.Body), `"start"`) {
+		if strings.Contains(string(targets.Body), `"start"`) || targets.JSON["no_initiator"] != true {
 			t.Fatalf("start offered: %s", targets.Body)
 		}
 		assertError(t, e.do("POST", "/api/v1/tasks/"+task+"/return", fin, M{"to": "start"}, nil), 422, "no_initiator")

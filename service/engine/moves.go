@@ -114,23 +114,34 @@ func (r *run) returnTargets(nodeID string) []ReturnTarget {
 
 // ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets).
 func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, error) {
+	ts, _, err := e.ReturnTargetsWhy(ctx, actor, taskID)
+	return ts, err
+}
+
+// ReturnTargetsWhy is ReturnTargets that also says whether the start would have been a target but is left out
+// because the instance has no person as its initiator (no_initiator).
+func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, bool, error) {
 	t, err := e.GetTask(ctx, actor, taskID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	inst, _, err := e.store.GetInstance(ctx, actor.TenantID, t.InstanceID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c, err := e.templates.Compiled(ctx, actor.TenantID, inst.Template, inst.Version)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !t.Open() || inst.Ended() {
-		return []ReturnTarget{}, nil
+		return []ReturnTarget{}, false, nil
 	}
 	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
-	return r.returnTargets(t.NodeID), nil
+	noInitiator := false
+	if start := c.Def.Start(); start != nil && !personInitiator(inst.Initiator) && ancestors(c, t.NodeID)[start.ID] {
+		noInitiator = true
+	}
+	return r.returnTargets(t.NodeID), noInitiator, nil
 }
 
 // MoveRequest is the body of return and jump.

@@ -140,7 +140,11 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if len(inst.State.Edges) == len(c.Def.Edges) {
 		r.upgradeEdges()
 	}
-	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges)
+	failed := ""
+	if inst.Status == model.StatusFailed && inst.State.Error != nil {
+		failed = inst.State.Error.NodeID
+	}
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed)
 }
 
 // GetTask returns a task its assignee, an admin, or a reader of its instance may see.

@@ -25,7 +25,7 @@ const maxEdgeLabel = 60
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.
 func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
-	return MermaidInstance(d, states, nil, edgeLabel)
+	return MermaidInstance(d, states, nil, "", edgeLabel)
 }
 
 // Edge states an instance diagram draws (EdgeStyles): taken edges solid green, pruned ones (routing did not
@@ -36,6 +36,9 @@ const (
 	EdgeKilled = "killed"
 )
 
+// ErrorNodeStyle marks the node whose error failed an instance.
+const ErrorNodeStyle = "stroke:#a40e26,stroke-width:4px"
+
 // EdgeStyles are the Mermaid link styles of the edge states.
 var EdgeStyles = map[string]string{
 	EdgeTaken:  "stroke:#16a34a,stroke-width:2px",
@@ -45,8 +48,9 @@ var EdgeStyles = map[string]string{
 
 // MermaidInstance is Mermaid with the state of each edge of d (index-aligned with d.Edges: EdgeTaken,
 // EdgePruned, EdgeKilled or "" for undecided) drawn as a link style, and pruned and killed edges labelled so that
-// the difference reads without colour too.
-func MermaidInstance(d *model.Definition, states map[string]string, edgeStates []string, edgeLabel func(model.Edge) string) string {
+// the difference reads without colour too. failed, when not "", is the node whose error failed the instance: it is
+// drawn with a heavy red border (ErrorNodeStyle).
+func MermaidInstance(d *model.Definition, states map[string]string, edgeStates []string, failed string, edgeLabel func(model.Edge) string) string {
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	if d == nil {
@@ -141,6 +145,13 @@ func MermaidInstance(d *model.Definition, states map[string]string, edgeStates [
 	}
 	if states != nil {
 		writeStates(&b, d, gen, states)
+	}
+	if g, ok := ids[failed]; ok && failed != "" {
+		b.WriteString("    style ")
+		b.WriteString(g)
+		b.WriteByte(' ')
+		b.WriteString(ErrorNodeStyle)
+		b.WriteByte('\n')
 	}
 	for _, st := range []string{EdgeTaken, EdgePruned, EdgeKilled} {
 		if l := linkOf[st]; len(l) > 0 {

@@ -195,13 +195,14 @@ func TestMermaidInstanceEdgeStates(t *testing.T) {
 		t.Fatal(errs)
 	}
 	out := graph.MermaidInstance(d, map[string]string{"start": "completed", "m": "completed", "dir": "rejected", "end": "skipped"},
-		[]string{graph.EdgeTaken, graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}, nil)
+		[]string{graph.EdgeTaken, graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}, "dir", nil)
 	for _, line := range []string{
 		`n1 -->|"default · pruned"| n3`,
 		`n2 -->|"killed"| n3`,
 		"linkStyle 0,1 " + graph.EdgeStyles[graph.EdgeTaken],
 		"linkStyle 2 " + graph.EdgeStyles[graph.EdgePruned],
 		"linkStyle 3 " + graph.EdgeStyles[graph.EdgeKilled],
+		"style n2 " + graph.ErrorNodeStyle,
 	} {
 		if !strings.Contains(out, line) {
 			t.Errorf("diagram lacks %q:\n%s", line, out)

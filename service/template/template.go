@@ -402,12 +402,13 @@ func (s *Service) GetVersion(ctx context.Context, tenant, key string, version in
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
 func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
-	return s.InstanceDiagram(ctx, tenant, key, version, states, nil)
+	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "")
 }
 
 // InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
-// with the definition's edges): taken, pruned and killed edges are drawn differently.
-func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte) (string, error) {
+// with the definition's edges): taken, pruned and killed edges are drawn differently, and failed (when not "")
+// names the node whose error failed the instance.
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte, failed string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err
@@ -434,7 +435,7 @@ func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, versi
 			}
 		}
 	}
-	return graph.MermaidInstance(c.Def, states, edgeStates, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
+	return graph.MermaidInstance(c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
