@@ -93,6 +93,23 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			if got := h.dropped(id); len(got) != 2 || got[0] != "ghost:unknown_user" || got[1] != "dan:disabled" {
 				t.Fatalf("dropped %v", got)
 			}
+			// The operator's repair: a jump after the approver is enabled again runs the node again and clears
+			// the error.
+			if err := h.s.DB().Exec("UPDATE users SET disabled = ? WHERE username = ?", false, "dan").Error; err != nil {
+				t.Fatal(err)
+			}
+			if _, err := h.eng.Jump(h.ctx, admin, id, engine.MoveRequest{To: "a", Reason: "dan is back"}); err != nil {
+				t.Fatal(err)
+			}
+			h.wantStatus(id, model.StatusRunning)
+			if inst, _ := h.get(id); inst.State.Error != nil {
+				t.Fatalf("error after the repair: %+v", inst.State.Error)
+			}
+			h.wantTasks(id, "a", map[string]string{"dan": "pending"})
+			if h.count(id, "node.failed", "a") != 1 {
+				t.Fatalf("history lost the failure: %v", h.actions(id))
+			}
+			h.disable("dan")
 		})
 
 		t.Run("transfer and add-sign refuse a disabled user", func(t *testing.T) {

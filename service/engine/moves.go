@@ -363,7 +363,8 @@ func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, re
 		r.cancelAllTasks("jumped to " + req.To)
 		r.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
 		if r.inst.Status == model.StatusFailed {
-			r.inst.Status, r.inst.EndedAt = model.StatusRunning, nil
+			// The repair: the instance runs again, and its error is history (node.failed keeps it).
+			r.inst.Status, r.inst.EndedAt, r.inst.State.Error = model.StatusRunning, nil, nil
 		}
 		region := descendants(r.c, req.To)
 		region[req.To] = true
