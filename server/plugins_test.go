@@ -312,7 +312,7 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["ticket"] != "T-1" {
 			t.Fatalf("after the result: %s", r.Body)
 		}
-		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_not_waiting")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_closed")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/nope/result", e.admin, M{"status": "failed"}, nil), 404, "")
 	})
 }

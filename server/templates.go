@@ -68,7 +68,12 @@ func (s *Server) validateTemplate(c *gin.Context) {
 		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
 		return
 	}
-	c.JSON(http.StatusOK, template.Validate(req.Definition))
+	r, err := s.templates.ValidateFor(c.Request.Context(), principal(c).TenantID, req.Definition)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, r)
 }
 
 func (s *Server) listTemplates(c *gin.Context) {

@@ -63,6 +63,20 @@ func TestTemplatesValidate(t *testing.T) {
 	}
 }
 
+// TestTemplatesMergeWithoutExplicitJoins: the ready-made templates merge their condition branches with the
+// default join (the synchronizing "and" merges exactly the branches routing chose), as a user of a Chinese
+// approval designer expects: no template needs "or" to make a default edge and a condition branch meet.
+func TestTemplatesMergeWithoutExplicitJoins(t *testing.T) {
+	for key, tpl := range all(t) {
+		d, _ := model.ParseDefinition(tpl.Definition)
+		for _, n := range d.Nodes {
+			if len(d.Incoming(n.ID)) > 1 && !n.Join.IsZero() {
+				t.Errorf("%s: node %s has join %s; merges use the default", key, n.ID, n.Join)
+			}
+		}
+	}
+}
+
 // The templates carry the scenarios they are named after.
 func TestTemplatesScenarios(t *testing.T) {
 	m := all(t)
@@ -99,8 +113,8 @@ func TestTemplatesScenarios(t *testing.T) {
 		if !evalEdge(toManager, `{"days": 5}`) || evalEdge(toManager, `{"days": 3}`) {
 			t.Error("lead → manager is not days > 3")
 		}
-		if !toEnd.Default || d.Node("end").JoinMode() != model.JoinOr {
-			t.Error("lead → end is not the default, or end does not join with or")
+		if !toEnd.Default || d.Node("end").JoinMode() != model.JoinAnd {
+			t.Error("lead → end is not the default, or end does not merge with the default join")
 		}
 	})
 	t.Run("leave: the team lead may escalate through a field of their form", func(t *testing.T) {

@@ -386,6 +386,19 @@ try {
     expect((await page.locator('.vue-flow__edge').count()) === 3, 'expected 3 edges')
   })
 
+  await step('the join picker explains all chosen / first / at least N', async () => {
+    await page.click('.vue-flow__node[data-id="end"] .name')
+    const picker = page.locator('[data-test=node-join]')
+    await picker.waitFor()
+    const helps = await picker.locator('.join-help').allInnerTexts()
+    expect(helps.length === 3 && helps.every((h) => h.trim().length > 20), `join help texts: ${JSON.stringify(helps)}`)
+    await page.click('[data-test=join-min]')
+    await page.locator('[data-test=join-min-n]').waitFor()
+    await page.locator('.vue-flow__node[data-id="end"] [data-test=join-badge]').waitFor()
+    await page.click('[data-test=join-and]')
+    await page.waitForFunction(() => !document.querySelector('.vue-flow__node[data-id="end"] [data-test=join-badge]'))
+  })
+
   await step('live validation names the approvals without approvers', async () => {
     await page.locator('[data-test=validation-status][data-valid=false]').waitFor()
     await page.locator('.vue-flow__node[data-id="approval"] [data-invalid=true]').waitFor()
@@ -411,6 +424,15 @@ try {
     await pickOption('carol')
     await page.keyboard.press('Escape')
     await page.locator('.vue-flow__node[data-id="approval_2"]').getByText('Manager').waitFor()
+  })
+
+  await step('the start node can start on a message', async () => {
+    await page.click('.vue-flow__node[data-id="start"] .name')
+    await page.click('[data-test=trigger-kind]')
+    await pickOption(/Message|消息/)
+    await field(page, 'trigger-message').fill('order.paid')
+    await page.locator('[data-test=trigger-message-help]').waitFor()
+    await page.locator('.vue-flow__node[data-id="start"]').getByText('trigger: message').waitFor()
   })
 
   await step('make the start node a form with days and reason', async () => {
@@ -534,6 +556,35 @@ try {
     expect(inst.status === 'completed', `instance status is ${inst.status}`)
     const hist = await call('GET', `/instances/${instanceId}/history`, adminToken)
     expect((hist.items ?? []).length > 0, 'the history is empty')
+  })
+
+  await step('a failed request says why and highlights the failing step', async () => {
+    const ghostKey = `${key}-ghost`
+    const def = {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'review', type: 'approval', name: 'Ghost review', approvers: { users: ['ghost'] } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [{ from: 'start', to: 'review' }, { from: 'review', to: 'end' }],
+    }
+    const v = await call('POST', '/templates/validate', adminToken, { definition: def })
+    expect(v.valid && v.warnings?.[0]?.code === 'unknown_user', `validation of unknown users: ${JSON.stringify(v)}`)
+    await call('POST', '/templates', adminToken, { key: ghostKey, name: 'Ghost review', definition: def })
+    await call('POST', `/templates/${ghostKey}/publish`, adminToken)
+    const aliceToken = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-pw-123' })).token
+    const inst = await call('POST', '/instances', aliceToken, { template: ghostKey })
+    expect(inst.status === 'failed' && inst.error?.code === 'no_approver', `instance ${JSON.stringify(inst.error)} ${inst.status}`)
+    await login('alice', 'alice-pw-123')
+    await page.goto(`${base}/instances/${inst.id}`)
+    await page.locator('[data-test=instance-error][data-code=no_approver]').waitFor()
+    const text = await page.locator('[data-test=instance-error-text]').innerText()
+    expect(text.trim().length > 10, `error text: ${text}`)
+    await page.locator('[data-failing=true]').getByText('Ghost review').waitFor()
+    await page.locator('[data-test=diagram] svg').waitFor()
+    const highlighted = await page.evaluate(() => document.querySelector('[data-test=diagram] svg')?.innerHTML.includes('stroke-width:4px'))
+    expect(highlighted, 'the failing node is not highlighted in the diagram')
+    await page.locator('[data-test=edge-legend]').waitFor()
   })
 
   await step('the app is served under a strict Content-Security-Policy', async () => {

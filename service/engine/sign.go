@@ -19,7 +19,24 @@ func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
 		return err
 	}
 	if err != nil {
-		return r.nodeError(n.ID, "no_approver", err.Error())
+		return r.nodeError(n.ID, model.NodeErrNoApprover, err.Error())
+	}
+	// Approvers who are no user, or a disabled one, are dropped (each noted in the history).
+	for g, users := range groups {
+		kept, err := r.presentUsers(n.ID, users)
+		if err != nil {
+			return err
+		}
+		if len(kept) == 0 {
+			what := "approver"
+			if len(groups) > 1 {
+				what = fmt.Sprintf("approver of signer group %d", g+1)
+			}
+			return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrNoApprover, NodeID: n.ID,
+				Message: fmt.Sprintf("no %s of node %q exists and is enabled (dropped: %s)", what, n.ID, strings.Join(users, ", ")),
+				Data:    mustJSON(map[string]any{"dropped": users})})
+		}
+		groups[g] = kept
 	}
 	mode := r.groupMode(n)
 	ns.Groups = make([]model.SignTally, len(groups))

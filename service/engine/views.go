@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -18,8 +17,10 @@ import (
 // InstanceView is an instance as the API shows it.
 type InstanceView struct {
 	*model.Instance
-	Nodes []NodeView    `json:"nodes"`
-	Tasks []*model.Task `json:"tasks"`
+	// Error is the last unhandled node error (null when there was none): code, node_id, message, data.
+	Error *model.NodeFailure `json:"error"`
+	Nodes []NodeView         `json:"nodes"`
+	Tasks []*model.Task      `json:"tasks"`
 }
 
 // NodeView is one node of an instance.
@@ -34,13 +35,14 @@ type NodeView struct {
 	EndedAt        *time.Time `json:"ended_at"`
 	WaitingFor     string     `json:"waiting_for,omitempty"`
 	Error          string     `json:"error,omitempty"`
+	ErrorCode      string     `json:"error_code,omitempty"`
 	Attempt        int        `json:"attempt,omitempty"`
 	CallbackURL    string     `json:"callback_url,omitempty"`
 	seq            int
 }
 
 func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets bool) *InstanceView {
-	v := &InstanceView{Instance: inst, Nodes: []NodeView{}, Tasks: tasks}
+	v := &InstanceView{Instance: inst, Error: inst.State.Error, Nodes: []NodeView{}, Tasks: tasks}
 	if v.Tasks == nil {
 		v.Tasks = []*model.Task{}
 	}
@@ -49,7 +51,7 @@ func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets boo
 			continue
 		}
 		nv := NodeView{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type, State: ns.State, NodeInstanceID: ns.NodeInstanceID, Visit: ns.Visit,
-			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, Attempt: ns.Attempt, seq: ns.Seq}
+			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, ErrorCode: ns.ErrorCode, Attempt: ns.Attempt, seq: ns.Seq}
 		if showSecrets && ns.Active() {
 			nv.CallbackURL = ns.CallbackURL
 		}
@@ -132,7 +134,20 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 			states[id] = ns.State
 		}
 	}
-	return e.templates.Diagram(ctx, actor.TenantID, inst.Template, inst.Version, states)
+	// Old "dead" edges of an instance not stepped since the upgrade are read as the engine would read them.
+	c, err := e.templates.Compiled(ctx, actor.TenantID, inst.Template, inst.Version)
+	if err != nil {
+		return "", err
+	}
+	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	if len(inst.State.Edges) == len(c.Def.Edges) {
+		r.upgradeEdges()
+	}
+	failed := ""
+	if inst.Status == model.StatusFailed && inst.State.Error != nil {
+		failed = inst.State.Error.NodeID
+	}
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed)
 }
 
 // MayReadHidden says whether the principal may read a hidden template (the one-off template of a dynamic linear
@@ -325,111 +340,6 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 		return nil, err
 	}
 	return e.view(w.Instance, nil, false), nil
-}
-
-// MessageRequest is the body of POST /messages.
-type MessageRequest struct {
-	Name          string          `json:"name"`
-	CorrelationID string          `json:"correlation_id"`
-	Data          json.RawMessage `json:"data"`
-	TTL           string          `json:"ttl"`
-}
-
-// MessageResult is what POST /messages answers.
-type MessageResult struct {
-	Resumed int  `json:"resumed"`
-	Queued  bool `json:"queued"`
-}
-
-// SendMessage resumes every callback node waiting for the message name and correlation id; when none waits,
-// the message is queued until its TTL (default 1h) and matched when such a node activates.
-func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req MessageRequest) (*MessageResult, error) {
-	if req.Name == "" || len(req.Name) > 255 || req.CorrelationID == "" || len(req.CorrelationID) > 255 {
-		return nil, model.CodedError(model.EINVALID, "invalid_message", "name and correlation_id are required (at most 255 characters each)")
-	}
-	if !actor.IsAdmin() && !actor.Token {
-		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "messages are sent by business systems (API tokens) or admins")
-	}
-	ttl := time.Hour
-	if req.TTL != "" {
-		d, err := time.ParseDuration(req.TTL)
-		if err != nil || d <= 0 || d > 30*24*time.Hour {
-			return nil, model.CodedError(model.EINVALID, "invalid_ttl", "ttl must be a duration between 1s and 720h, like 1h")
-		}
-		ttl = d
-	}
-	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
-	if len(data) == 0 || string(data) == "null" {
-		data = json.RawMessage("{}")
-	}
-	if data[0] != '{' {
-		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
-	}
-	if err := model.CheckDocumentDepth("data", data); err != nil {
-		return nil, err
-	}
-	hash := MessageHash(req.Name, req.CorrelationID)
-	resumed, err := e.deliver(ctx, actor, hash, data, req.Name)
-	if err != nil || resumed > 0 {
-		return &MessageResult{Resumed: resumed}, err
-	}
-	now := e.clock.Now().UTC()
-	m := &model.Message{ID: uuid.Must(uuid.NewV7()).String(), TenantID: actor.TenantID, Name: req.Name, CorrelationID: req.CorrelationID, Hash: hash,
-		Data: data, CreatedAt: now, ExpiresAt: now.Add(ttl)}
-	if err := e.store.QueueMessage(ctx, m); err != nil {
-		return nil, err
-	}
-	// A node may have started waiting between the first look and the queueing: look once more, and hand it the
-	// queued message (consumed in the same transaction, so it is never matched twice).
-	bs, err := e.store.FindBookmarks(ctx, actor.TenantID, hash)
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
-				return errStale
-			}
-			r.w.ConsumeMessage = append(r.w.ConsumeMessage, m.ID)
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
-		})
-		switch {
-		case err == nil:
-			return &MessageResult{Resumed: 1}, nil
-		case err == errStale || model.IsKind(err, model.ENOTFOUND):
-		case errors.Is(err, model.ErrStaleRead):
-			return &MessageResult{Queued: true}, nil // a node activating meanwhile consumed it
-		default:
-			return nil, err
-		}
-	}
-	return &MessageResult{Queued: true}, nil
-}
-
-func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash string, data json.RawMessage, name string) (int, error) {
-	bs, err := e.store.FindBookmarks(ctx, actor.TenantID, hash)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
-				return errStale
-			}
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": name})
-		})
-		switch {
-		case err == nil:
-			n++
-		case err == errStale || model.IsKind(err, model.ENOTFOUND):
-		default:
-			return n, err
-		}
-	}
-	return n, nil
 }
 
 var errStale = model.CodedError(model.ECONFLICT, "stale", "the wait is over")

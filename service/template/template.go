@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -92,6 +93,61 @@ var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
 // Validate checks a definition and reports every problem.
 func Validate(def []byte) graph.Result { return graph.Validate(def, validationOptions) }
 
+// userStates is the store's side that says which names are users (for the unknown_user warning).
+type userStates interface {
+	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
+}
+
+// ValidateFor validates a definition like Validate and adds a warning (unknown_user) for each static user of an
+// approvers or cc list that is no user of the tenant: publishing is allowed (the user may be created later),
+// but at run time such an approver is dropped.
+func (s *Service) ValidateFor(ctx context.Context, tenant string, def []byte) (graph.Result, error) {
+	r := Validate(def)
+	us, ok := s.store.(userStates)
+	if !ok {
+		return r, nil
+	}
+	d, _ := model.ParseDefinition(def)
+	if d == nil {
+		return r, nil
+	}
+	nodesOf := map[string][]string{}
+	var names []string
+	add := func(node string, users ...string) {
+		for _, u := range users {
+			u = strings.TrimSpace(u)
+			if u == "" || slices.Contains(nodesOf[u], node) {
+				continue
+			}
+			if len(nodesOf[u]) == 0 {
+				names = append(names, u)
+			}
+			nodesOf[u] = append(nodesOf[u], node)
+		}
+	}
+	for _, n := range d.Nodes {
+		add(n.ID, n.Approvers.Users...)
+		for _, g := range n.Approvers.Groups {
+			add(n.ID, g...)
+		}
+		add(n.ID, n.CC.Users...)
+	}
+	if len(names) == 0 {
+		return r, nil
+	}
+	known, err := us.UserStates(ctx, tenant, names)
+	if err != nil {
+		return r, err
+	}
+	for _, u := range names {
+		if _, ok := known[u]; !ok {
+			r.Warnings = append(r.Warnings, model.NewValidationError(model.CodeUnknownUser, nodesOf[u],
+				"user %q does not exist: until it does, it is dropped from the approvers when the node runs", u))
+		}
+	}
+	return r, nil
+}
+
 // View is a template as the API shows it.
 type View struct {
 	Key           string                   `json:"key"`
@@ -171,7 +227,10 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 		return nil, err
 	}
 	v := view(t)
-	r := Validate(def)
+	r, err := s.ValidateFor(ctx, actor.TenantID, def)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -197,7 +256,10 @@ func (s *Service) SaveDraft(ctx context.Context, actor *model.Principal, key str
 		return nil, err
 	}
 	v := view(t)
-	r := Validate(def)
+	r, err := s.ValidateFor(ctx, actor.TenantID, def)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -308,7 +370,10 @@ func (s *Service) Get(ctx context.Context, tenant, key string) (*View, error) {
 	}
 	v := view(t)
 	v.Versions = vs
-	r := Validate(t.Draft)
+	r, err := s.ValidateFor(ctx, tenant, t.Draft)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -350,6 +415,13 @@ func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) 
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
 func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
+	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "")
+}
+
+// InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
+// with the definition's edges): taken, pruned and killed edges are drawn differently, and failed (when not "")
+// names the node whose error failed the instance.
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte, failed string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err
@@ -360,7 +432,23 @@ func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, 
 			labels[edgeKey(e)] = c.Conditions[i].String()
 		}
 	}
-	return graph.Mermaid(c.Def, states, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
+	var edgeStates []string
+	if edges != nil {
+		edgeStates = make([]string, len(c.Def.Edges))
+		for i := range edgeStates {
+			if i < len(edges) {
+				switch edges[i] {
+				case model.EdgeTaken:
+					edgeStates[i] = graph.EdgeTaken
+				case model.EdgePruned:
+					edgeStates[i] = graph.EdgePruned
+				case model.EdgeKilled, model.EdgeDead:
+					edgeStates[i] = graph.EdgeKilled
+				}
+			}
+		}
+	}
+	return graph.MermaidInstance(c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }

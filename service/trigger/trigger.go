@@ -1,6 +1,7 @@
 // Package trigger starts instances from outside: crontab schedules (timers in the scheduler), synchronous and
 // asynchronous API calls (/trigger/sync|async/{module}/{function}) and form submissions. It is told about every
-// published version (template.Publisher) to arm and disarm what the start node asks for.
+// published version (template.Publisher) to arm and disarm what the start node asks for, and keeps the index of
+// which template starts on which message (the engine's POST /messages starts them).
 package trigger
 
 import (
@@ -32,6 +33,8 @@ type Store interface {
 	model.TriggerStore
 	model.TimerStore
 	ListInstances(ctx context.Context, f model.InstanceFilter) ([]*model.Instance, string, error)
+	// SetMessageTrigger records the message a template's latest version starts on (POST /messages finds it).
+	SetMessageTrigger(ctx context.Context, tenant, key string, version int, message string) error
 }
 
 // Service is the trigger service.
@@ -87,10 +90,18 @@ func (s *Service) CheckPublish(ctx context.Context, tenant, key string, c *templ
 	return nil
 }
 
-// Published points the template's API routes at the new version and re-arms its crontab schedule.
+// Published points the template's API routes and message start at the new version and re-arms its crontab
+// schedule.
 func (s *Service) Published(ctx context.Context, tenant, key string, c *template.Compiled) {
 	if err := s.store.SetAPIRoutes(ctx, tenant, key, c.Version, apiRoutes(tenant, key, c)); err != nil {
 		s.log.Error("trigger: unable to set API routes", "template", key, "version", c.Version, "err", err)
+	}
+	message := ""
+	if tr := c.Def.Start().Trigger; tr.Kind == model.TriggerMessage {
+		message = tr.Message
+	}
+	if err := s.store.SetMessageTrigger(ctx, tenant, key, c.Version, message); err != nil {
+		s.log.Error("trigger: unable to set the message start", "template", key, "version", c.Version, "err", err)
 	}
 	ids, err := s.store.CancelCronTimers(ctx, tenant, key)
 	if err != nil {

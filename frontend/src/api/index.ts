@@ -5,6 +5,7 @@ import type { FormSchema } from '@/lib/form'
 import { formOf } from '@/lib/form'
 import type { ValidationResult } from '@/lib/validation'
 import { newIdempotencyKey, request, upload, type Query } from './client'
+import type { NodeErrorInfo } from '@/lib/semantics'
 
 export interface Page<T> {
   items: T[]
@@ -93,6 +94,9 @@ export interface NodeState {
   state: string
   started_at?: string
   ended_at?: string
+  /** the node's error message and code, when it failed */
+  error?: string
+  error_code?: string
 }
 
 export interface Task {
@@ -127,6 +131,8 @@ export interface Instance {
   ended_at?: string
   nodes?: NodeState[]
   tasks?: Task[]
+  /** the last unhandled node error (null when there was none) */
+  error?: NodeErrorInfo | null
 }
 
 export interface HistoryItem {

@@ -229,6 +229,11 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
 			return err
 		}},
+		{"purge-message-ids", time.Hour, func(ctx context.Context) error {
+			// A message_id de-duplicates for 7 days (engine.MessageIDWindow).
+			_, err := st.PurgeMessageIDs(ctx, time.Now().Add(-engine.MessageIDWindow))
+			return err
+		}},
 		{"purge-finished-waits", time.Hour, func(ctx context.Context) error {
 			_, err := st.PurgeFinished(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
 			return err
