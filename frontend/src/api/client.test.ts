@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest'
+import { afterEach } from 'vitest'
+import { setLanguage } from '@/i18n'
 import { ApiError, buildUrl, errorFromBody, errorMessage } from './client'
+
+afterEach(() => setLanguage('en', false))
 
 describe('errorFromBody', () => {
   it('reads the API error shape', () => {
@@ -9,10 +13,11 @@ describe('errorFromBody', () => {
     expect(e.details).toEqual({ status: 'approved' })
   })
   it('falls back to a readable text for bodies without the shape', () => {
-    expect(errorFromBody(502, undefined).message).toMatch(/cannot be reached/)
+    expect(errorMessage(errorFromBody(502, undefined))).toMatch(/cannot be reached/)
     expect(errorFromBody(418, 'teapot').message).toBe('HTTP 418')
+    expect(errorMessage(errorFromBody(418, 'teapot'))).toBe('The server answered with error 418')
     expect(errorFromBody(400, { error: 'bad thing' }).message).toBe('bad thing')
-    expect(errorFromBody(403, { error: { code: 'forbidden' } }).message).toMatch(/not allowed/)
+    expect(errorMessage(errorFromBody(403, { error: { code: 'forbidden' } }))).toMatch(/not allowed/)
   })
 })
 
@@ -28,6 +33,26 @@ describe('errorMessage', () => {
   })
   it('says the server cannot be reached on network errors', () => {
     expect(errorMessage(new TypeError('Failed to fetch'))).toMatch(/cannot be reached/)
+    setLanguage('zh-CN', false)
+    expect(errorMessage(new TypeError('Failed to fetch'))).toBe('无法连接 Halley 服务器。请检查网络后重试。')
+  })
+  it('shows the server\'s English in English, and a known code in Chinese with the details it names', () => {
+    const e = errorFromBody(422, { error: { code: 'field_not_editable', message: 'field amount is not editable at node lead', details: { field: 'amount' } } })
+    expect(errorMessage(e)).toBe('field amount is not editable at node lead')
+    setLanguage('zh-CN', false)
+    expect(errorMessage(e)).toBe('您不能修改字段“amount”。')
+    const decided = errorFromBody(409, { error: { code: 'task_already_decided', message: 'task 7 is approved', details: { status: 'approved' } } })
+    expect(errorMessage(decided)).toBe('此任务已被处理（状态：approved）。')
+  })
+  it('says an unknown code in Chinese by its status, with the server\'s words after it', () => {
+    setLanguage('zh-CN', false)
+    expect(errorMessage(errorFromBody(409, { error: { code: 'brand_new', message: 'something specific' } }))).toBe('内容已被他人改动（something specific）')
+    expect(errorMessage(errorFromBody(503, undefined))).toBe('Halley 服务器尚未就绪')
+  })
+  it('lists validation errors in Chinese by their codes', () => {
+    setLanguage('zh-CN', false)
+    const e = new ApiError(422, 'invalid_definition', 'the draft is invalid', { errors: [{ code: 'cycle', message: 'a → b → a', nodes: ['a', 'b'] }] })
+    expect(errorMessage(e)).toBe('流程模板有需要修正的问题：\n• 这些节点形成了环路。 [a, b]')
   })
 })
 

@@ -1,5 +1,6 @@
 // The HTTP client for /api/v1: bearer token, JSON in and out, and the API's error shape
-// {"error":{"code","message","details"}} turned into an ApiError with a message a person can read.
+// {"error":{"code","message","details"}} turned into an ApiError, which errorMessage says in the UI's language.
+import { language, t, te } from '@/i18n'
 
 export const API_BASE = '/api/v1'
 const TOKEN_KEY = 'halley.token'
@@ -8,29 +9,17 @@ export class ApiError extends Error {
   readonly status: number
   readonly code: string
   readonly details: Record<string, unknown> | undefined
+  /** the API's own message (English, specific), '' when the answer had none */
+  readonly serverMessage: string
 
   constructor(status: number, code: string, message: string, details?: Record<string, unknown>) {
-    super(message)
-    this.name = 'ApiError'
+    super(message || `HTTP ${status}`)
+    this.name = 'ApiError' // i18n-ignore: a class name
     this.status = status
     this.code = code
     this.details = details
+    this.serverMessage = message
   }
-}
-
-const STATUS_TEXT: Record<number, string> = {
-  400: 'The request was not accepted',
-  401: 'Please sign in again',
-  403: 'You are not allowed to do this',
-  404: 'Not found',
-  409: 'This changed in the meantime',
-  413: 'The upload is too large',
-  422: 'The server could not accept this',
-  429: 'Too many requests: wait a moment and try again',
-  500: 'The server had a problem',
-  502: 'The Halley server cannot be reached',
-  503: 'The Halley server is not ready',
-  504: 'The Halley server took too long to answer',
 }
 
 /** errorFromBody builds an ApiError from a status and whatever body the server sent. */
@@ -40,35 +29,66 @@ export function errorFromBody(status: number, body: unknown): ApiError {
     if (e && typeof e === 'object') {
       const o = e as { code?: unknown; message?: unknown; details?: unknown }
       const code = typeof o.code === 'string' ? o.code : `http_${status}`
-      const message = typeof o.message === 'string' && o.message ? o.message : STATUS_TEXT[status] ?? `HTTP ${status}`
+      const message = typeof o.message === 'string' ? o.message : ''
       const details = o.details && typeof o.details === 'object' ? (o.details as Record<string, unknown>) : undefined
       return new ApiError(status, code, message, details)
     }
     if (typeof e === 'string') return new ApiError(status, `http_${status}`, e)
   }
-  return new ApiError(status, `http_${status}`, STATUS_TEXT[status] ?? `HTTP ${status}`)
+  return new ApiError(status, `http_${status}`, '')
+}
+
+function statusText(status: number): string {
+  return te(`http.s${status}`, 'en') ? t(`http.s${status}`) : t('http.other', { status })
+}
+
+/** params are the error's details that a message may name ({field}, {status}...), as text. */
+function params(details: Record<string, unknown> | undefined): Record<string, string> {
+  const out: Record<string, string> = {}
+  for (const [k, v] of Object.entries(details ?? {})) if (typeof v === 'string' || typeof v === 'number') out[k] = String(v)
+  return out
 }
 
 /**
- * errorMessage is what the UI shows for any failure: the API's message, followed by the validation errors in its
- * details when there are some; network failures say that the server cannot be reached.
+ * apiErrorText says an API error in the UI's language. The server's message is English and specific (it names the
+ * field, the node, the status): in English it is shown as it came; in Chinese a known code is said in Chinese (with
+ * the details it names), an unknown one by its HTTP status with the server's words after it.
+ */
+export function apiErrorText(err: ApiError): string {
+  const known = /^[a-z_]+$/.test(err.code) && te(`apiError.${err.code}`, 'en')
+  if (language.value === 'en' && err.serverMessage) return err.serverMessage
+  if (known) return t(`apiError.${err.code}`, params(err.details))
+  return err.serverMessage ? t('http.withMessage', { text: statusText(err.status), message: err.serverMessage }) : statusText(err.status)
+}
+
+/** validationText says one template validation problem ({"code","message","nodes"}) in the UI's language. */
+export function validationText(e: { code?: string; message?: string }): string {
+  const code = e.code ?? ''
+  if (language.value === 'en' && e.message) return e.message
+  if (/^[a-z_]+$/.test(code) && te(`validation.${code}`, 'en')) return t(`validation.${code}`)
+  return e.message || code
+}
+
+/**
+ * errorMessage is what the UI shows for any failure: the API's error in the UI's language, followed by the
+ * validation errors in its details when there are some; network failures say that the server cannot be reached.
  */
 export function errorMessage(err: unknown): string {
   if (err instanceof ApiError) {
-    const lines = [err.message]
+    const lines = [apiErrorText(err)]
     const errs = err.details?.errors
     if (Array.isArray(errs)) {
       for (const e of errs.slice(0, 8)) {
         if (e && typeof e === 'object') {
           const o = e as { message?: string; code?: string; nodes?: string[] }
-          lines.push(`• ${o.message ?? o.code ?? ''}${o.nodes?.length ? ` [${o.nodes.join(', ')}]` : ''}`)
+          lines.push(`• ${validationText(o)}${o.nodes?.length ? ` [${o.nodes.join(', ')}]` : ''}`)
         }
       }
-      if (errs.length > 8) lines.push(`• …and ${errs.length - 8} more`)
+      if (errs.length > 8) lines.push(`• ${t('http.more', { n: errs.length - 8 })}`)
     }
     return lines.join('\n')
   }
-  if (err instanceof TypeError) return 'The Halley server cannot be reached. Check your connection and try again.'
+  if (err instanceof TypeError) return t('http.network')
   if (err instanceof Error) return err.message
   return String(err)
 }
@@ -160,12 +180,14 @@ export function upload<T>(path: string, form: FormData, onProgress?: (percent: n
     const xhr = new XMLHttpRequest()
     xhr.open('POST', buildUrl(path))
     const token = getToken()
+    // i18n-ignore-start: header names
     if (token) xhr.setRequestHeader('Authorization', `Bearer ${token}`)
     xhr.setRequestHeader('Accept', 'application/json')
+    // i18n-ignore-end
     xhr.upload.onprogress = (ev) => {
       if (ev.lengthComputable && onProgress) onProgress(Math.round((ev.loaded / ev.total) * 100))
     }
-    xhr.onerror = () => reject(new TypeError('network error'))
+    xhr.onerror = () => reject(new TypeError('network error')) // i18n-ignore: errorMessage says it
     xhr.onload = () => {
       let body: unknown
       try {

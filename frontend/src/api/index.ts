@@ -5,7 +5,6 @@ import type { FormSchema } from '@/lib/form'
 import { formOf } from '@/lib/form'
 import type { ValidationResult } from '@/lib/validation'
 import { newIdempotencyKey, request, upload, type Query } from './client'
-import type { NodeErrorInfo } from '@/lib/semantics'
 
 export interface Page<T> {
   items: T[]
@@ -116,6 +115,14 @@ export interface Task {
   title?: string
   template?: string
   initiator?: string
+}
+
+/** NodeErrorInfo is an instance's `error`: the last unhandled node error (its code in words: i18n/words.ts errorText). */
+export interface NodeErrorInfo {
+  code: string
+  node_id: string
+  message: string
+  data?: unknown
 }
 
 export interface Instance {

@@ -2,6 +2,7 @@
 // carries none of these, so they come from the instances (fetched once each, in parallel) unless the server
 // already put them on the task.
 import { api, type Instance, type Task } from '@/api'
+import { t as tr } from '@/i18n'
 
 export interface InboxRow {
   task: Task
@@ -26,7 +27,7 @@ export async function loadInbox(): Promise<InboxRow[]> {
       return {
         task: t,
         instance: inst,
-        title: t.instance_title || t.title || inst?.title || `${inst?.template ?? t.template ?? 'Request'} #${t.instance_id.slice(0, 8)}`,
+        title: t.instance_title || t.title || inst?.title || tr('inbox.untitled', { template: inst?.template ?? t.template ?? '', id: t.instance_id.slice(0, 8) }),
         template: t.template || inst?.template || '',
         initiator: t.initiator || inst?.initiator || '',
       }

@@ -1,21 +1,31 @@
 // Readable summaries of approver specifications (API.md "Approvers").
+import { t } from '@/i18n'
 import type { Approvers } from './definition'
 
 export function describeApprovers(a: Approvers | undefined): string {
-  if (!a) return 'nobody'
+  if (!a) return t('approvers.nobody')
   const parts: string[] = []
-  if (a.users?.length) parts.push(`users ${a.users.join(', ')}`)
-  if (a.roles?.length) parts.push(`roles ${a.roles.join(', ')}`)
-  if (a.context) parts.push(`from context ${a.context}`)
-  if (a.relation) parts.push(a.relation === 'initiator.manager' ? "initiator's manager" : "initiator's department leader")
-  if (a.groups?.length) parts.push(`${a.groups.length} group(s): ${a.groups.map((g) => `[${g.join(', ')}]`).join(' ')}`)
-  if (a.groups_context) parts.push(`groups from context ${a.groups_context}`)
-  return parts.length ? parts.join('; ') : 'nobody'
+  if (a.users?.length) parts.push(t('approvers.users', { list: a.users.join(', ') }))
+  if (a.roles?.length) parts.push(t('approvers.roles', { list: a.roles.join(', ') }))
+  if (a.context) parts.push(t('approvers.context', { path: a.context }))
+  if (a.relation) parts.push(a.relation === 'initiator.manager' ? t('approvers.manager') : t('approvers.leader'))
+  if (a.groups?.length) parts.push(t('approvers.groups', { n: a.groups.length, list: a.groups.map((g) => `[${g.join(', ')}]`).join(' ') }))
+  if (a.groups_context) parts.push(t('approvers.groupsContext', { path: a.groups_context }))
+  return parts.length ? parts.join(t('approvers.separator')) : t('approvers.nobody')
 }
 
+// Messages (sign.<mode>), read when shown: they follow the language.
 export const SIGN_LABELS: Record<string, string> = {
-  or: 'Or-sign (first decision decides)',
-  all: 'Countersign (all must approve)',
-  sequential: 'Sequential countersign (one after another)',
-  vote: 'Vote (pass ratio)',
+  get or() {
+    return t('sign.or')
+  },
+  get all() {
+    return t('sign.all')
+  },
+  get sequential() {
+    return t('sign.sequential')
+  },
+  get vote() {
+    return t('sign.vote')
+  },
 }

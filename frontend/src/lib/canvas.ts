@@ -2,7 +2,8 @@
 // Kept free of Vue so it can be tested on its own: definition → canvas when a draft or version is opened,
 // canvas → definition whenever the admin changes something (validation, save, export).
 import { clone } from './clone'
-import { layoutOf, type DefEdge, type DefNode, type Definition, type Point } from './definition'
+import { t } from '@/i18n'
+import { NODE_META, layoutOf, type DefEdge, type DefNode, type Definition, type Point } from './definition'
 
 /** CanvasNode has the shape of a Vue Flow node; `data.node` is the definition node without its id. */
 export interface CanvasNode {
@@ -94,7 +95,7 @@ export function autoLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<str
 /** conditionLabel is the short text drawn on an edge. */
 export function conditionLabel(e: DefEdge): string | undefined {
   const parts: string[] = []
-  if (e.default) parts.push('default')
+  if (e.default) parts.push(t('diagram.edge.default'))
   if (e.condition && Object.keys(e.condition).length > 0) {
     const s = JSON.stringify(e.condition)
     parts.push(s.length > 40 ? s.slice(0, 37) + '…' : s)
@@ -157,13 +158,13 @@ export function canvasToDefinition(nodes: Pick<CanvasNode, 'id' | 'position' | '
 
 /** canConnect says why an edge may not be drawn between two nodes, or null when it may. */
 export function canConnect(def: Pick<Definition, 'nodes' | 'edges'>, from: string, to: string): string | null {
-  if (from === to) return 'A node cannot connect to itself.'
+  if (from === to) return t('canvas.itself')
   const src = def.nodes.find((n) => n.id === from)
   const dst = def.nodes.find((n) => n.id === to)
-  if (!src || !dst) return 'Both ends must be nodes on the canvas.'
-  if (dst.type === 'start') return 'The start node cannot have incoming edges.'
-  if (dst.type === 'error') return 'The error catcher cannot have incoming edges: it activates on any unhandled error.'
-  if (src.type === 'end' || src.type === 'terminate') return `An ${src.type} node has no outgoing edges.`
-  if (def.edges.some((e) => e.from === from && e.to === to)) return 'These nodes are already connected.'
+  if (!src || !dst) return t('canvas.bothEnds')
+  if (dst.type === 'start') return t('canvas.intoStart')
+  if (dst.type === 'error') return t('canvas.intoError')
+  if (src.type === 'end' || src.type === 'terminate') return t('canvas.outOfEnd', { type: NODE_META[src.type].label })
+  if (def.edges.some((e) => e.from === from && e.to === to)) return t('canvas.already')
   return null
 }

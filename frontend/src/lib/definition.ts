@@ -2,6 +2,7 @@
 // designer sends to the server clean: the server rejects unknown fields in a node, so every node is reduced to the
 // fields its type owns before it leaves the browser.
 import type { FormSchema } from './form'
+import { t } from '@/i18n'
 
 export const NODE_TYPES = ['start', 'approval', 'auto', 'delay', 'callback', 'error', 'end', 'terminate'] as const
 export type NodeType = (typeof NODE_TYPES)[number]
@@ -124,15 +125,29 @@ export function layoutOf(def: Definition): Record<string, Point> | undefined {
   return l && typeof l === 'object' && !Array.isArray(l) ? (l as Record<string, Point>) : undefined
 }
 
+// A node type's label and hint are messages (nodeType.<type>.label/hint), read when shown: they follow the language.
+function nodeMeta(type: NodeType, color: string, icon: string) {
+  return {
+    get label() {
+      return t(`nodeType.${type}.label`)
+    },
+    get hint() {
+      return t(`nodeType.${type}.hint`)
+    },
+    color,
+    icon,
+  }
+}
+
 export const NODE_META: Record<NodeType, { label: string; hint: string; color: string; icon: string }> = {
-  start: { label: 'Start', hint: 'Exactly one: how the process starts (manual, form, cron, API)', color: '#2da44e', icon: '▶' },
-  approval: { label: 'Approval', hint: 'People approve or reject (or-sign, countersign, sequential, vote)', color: '#1f6feb', icon: '✔' },
-  auto: { label: 'Automatic', hint: 'Runs its plugins, then passes on', color: '#8250df', icon: '⚙' },
-  delay: { label: 'Delay', hint: 'Waits a number of seconds or until a time', color: '#bf8700', icon: '◔' },
-  callback: { label: 'Callback', hint: 'Waits for an external system to call back, or for a message', color: '#0969da', icon: '↩' },
-  error: { label: 'Error catcher', hint: 'Global error handler: no incoming edges', color: '#cf222e', icon: '⚠' },
-  end: { label: 'End', hint: 'Normal end (several allowed)', color: '#57606a', icon: '■' },
-  terminate: { label: 'Terminate', hint: 'Ends the instance at once, cancelling everything else', color: '#a40e26', icon: '✖' },
+  start: nodeMeta('start', '#2da44e', '▶'),
+  approval: nodeMeta('approval', '#1f6feb', '✔'),
+  auto: nodeMeta('auto', '#8250df', '⚙'),
+  delay: nodeMeta('delay', '#bf8700', '◔'),
+  callback: nodeMeta('callback', '#0969da', '↩'),
+  error: nodeMeta('error', '#cf222e', '⚠'),
+  end: nodeMeta('end', '#57606a', '■'),
+  terminate: nodeMeta('terminate', '#a40e26', '✖'),
 }
 
 const COMMON_FIELDS = ['id', 'type', 'name', 'join', 'plugins', 'timeout', 'error_handler', 'is_ignore', 'cc', 'meta'] as const
@@ -308,18 +323,19 @@ export function newNodeId(type: NodeType, existing: Iterable<string>): string {
   }
 }
 
-/** defaultNode is the node a palette drop creates: valid enough to show the admin what is missing. */
+/** defaultNode is the node a palette drop creates: valid enough to show the admin what is missing. Its name is in
+ * the admin's language (it is the template's data from then on). */
 export function defaultNode(type: NodeType, id: string): DefNode {
   const name = NODE_META[type].label
   switch (type) {
     case 'start':
-      return { id, type, name: 'Apply', trigger: { kind: 'manual' } }
+      return { id, type, name: t('nodeType.start.defaultName'), trigger: { kind: 'manual' } }
     case 'approval':
       return { id, type, name, approvers: {}, sign: 'or' }
     case 'delay':
       return { id, type, name, interval: 60 }
     case 'end':
-      return { id, type, name: 'End' }
+      return { id, type, name }
     default:
       return { id, type, name }
   }
@@ -340,10 +356,10 @@ export function starterDefinition(): Definition {
  */
 export function renameNode(def: Definition, from: string, to: string): string | null {
   to = to.trim()
-  if (!to) return 'The id cannot be empty.'
-  if (!/^[A-Za-z0-9_.-]+$/.test(to)) return 'Use letters, digits, "_", "-" or "." only.'
+  if (!to) return t('definition.idEmpty')
+  if (!/^[A-Za-z0-9_.-]+$/.test(to)) return t('definition.idChars')
   if (from === to) return null
-  if (def.nodes.some((n) => n.id === to)) return `Another node already has the id "${to}".`
+  if (def.nodes.some((n) => n.id === to)) return t('definition.idTaken', { id: to })
   for (const n of def.nodes) {
     if (n.id === from) n.id = to
     if (n.timeout_branch === from) n.timeout_branch = to
@@ -368,22 +384,22 @@ export function parseDefinition(text: string): Definition {
   try {
     v = JSON.parse(text)
   } catch (e) {
-    throw new Error(`Not valid JSON: ${(e as Error).message}`)
+    throw new Error(t('definition.notJson', { message: (e as Error).message }))
   }
   // Accept a whole template or version object too, as exported by the API.
   if (v && typeof v === 'object' && 'definition' in v) v = (v as { definition: unknown }).definition
-  if (!v || typeof v !== 'object') throw new Error('The file must contain a JSON object with "nodes" and "edges".')
+  if (!v || typeof v !== 'object') throw new Error(t('definition.notObject'))
   const d = v as Partial<Definition>
-  if (!Array.isArray(d.nodes)) throw new Error('"nodes" must be an array.')
-  if (d.edges !== undefined && !Array.isArray(d.edges)) throw new Error('"edges" must be an array.')
+  if (!Array.isArray(d.nodes)) throw new Error(t('definition.notArray', { field: 'nodes' }))
+  if (d.edges !== undefined && !Array.isArray(d.edges)) throw new Error(t('definition.notArray', { field: 'edges' }))
   d.nodes.forEach((n, i) => {
-    if (!n || typeof n !== 'object') throw new Error(`nodes[${i}] is not an object.`)
-    if (typeof n.id !== 'string' || !n.id) throw new Error(`nodes[${i}] has no "id".`)
-    if (!NODE_TYPES.includes(n.type)) throw new Error(`nodes[${i}] ("${n.id}") has an unknown type "${String(n.type)}".`)
+    if (!n || typeof n !== 'object') throw new Error(t('definition.nodeNotObject', { i }))
+    if (typeof n.id !== 'string' || !n.id) throw new Error(t('definition.nodeNoId', { i }))
+    if (!NODE_TYPES.includes(n.type)) throw new Error(t('definition.nodeBadType', { i, id: n.id, type: String(n.type) }))
   })
   ;(d.edges ?? []).forEach((e, i) => {
-    if (!e || typeof e.from !== 'string' || typeof e.to !== 'string') throw new Error(`edges[${i}] needs "from" and "to".`)
+    if (!e || typeof e.from !== 'string' || typeof e.to !== 'string') throw new Error(t('definition.edgeEnds', { i }))
   })
-  if (d.meta !== undefined && (typeof d.meta !== 'object' || d.meta === null || Array.isArray(d.meta))) throw new Error('"meta" must be an object.')
+  if (d.meta !== undefined && (typeof d.meta !== 'object' || d.meta === null || Array.isArray(d.meta))) throw new Error(t('definition.metaNotObject'))
   return { nodes: d.nodes, edges: d.edges ?? [], meta: d.meta, layout: d.layout }
 }

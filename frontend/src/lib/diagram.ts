@@ -45,6 +45,45 @@ export function decorateDiagram(src: string, nodes: NodeStateRef[] = []): string
   return extra.length ? `${text}\n${extra.join('\n')}\n` : text + '\n'
 }
 
+/** EdgeWords are the words for the labels the server writes on edges (service/graph/mermaid.go). */
+export interface EdgeWords {
+  default: string
+  onTimeout: string
+  timeout: string
+  onError: string
+  pruned: string
+  killed: string
+}
+
+const EDGE_WORDS: Record<string, keyof EdgeWords> = {
+  default: 'default',
+  'on timeout': 'onTimeout',
+  timeout: 'timeout',
+  'on error': 'onError',
+}
+
+function escapeLabel(s: string): string {
+  return s.replace(/["#%&<>|`]/g, (c) => `#${c.charCodeAt(0)};`)
+}
+
+/**
+ * localizeDiagram puts the UI's words on the edge labels the server writes in English: "default", "on timeout",
+ * "timeout", "on error", and the edge states " · pruned" / " · killed" it appends to a label (API.md keeps the
+ * Mermaid source the same for every client). A condition's text (`days >= 3`) is a formula and stays as it is; so
+ * does any label the server may add that this UI does not know.
+ */
+export function localizeDiagram(src: string, words: EdgeWords): string {
+  return src.replace(/(-->|-\.->)\|"([^"\n]*)"\|/g, (whole, arrow: string, text: string) => {
+    const m = /^(?:(.*) · )?(pruned|killed)$/.exec(text)
+    const head = m ? (m[1] ?? '') : text
+    const known = Object.hasOwn(EDGE_WORDS, head) ? EDGE_WORDS[head] : undefined
+    if (!known && !m) return whole
+    const parts = [known ? escapeLabel(words[known]) : head]
+    if (m) parts.push(escapeLabel(words[m[2] as 'pruned' | 'killed']))
+    return `${arrow}|"${parts.filter(Boolean).join(' · ')}"|`
+  })
+}
+
 let seq = 0
 
 /** renderMermaid renders source into an SVG string; mermaid (large) is loaded on first use only. */

@@ -43,7 +43,7 @@ export function fileEntries(v: unknown): FileEntry[] {
  * renders it (an HTML or SVG file stays a file). */
 export function dataUrlBlob(url: string): Blob {
   const data = base64DataUrl(url)
-  if (!data) throw new Error('not a base64 data: URL')
+  if (!data) throw new Error('not a base64 data: URL') // i18n-ignore: callers check first
   const bin = atob(data.slice(data.indexOf(',') + 1))
   const bytes = new Uint8Array(bin.length)
   for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i)

@@ -1,6 +1,7 @@
 // Form templates (seeds/003 "表单模版"): a component form, each field bound to a context path, or an HTML template
 // shown in a sandboxed iframe. A form lives inside the definition: on a start node's `form` trigger (the form a
 // user fills to start) and on an approval node's `form` (how the approver sees, and may edit, the context).
+import { t } from '@/i18n'
 import { clone } from './clone'
 import { flatten, getPath, isValidPath, setPath } from './path'
 
@@ -71,23 +72,35 @@ export interface FormSchema {
   mock?: Record<string, unknown>
 }
 
+// A field type's label is a message (fieldType.<type>), read when shown: it follows the language.
+function fieldMeta(type: FieldType, icon: string, bound: boolean, hasOptions?: boolean) {
+  return {
+    get label() {
+      return t(`fieldType.${type}`)
+    },
+    icon,
+    bound,
+    ...(hasOptions ? { hasOptions } : {}),
+  }
+}
+
 export const FIELD_META: Record<FieldType, { label: string; icon: string; hasOptions?: boolean; bound: boolean }> = {
-  input: { label: 'Text', icon: 'T', bound: true },
-  textarea: { label: 'Paragraph', icon: '¶', bound: true },
-  number: { label: 'Number', icon: '#', bound: true },
-  money: { label: 'Money', icon: '¥', bound: true },
-  select: { label: 'Select', icon: '▾', hasOptions: true, bound: true },
-  'multi-select': { label: 'Multi-select', icon: '☰', hasOptions: true, bound: true },
-  radio: { label: 'Radio', icon: '◉', hasOptions: true, bound: true },
-  checkbox: { label: 'Checkboxes', icon: '☑', hasOptions: true, bound: true },
-  date: { label: 'Date', icon: '▦', bound: true },
-  'date-range': { label: 'Date range', icon: '↔', bound: true },
-  time: { label: 'Time', icon: '◷', bound: true },
-  switch: { label: 'Switch', icon: '◑', bound: true },
-  user: { label: 'User picker', icon: '☺', bound: true },
-  department: { label: 'Department', icon: '⌂', bound: true },
-  attachment: { label: 'Attachment', icon: '▤', bound: true },
-  description: { label: 'Description text', icon: 'ℹ', bound: false },
+  input: fieldMeta('input', 'T', true),
+  textarea: fieldMeta('textarea', '¶', true),
+  number: fieldMeta('number', '#', true),
+  money: fieldMeta('money', '¥', true),
+  select: fieldMeta('select', '▾', true, true),
+  'multi-select': fieldMeta('multi-select', '☰', true, true),
+  radio: fieldMeta('radio', '◉', true, true),
+  checkbox: fieldMeta('checkbox', '☑', true, true),
+  date: fieldMeta('date', '▦', true),
+  'date-range': fieldMeta('date-range', '↔', true),
+  time: fieldMeta('time', '◷', true),
+  switch: fieldMeta('switch', '◑', true),
+  user: fieldMeta('user', '☺', true),
+  department: fieldMeta('department', '⌂', true),
+  attachment: fieldMeta('attachment', '▤', true),
+  description: fieldMeta('description', 'ℹ', false),
 }
 
 /** Largest attachment the form accepts: the file travels base64-encoded in the JSON body (1 MiB limit). */
@@ -95,11 +108,12 @@ export const MAX_ATTACHMENT_BYTES = 256 * 1024
 
 export function emptyForm(kind: FormSchema['kind'] = 'components'): FormSchema {
   return kind === 'html'
-    ? { kind: 'html', html: DEFAULT_HTML, mock: { title: 'Sample', amount: 42 } }
+    ? { kind: 'html', html: defaultHtml(), mock: { title: t('form.sample.title'), amount: 42 } }
     : { kind: 'components', fields: [] }
 }
 
-/** newField creates a field of the given type with an id and context path not used by the others. */
+/** newField creates a field of the given type with an id and context path not used by the others; its texts (label,
+ * options, description) are in the admin's language, as the form's data from then on. */
 export function newField(type: FieldType, existing: FormField[]): FormField {
   const ids = new Set(existing.map((f) => f.id))
   const paths = new Set(existing.map((f) => f.field).filter(Boolean))
@@ -109,15 +123,15 @@ export function newField(type: FieldType, existing: FormField[]): FormField {
   if (FIELD_META[type].bound) f.field = `field_${n}`
   if (FIELD_META[type].hasOptions) {
     f.options = [
-      { label: 'Option A', value: 'a' },
-      { label: 'Option B', value: 'b' },
+      { label: t('form.sample.option', { n: 'A' }), value: 'a' },
+      { label: t('form.sample.option', { n: 'B' }), value: 'b' },
     ]
   }
   if (type === 'money') {
     f.precision = 2
     f.currency = 'CNY'
   }
-  if (type === 'description') f.text = 'Explain to the applicant what to fill in.'
+  if (type === 'description') f.text = t('form.sample.description')
   return f
 }
 
@@ -165,16 +179,16 @@ export function validateValues(schema: FormSchema | undefined, values: Record<st
     if (!f.field || (onlyEditable && f.readonly)) continue
     const v = values[f.id]
     if (f.required && (isBlank(v) || (f.type === 'switch' && v !== true && v !== false))) {
-      errors[f.id] = `${f.label || f.field} is required`
+      errors[f.id] = t('form.required', { label: f.label || f.field })
       continue
     }
     if (isBlank(v)) continue
     if ((f.type === 'number' || f.type === 'money') && typeof v === 'number') {
-      if (f.min !== undefined && v < f.min) errors[f.id] = `${f.label} must be at least ${f.min}`
-      else if (f.max !== undefined && v > f.max) errors[f.id] = `${f.label} must be at most ${f.max}`
+      if (f.min !== undefined && v < f.min) errors[f.id] = t('form.atLeast', { label: f.label, min: f.min })
+      else if (f.max !== undefined && v > f.max) errors[f.id] = t('form.atMost', { label: f.label, max: f.max })
     }
     if ((f.type === 'select' || f.type === 'radio') && f.options && !f.options.some((o) => o.value === v)) {
-      errors[f.id] = `${f.label}: choose one of the options`
+      errors[f.id] = t('form.chooseOption', { label: f.label })
     }
   }
   return errors
@@ -202,7 +216,7 @@ export function displayValue(f: FormField | undefined, v: unknown): string {
   if (f?.options && Array.isArray(v) && (f.type === 'multi-select' || f.type === 'checkbox')) {
     return v.map((x) => f.options!.find((o) => o.value === x)?.label ?? String(x)).join(', ') || '—'
   }
-  if (f?.type === 'switch') return v ? 'Yes' : 'No'
+  if (f?.type === 'switch') return v ? t('form.yes') : t('form.no')
   if (f?.type === 'money' && typeof v === 'number') {
     return `${v.toFixed(f.precision ?? 2)}${f.currency ? ' ' + f.currency : ''}`
   }
@@ -237,39 +251,46 @@ export function displayRows(schema: FormSchema | undefined, context: unknown): D
 export function checkSchema(schema: FormSchema): string[] {
   const problems: string[] = []
   if (schema.kind === 'html') {
-    if (!schema.html?.trim()) problems.push('The HTML template is empty.')
+    if (!schema.html?.trim()) problems.push(t('form.problem.htmlEmpty'))
     return problems
   }
   const ids = new Set<string>()
   const paths = new Map<string, string>()
   for (const f of schema.fields ?? []) {
-    if (ids.has(f.id)) problems.push(`Two fields have the id "${f.id}".`)
+    if (ids.has(f.id)) problems.push(t('form.problem.sameId', { id: f.id }))
     ids.add(f.id)
     if (!FIELD_META[f.type]?.bound) continue
     if (!f.field || !isValidPath(f.field)) {
-      problems.push(`"${f.label}" needs a context field like "days" or "applicant.name".`)
+      problems.push(t('form.problem.needsField', { label: f.label }))
       continue
     }
     const other = paths.get(f.field)
-    if (other) problems.push(`"${f.label}" and "${other}" are both bound to "${f.field}".`)
+    if (other) problems.push(t('form.problem.samePath', { label: f.label, other, path: f.field }))
     paths.set(f.field, f.label)
-    if (FIELD_META[f.type].hasOptions && !(f.options ?? []).length) problems.push(`"${f.label}" has no options.`)
+    if (FIELD_META[f.type].hasOptions && !(f.options ?? []).length) problems.push(t('form.problem.noOptions', { label: f.label }))
   }
   return problems
 }
 
-const DEFAULT_HTML = `<style>
+// The HTML template a new HTML form starts with: a small example for the admin to edit (its one word in their
+// language).
+function defaultHtml(): string {
+  const amount = t('form.sample.amount').replace(/[<&]/g, (c) => (c === '<' ? '&lt;' : '&amp;'))
+  // i18n-ignore-start: HTML, CSS and JavaScript of the example
+  return `<style>
   body { font: 14px system-ui, sans-serif; margin: 12px; color: #24292f; }
   .amount { font-size: 28px; font-weight: 600; color: #1f6feb; }
 </style>
 <h3 id="title"></h3>
-<p>Amount: <span class="amount" id="amount"></span></p>
+<p>${amount} <span class="amount" id="amount"></span></p>
 <script>
   // window.halley.context is the instance context (the mock context in the designer).
   const c = window.halley.context;
   document.getElementById('title').textContent = c.title ?? '';
   document.getElementById('amount').textContent = c.amount ?? '';
 </script>`
+  // i18n-ignore-end
+}
 
 /**
  * htmlSrcdoc wraps an HTML template into the document the form frame writes (HtmlFormFrame: a sandboxed iframe of
@@ -280,6 +301,7 @@ const DEFAULT_HTML = `<style>
 export function htmlSrcdoc(html: string, context: unknown): string {
   // "<" escaped so that a value containing "</script>" cannot close the script element.
   const json = JSON.stringify(context ?? {}).replace(/</g, '\\u003c').replace(/\u2028/g, '\\u2028').replace(/\u2029/g, '\\u2029')
+  // i18n-ignore-start: the frame's document
   return `<!doctype html><html><head><meta charset="utf-8">
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:; font-src data:">
 <meta name="viewport" content="width=device-width, initial-scale=1">
@@ -294,6 +316,7 @@ ${html}
 })();
 </script>
 </body></html>`
+  // i18n-ignore-end
 }
 
 /** formOf extracts a form schema from whatever GET /forms/{key} or a trigger holds. */

@@ -1,6 +1,7 @@
 // Turning the errors of POST /templates/validate into highlights on the canvas: each error names the nodes at
 // fault; a cycle is drawn on the edges that form it; an edge to a missing node is drawn on the edge; what names
 // nothing on the canvas is listed above it.
+import { validationText } from '@/api/client'
 
 export interface ValidationError {
   code: string
@@ -75,7 +76,7 @@ export function computeHighlights(errors: ValidationError[], nodeIds: Iterable<s
 
 /** nodeErrorText is the tooltip of a highlighted node. */
 export function nodeErrorText(errs: ValidationError[] | undefined): string {
-  return (errs ?? []).map((e) => `${e.message} (${e.code})`).join('\n')
+  return (errs ?? []).map((e) => `${validationText(e)} (${e.code})`).join('\n')
 }
 
 /** errorsFromDetails reads `details.errors` of a 422 publish answer; [] when it has none. */
