@@ -6,6 +6,8 @@
 // Then (issue 18) the attacks on the approver's browser: a javascript: URL submitted through a form is refused, one
 // stored in a request runs nothing when the approver opens and clicks it, injected markup is stopped by the
 // Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
+// Last (the languages) a Chinese user, approver and admin walk the main pages, desktop and phone, and read no
+// English on them but data: no message key, no English label, the diagram's edge labels in Chinese.
 //
 //   HALLEY_BIN=../halley npm run test:e2e      # the binary built from ./server/cmd/halley (it embeds dist/)
 //   HALLEY_E2E_MOCK=1 npm run test:e2e        # rehearse against e2e/mock-server.mjs (never in CI)
@@ -803,6 +805,210 @@ try {
     const tok = (await call('POST', '/auth/login', undefined, { username: 'bob', password: 'bob-pw-123' })).token
     expect((await call('GET', '/me', tok)).email === 'bob@example.com', 'the email is saved')
     await noHorizontalScroll()
+  })
+
+  // ---- the whole UI in Chinese: no English left on the main pages (the i18n issue) ----
+  await step('a Chinese user and a Chinese admin read no English on the main pages', async () => {
+    for (const u of [
+      { username: 'zhao', password: 'zhao-pw-123', display_name: '赵敏', department: 'Sales', manager: 'qian', roles: [] },
+      { username: 'qian', password: 'qian-pw-123', display_name: '钱进', department: 'Sales', roles: ['lead'] },
+    ]) {
+      await call('POST', '/users', adminToken, u)
+      const tok = (await call('POST', '/auth/login', undefined, { username: u.username, password: u.password })).token
+      await call('PUT', '/me', tok, { language: 'zh-CN' })
+    }
+    await call('PUT', '/me', adminToken, { language: 'zh-CN' })
+    const zhKey = `zh-leave-${key}`
+    await call('POST', '/templates', adminToken, { key: zhKey, name: '请假（e2e）', description: '中文流程', definition: {
+      nodes: [
+        {
+          id: 'start',
+          type: 'start',
+          name: '提交申请',
+          trigger: {
+            kind: 'form',
+            require_login: true,
+            form: {
+              kind: 'components',
+              fields: [
+                { id: 'd', type: 'number', label: '天数', field: 'days', required: true, min: 1 },
+                { id: 'k', type: 'select', label: '类型', field: 'kind', options: [{ label: '年假', value: 'annual' }, { label: '病假', value: 'sick' }] },
+                { id: 'r', type: 'date-range', label: '起止日期', field: 'range' },
+              ],
+            },
+          },
+        },
+        { id: 'lead', type: 'approval', name: '主管审批', approvers: { relation: 'initiator.manager' }, cc: { users: ['zhao'] } },
+        { id: 'hr', type: 'approval', name: '人事备案', approvers: { users: ['qian'] } },
+        { id: 'end', type: 'end', name: '结束' },
+      ],
+      edges: [
+        { from: 'start', to: 'lead' },
+        { from: 'lead', to: 'hr', condition: { days: { $gte: 3 } } },
+        { from: 'lead', to: 'end', default: true },
+        { from: 'hr', to: 'end' },
+      ],
+    } })
+    await call('POST', `/templates/${zhKey}/publish`, adminToken)
+    const zhaoToken = (await call('POST', '/auth/login', undefined, { username: 'zhao', password: 'zhao-pw-123' })).token
+    const qianToken = (await call('POST', '/auth/login', undefined, { username: 'qian', password: 'qian-pw-123' })).token
+    const pending = await call('POST', `/forms/${zhKey}/submit`, zhaoToken, { days: 1, kind: 'sick', range: ['2030-01-01', '2030-01-02'] })
+    const done = await call('POST', `/forms/${zhKey}/submit`, zhaoToken, { days: 2, kind: 'annual' })
+    const doneTask = (await call('GET', `/instances/${done.id}`, qianToken)).tasks.find((t) => t.status === 'pending')
+    await call('POST', `/tasks/${doneTask.id}/approve`, qianToken, { comment: '同意' })
+    const task = (await call('GET', `/instances/${pending.id}`, qianToken)).tasks.find((t) => t.status === 'pending')
+
+    // What the pages show that is data, not UI: names, keys, titles, values, comments and server diagnostics, as
+    // the API gives them to the admin. Everything else on a page must be Chinese.
+    const data = new Set(['Halley', 'English'])
+    // add takes values; withKeys the keys too (a context without a form is shown by its paths).
+    const add = (v, withKeys = false) => {
+      if (typeof v === 'string' && v.trim()) data.add(v.trim())
+      else if (typeof v === 'number') data.add(String(v))
+      else if (Array.isArray(v)) v.forEach((x) => add(x, withKeys))
+      else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) withKeys && add(k), add(x, withKeys)
+    }
+    const users = await call('GET', '/users', adminToken)
+    const list = (x) => x?.items ?? x ?? []
+    for (const u of list(users)) add([u.username, u.display_name, u.department, u.manager, u.email, u.roles])
+    for (const t of list(await call('GET', '/templates', adminToken))) {
+      add([t.key, t.name, t.description, t.start_kind])
+      const full = await call('GET', `/templates/${t.key}`, adminToken)
+      const def = full.draft?.definition ?? full.draft
+      add(def)
+      for (const e of def?.edges ?? []) add(e.condition, true) // a condition is shown as its JSON
+    }
+    const insts = await call('GET', '/instances?limit=200', adminToken)
+    for (const { id } of insts.items) {
+      const i = await call('GET', `/instances/${id}`, adminToken)
+      add([i.id, i.title, i.template, i.initiator, i.correlation_id, i.error, (i.tasks ?? []).map((t) => [t.node_name, t.assignee])])
+      add(i.context, true)
+      for (const h of list(await call('GET', `/instances/${i.id}/history`, adminToken))) add([h.actor, h.comment, h.node_id])
+    }
+    for (const p of list(await call('GET', '/plugins', adminToken))) add(p.name)
+    // Longest first, and only where they stand as words (the user "lead" must not cut "leader" in two).
+    const dataPatterns = [...data]
+      .sort((a, b) => b.length - a.length)
+      .map((d) => new RegExp(`(?<![A-Za-z])${d.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![A-Za-z])`, 'g'))
+    // Words a Chinese page uses as they are: abbreviations, units, the checksum's name.
+    const allowed = new Set(['ID', 'JSON', 'HTML', 'API', 'IM', 'KiB', 'MiB', 'sha', 'Python', 'CNY'])
+    const keyLike = /\b(common|nav|title|login|password|profile|users|plugin|status|pick|h5|inbox|task|actions|summary|history|context|form|linear|start|triggerKind|requests|cc|instance|nodeError|edges|diagram|notFound|templates|adminInstances|forms|nodeType|definition|canvas|approvers|sign|fieldType|designer|join|nodePanel|trigger|approversEditor|edgePanel|node|formDesigner|http|apiError|validation|time)\.[A-Za-z_.-]+/
+
+    async function english(label) {
+      await page.waitForLoadState('networkidle').catch(() => {})
+      await page.waitForTimeout(400)
+      // The text a user reads: visible text outside code (ids, keys, JSON are code), and the placeholders and titles
+      // of what is visible.
+      const text = await page.evaluate(() => {
+        const out = []
+        const skip = (el) => !!el.closest('code, pre, .mono, script, style, noscript') || (el.checkVisibility && !el.checkVisibility())
+        const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT)
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) if (n.parentElement && !skip(n.parentElement) && n.textContent.trim()) out.push(n.textContent)
+        for (const el of document.querySelectorAll('[placeholder], [aria-label]')) if (!skip(el)) out.push(el.getAttribute('placeholder') ?? '', el.getAttribute('aria-label') ?? '')
+        return out.join('\n')
+      })
+      let rest = text
+      for (const d of dataPatterns) rest = rest.replace(d, ' ')
+      expect(!keyLike.test(rest), `${label}: a message key shows: ${rest.match(keyLike)?.[0]}`)
+      rest = rest.replace(/\b(?=[0-9a-f.-]*\d)[0-9a-f][0-9a-f.-]{3,}\b/gi, ' ') // ids
+      const words = [...new Set(rest.match(/[A-Za-z]{2,}/g) ?? [])].filter((w) => !allowed.has(w))
+      expect(words.length === 0, `${label} (${new URL(page.url()).pathname}) shows English: ${words.join(', ')}`)
+      await page.screenshot({ path: join(artifacts, `zh-${label.replace(/[^a-z0-9]+/gi, '-')}.png`), fullPage: true }).catch(() => {})
+    }
+
+    const desktop = { width: 1440, height: 900 }
+    const phone = { width: 390, height: 844 }
+    await login('zhao', 'zhao-pw-123')
+    await page.locator('.app-header nav').getByText('待办').waitFor()
+    await english('inbox (empty)')
+    await page.goto(`${base}/start`)
+    await english('start')
+    await page.goto(`${base}/start/${zhKey}`)
+    await page.locator('[data-field=days]').waitFor()
+    await english('start form')
+    await page.click('[data-test=start-submit]')
+    await page.locator('.el-form-item__error').first().waitFor()
+    await english('start form, a required field missing')
+    await page.goto(`${base}/requests`)
+    await page.locator('[data-test=requests] .el-table__row').first().waitFor()
+    await english('my requests')
+    await page.goto(`${base}/cc`)
+    await english('copied to me')
+    await page.goto(`${base}/instances/${pending.id}`)
+    await page.locator('[data-test=diagram] svg').waitFor()
+    await english('a running request')
+    await page.goto(`${base}/instances/${done.id}`)
+    await page.locator('[data-test=diagram] svg').waitFor()
+    const edgeText = await page.locator('[data-test=diagram] svg').evaluate((el) => el.textContent)
+    expect(/默认/.test(edgeText) && /未选中/.test(edgeText) && !/default|pruned|killed/.test(edgeText), `the diagram's edge labels: ${edgeText}`)
+    await english('a completed request')
+    await page.goto(`${base}/profile`)
+    await english('profile')
+    await page.goto(`${base}/nowhere`)
+    await english('not found')
+    await page.setViewportSize(phone)
+    await page.goto(`${base}/instances/${pending.id}`)
+    await page.locator('[data-test=diagram] svg').waitFor()
+    await noHorizontalScroll()
+    await english('a running request on a phone')
+    await page.goto(`${base}/requests`)
+    await noHorizontalScroll()
+    await english('my requests on a phone')
+    await page.goto(`${base}/start/${zhKey}`)
+    await page.locator('[data-field=days]').waitFor()
+    await noHorizontalScroll()
+    await english('start form on a phone')
+
+    await login('qian', 'qian-pw-123')
+    await page.locator('[data-test=inbox-task]').first().waitFor()
+    await english('inbox')
+    await page.goto(`${base}/tasks/${task.id}`)
+    await page.locator('[data-test=approve]').waitFor()
+    await english('task')
+    await page.click('[data-test=reject]')
+    await page.click('[data-test=confirm]')
+    await page.locator('.el-dialog .el-form-item__error').waitFor()
+    await english('reject without a comment')
+    await page.keyboard.press('Escape')
+    await login('qian', 'qian-pw-123', { viewport: phone })
+    await page.waitForURL(/\/m\/inbox/)
+    await page.locator('[data-test=inbox-task]').first().waitFor()
+    await english('phone inbox')
+    await page.goto(`${base}/m/tasks/${task.id}`)
+    await page.locator('[data-test=approve]').waitFor()
+    await noHorizontalScroll()
+    await english('phone task')
+    await page.click('[data-test=approve]')
+    await page.locator('[data-test=action-popup]').waitFor()
+    await english('phone approve sheet')
+    await page.click('[data-test=confirm]')
+    await page.locator('[data-test=task-status][data-status=approved]').waitFor()
+    await english('phone task approved')
+    await page.goto(`${base}/m/profile`)
+    await english('phone profile')
+
+    await login('admin', ADMIN_PASSWORD, { viewport: desktop })
+    for (const [label, path] of [
+      ['templates', '/admin/templates'],
+      ['instances', '/admin/instances'],
+      ['plugins', '/admin/plugins'],
+      ['users', '/admin/users'],
+      ['form designer', '/admin/forms'],
+    ]) {
+      await page.goto(`${base}${path}`)
+      await english(`admin ${label}`)
+    }
+    await page.goto(`${base}/admin/templates/${zhKey}/designer`)
+    await page.locator('[data-test=validation-status][data-valid=true]').waitFor()
+    allowed.add('Delete') // the key, in the palette's tips
+    await english('admin designer')
+    await page.setViewportSize(phone)
+    await page.goto(`${base}/admin/instances`)
+    await noHorizontalScroll()
+    await english('admin instances on a phone')
+
+    await call('PUT', '/me', adminToken, { language: 'en' })
+    await page.evaluate(() => localStorage.setItem('halley.language', 'en'))
   })
 
   await step('no Content-Security-Policy violation in the whole run', async () => {
