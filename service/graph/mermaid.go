@@ -22,6 +22,10 @@ const maxEdgeLabel = 60
 // the compact JSON of the condition cut to about 60 characters; default edges read "default". Timeout and catch
 // branches are drawn as dotted arrows.
 //
+// The words of these labels ("default", "on timeout", "timeout", "on error", and " · pruned" / " · killed" of
+// MermaidInstance) are the same for every client of the API; the web UI puts its reader's language on exactly these
+// (frontend/src/lib/diagram.ts localizeDiagram): change them in both places together.
+//
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.
 func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
