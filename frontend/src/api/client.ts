@@ -13,7 +13,7 @@ export class ApiError extends Error {
   readonly serverMessage: string
 
   constructor(status: number, code: string, message: string, details?: Record<string, unknown>) {
-    super(message || `HTTP ${status}`)
+    super(message || `HTTP ${status}`) // i18n-ignore: errorMessage says it
     this.name = 'ApiError' // i18n-ignore: a class name
     this.status = status
     this.code = code

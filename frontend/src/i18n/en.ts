@@ -1,7 +1,8 @@
 // English messages. zh-CN.ts has the same keys (i18n.test.ts checks); a key missing in a language falls back to
-// English, and a missing key shows itself. Messages are vue-i18n syntax: {name} is a parameter, and the characters
-// { } @ $ | are written {'@'} and so on when they are meant literally. Generated once from the keys the components use;
-// edit it by hand.
+// English, and a missing key shows itself. Messages are vue-i18n syntax: {name} is a parameter, "a | b" chooses by
+// count, and the characters { } @ $ | are written {'@'} and so on when they are meant literally. Sections follow the
+// pages and components that use them; the server's codes (status, nodeError, history, apiError, validation) are
+// read through i18n/words.ts and api/client.ts.
 export default {
   common: {
     save: 'Save',
@@ -18,7 +19,6 @@ export default {
     language: 'Language',
     languageBrowser: 'As the browser',
     refresh: 'Refresh',
-    back: 'Back',
     remove: 'Remove',
     delete: 'Delete',
     apply: 'Apply',
@@ -29,9 +29,6 @@ export default {
     done: 'Done',
     more: 'More',
     choose: 'Choose',
-    no: 'No',
-    on: 'On',
-    off: 'Off',
     anyStatus: 'Any status',
   },
   nav: {
@@ -432,6 +429,7 @@ export default {
     chooseOption: '{label}: choose one of the options',
     yes: 'Yes',
     no: 'No',
+    fileN: 'file {n}',
     sample: {
       title: 'Sample',
       amount: 'Amount:',
@@ -541,7 +539,6 @@ export default {
       correlation: 'Correlation',
       since: 'Since',
     },
-    open: 'open',
     noTasks: 'No approval task has been created.',
     bookmarks: 'Open bookmarks (what the instance waits for)',
     resume: 'Resume…',
@@ -559,7 +556,6 @@ export default {
     titleHandled: 'A step failed',
     atStep: 'at step “{node}”',
     code: 'Error code',
-    details: 'Details',
     unknown: 'A step failed with error “{code}”.',
     codes: {
       plugin_failed: 'A plugin (an automatic call to another system) failed.',

@@ -85,7 +85,9 @@ function scanScript(code: string, file: string, lineOffset: number, report: (f: 
       const line = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1
       literals?.(text, line + lineOffset, ts.isTemplateHead(node))
       const isKey = ts.isPropertyAssignment(node.parent) && node.parent.name === node
-      if (!isKey && !ignored.has(line) && isProse(text)) report({ file, line: line + lineOffset, text })
+      // In a template string one word beside a value reads as language too: `file ${n}`.
+      const beside = (ts.isTemplateHead(node) || ts.isTemplateMiddle(node)) && /\s$/.test(text) || (ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) && /^\s/.test(text)
+      if (!isKey && !ignored.has(line) && (isProse(text) || (beside && words(text).length > 0))) report({ file, line: line + lineOffset, text })
     }
     ts.forEachChild(node, visit)
   }
@@ -207,6 +209,7 @@ describe('the scanner', () => {
       `<script setup lang="ts">
 const a = 'Approve'
 const b = \`Moved to \${x}\`
+const b2 = \`file \${i + 1}\`
 const c = { approve: 'Take it back' }
 notify(cond ? 'Saved' : 'draft')
 </script>
@@ -217,7 +220,7 @@ notify(cond ? 'Saved' : 'draft')
   <span>{{ x ? 'Done' : 'running' }}</span>
 </template>`,
     )
-    expect(found).toEqual(['Approve', 'Moved to ', 'Take it back', 'Saved', 'Back to inbox', 'placeholder="Search processes"', 'No earlier step', 'Done'])
+    expect(found).toEqual(['Approve', 'Moved to ', 'file ', 'Take it back', 'Saved', 'Back to inbox', 'placeholder="Search processes"', 'No earlier step', 'Done'])
   })
 
   it('leaves codes, keys, code elements, names and ignored lines alone', () => {

@@ -30,7 +30,7 @@ export function decorateDiagram(src: string, nodes: NodeStateRef[] = []): string
   if (!/^\s*(flowchart|graph)\b/m.test(text)) return text
   const extra: string[] = []
   for (const [state, style] of Object.entries(STATE_STYLES)) {
-    if (!new RegExp(`^\\s*classDef\\s+([\\w-]+,)*${state}\\b`, 'm').test(text)) extra.push(`  classDef ${state} ${style}`)
+    if (!new RegExp(`^\\s*classDef\\s+([\\w-]+,)*${state}\\b`, 'm').test(text)) extra.push(`  classDef ${state} ${style}`) // i18n-ignore: Mermaid syntax
   }
   const hasClasses = /^\s*class\s+\S+\s+\S+/m.test(text) || /:::[\w-]+/.test(text)
   if (!hasClasses) {
@@ -39,7 +39,7 @@ export function decorateDiagram(src: string, nodes: NodeStateRef[] = []): string
       // Only ids the source really declares, and never a Mermaid keyword.
       if (['end', 'graph', 'subgraph', 'class', 'style'].includes(n.node_id)) continue
       if (!new RegExp(`(^|[^\\w-])${escapeRe(n.node_id)}([^\\w-]|$)`, 'm').test(text)) continue
-      extra.push(`  class ${n.node_id} ${n.state}`)
+      extra.push(`  class ${n.node_id} ${n.state}`) // i18n-ignore: Mermaid syntax
     }
   }
   return extra.length ? `${text}\n${extra.join('\n')}\n` : text + '\n'

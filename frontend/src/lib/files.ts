@@ -1,6 +1,7 @@
 // Values that come from an instance's context are data, never links: whoever started the instance wrote them (an
 // anonymous form submitter included). A value is put into an href or src only through the helpers here: files are
 // offered as downloads of their bytes, and only http(s) URLs are ever linked. docs/security.md says why.
+import { t } from '@/i18n'
 
 /** One file of a file field, as the form renderer shows it. */
 export interface FileEntry {
@@ -26,10 +27,10 @@ export function base64DataUrl(s: unknown): string | undefined {
 export function fileEntries(v: unknown): FileEntry[] {
   if (!Array.isArray(v)) return []
   return v.map((x, i): FileEntry => {
-    if (typeof x === 'string') return ATTACHMENT_ID.test(x) ? { name: x, id: x } : { name: `file ${i + 1}` }
-    if (!x || typeof x !== 'object') return { name: `file ${i + 1}` }
+    if (typeof x === 'string') return ATTACHMENT_ID.test(x) ? { name: x, id: x } : { name: t('form.fileN', { n: i + 1 }) }
+    if (!x || typeof x !== 'object') return { name: t('form.fileN', { n: i + 1 }) }
     const o = x as Record<string, unknown>
-    const e: FileEntry = { name: typeof o.name === 'string' && o.name ? o.name : `file ${i + 1}` }
+    const e: FileEntry = { name: typeof o.name === 'string' && o.name ? o.name : t('form.fileN', { n: i + 1 }) }
     if (typeof o.size === 'number' && o.size >= 0) e.size = o.size
     if (typeof o.type === 'string') e.type = o.type
     const d = base64DataUrl(o.data_url)
