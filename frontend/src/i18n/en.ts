@@ -672,6 +672,7 @@ export default {
     idEmpty: 'The id cannot be empty.',
     idChars: 'Use letters, digits, "_", "-" or "." only.',
     idTaken: 'Another node already has the id "{id}".',
+    idTooLong: 'The id may be at most {n} characters long.',
     notJson: 'Not valid JSON: {message}',
     notObject: 'The file must contain a JSON object with "nodes" and "edges".',
     notArray: '"{field}" must be an array.',

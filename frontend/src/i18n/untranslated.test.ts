@@ -84,7 +84,11 @@ function scanScript(code: string, file: string, lineOffset: number, report: (f: 
     if (text !== undefined) {
       const line = sf.getLineAndCharacterOfPosition(node.getStart(sf)).line + 1
       literals?.(text, line + lineOffset, ts.isTemplateHead(node))
-      const isKey = ts.isPropertyAssignment(node.parent) && node.parent.name === node
+      // A property name, or a value compared with (=== 'Node', case 'Node':), is code, never shown.
+      const compared =
+        (ts.isBinaryExpression(node.parent) && [ts.SyntaxKind.EqualsEqualsEqualsToken, ts.SyntaxKind.ExclamationEqualsEqualsToken, ts.SyntaxKind.EqualsEqualsToken, ts.SyntaxKind.ExclamationEqualsToken].includes(node.parent.operatorToken.kind)) ||
+        ts.isCaseClause(node.parent)
+      const isKey = (ts.isPropertyAssignment(node.parent) && node.parent.name === node) || compared
       // In a template string one word beside a value reads as language too: `file ${n}`.
       const beside = (ts.isTemplateHead(node) || ts.isTemplateMiddle(node)) && /\s$/.test(text) || (ts.isTemplateMiddle(node) || ts.isTemplateTail(node)) && /^\s/.test(text)
       if (!isKey && !ignored.has(line) && (isProse(text) || (beside && words(text).length > 0))) report({ file, line: line + lineOffset, text })
@@ -229,6 +233,8 @@ notify(cond ? 'Saved' : 'draft')
       `<script setup lang="ts">
 import { api } from '@/api'
 const kind: 'approve' | 'reject' = 'approve'
+if (type === 'Definition' || x !== 'Node') go()
+switch (k) { case 'Trigger': break }
 const url = \`/api/v1/tasks/\${id}\`
 const css = 'fill:#dafbe1,stroke:#1a7f37'
 const auth = \`Bearer \${token}\`

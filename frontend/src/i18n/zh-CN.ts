@@ -668,6 +668,7 @@ export default {
     idEmpty: 'ID 不能为空。',
     idChars: '只能使用字母、数字、“_”、“-”或“.”。',
     idTaken: '已有其他节点使用 ID“{id}”。',
+    idTooLong: 'ID 最多 {n} 个字符。',
     notJson: '不是合法的 JSON：{message}',
     notObject: '文件必须是包含 "nodes" 和 "edges" 的 JSON 对象。',
     notArray: '"{field}" 必须是数组。',
