@@ -50,7 +50,7 @@ func TestTemplatesValidate(t *testing.T) {
 			if !res.Valid || len(res.Errors) != 0 {
 				t.Fatalf("invalid: %+v", res.Errors)
 			}
-			d, _ := model.ParseDefinition(tpl.Definition)
+			d, _ := graph.Parse(tpl.Definition)
 			if src := graph.Mermaid(d, nil, nil); strings.Count(src, "\n") < len(d.Nodes)+len(d.Edges) {
 				t.Errorf("diagram too short:\n%s", src)
 			}
@@ -67,7 +67,7 @@ func TestTemplatesScenarios(t *testing.T) {
 	m := all(t)
 	def := func(key string) *model.Definition {
 		t.Helper()
-		d, errs := model.ParseDefinition(m[key].Definition)
+		d, errs := graph.Parse(m[key].Definition)
 		if d == nil || len(errs) > 0 {
 			t.Fatalf("%s: %v", key, errs)
 		}

@@ -11,9 +11,9 @@ import (
 
 func parsed(t *testing.T, raw string) *model.Definition {
 	t.Helper()
-	d, errs := model.ParseDefinition([]byte(raw))
+	d, errs := graph.Parse([]byte(raw))
 	if d == nil || len(errs) > 0 {
-		t.Fatalf("ParseDefinition: %v", errs)
+		t.Fatalf("Parse: %v", errs)
 	}
 	return d
 }

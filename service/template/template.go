@@ -243,10 +243,10 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 
 // compile validates and compiles a definition. EUNPROCESSABLE with the validation errors when it is invalid.
 func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
-	def, perrs := model.ParseDefinition(raw)
+	def, perrs := graph.Parse(raw)
 	errs := perrs
 	if def != nil && len(perrs) == 0 {
-		errs = graph.ValidateDefinition(def, validationOptions)
+		errs = graph.Check(def, validationOptions)
 	}
 	if len(errs) > 0 {
 		return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_definition", "the definition has %d problem(s); the first: %s", len(errs), errs[0].Message).
