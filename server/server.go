@@ -127,6 +127,7 @@ func (s *Server) routes() *gin.Engine {
 		return s.bodyLimit
 	}))
 	api.POST("/auth/login", s.login)
+	api.GET("/schemas/definition.json", s.definitionSchema)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
 	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
