@@ -4,6 +4,8 @@ WORKDIR /src/frontend
 COPY frontend/package.json frontend/package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY frontend/ ./
+# The build generates the definition types from the schema the Go types generate.
+COPY model/definition.schema.json /src/model/definition.schema.json
 RUN npm run build
 
 FROM golang:1.26-bookworm AS build

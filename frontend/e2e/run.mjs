@@ -364,6 +364,18 @@ try {
     await page.locator('.vue-flow__node[data-id="approval"]').getByText('Team lead').waitFor()
   })
 
+  await step('the node panel explains a field with the help text of the Go types (the definition schema)', async () => {
+    await page.click('[data-test=node-panel] h3') // closes the user picker's list
+    await page.hover('[data-test="help-Node-timeout"]')
+    const tip = page.locator('.field-help-popper', { hasText: 'How long the node may take' })
+    await tip.waitFor()
+    // Live validation speaks the schema's language too: a timeout that is no duration is named with its field.
+    await field(page, 'node-timeout').fill('soon')
+    await page.locator('[data-test=node-panel] .el-alert', { hasText: 'timeout "soon" is not a duration' }).waitFor()
+    await field(page, 'node-timeout').fill('')
+    await page.locator('[data-test=node-panel] .el-alert', { hasText: 'is not a duration' }).waitFor({ state: 'detached' })
+  })
+
   await step('configure the second approver (Manager: carol)', async () => {
     await page.click('.vue-flow__node[data-id="approval_2"] .name')
     await page.locator('[data-test=node-panel] h3', { hasText: 'Approval' }).waitFor()

@@ -45,6 +45,8 @@ declare module 'vue' {
     ElTimeline: typeof import('element-plus/es')['ElTimeline']
     ElTimelineItem: typeof import('element-plus/es')['ElTimelineItem']
     ElTimePicker: typeof import('element-plus/es')['ElTimePicker']
+    ElTooltip: typeof import('element-plus/es')['ElTooltip']
+    FieldHelp: typeof import('./components/FieldHelp.vue')['default']
     FormDesigner: typeof import('./components/FormDesigner.vue')['default']
     FormRenderer: typeof import('./components/FormRenderer.vue')['default']
     HistoryTimeline: typeof import('./components/HistoryTimeline.vue')['default']
