@@ -481,7 +481,7 @@ type Node struct {
 	// sequential (顺序会签): one after another; vote (票签): passes when the share of approvals reaches pass_ratio.
 	Sign string `json:"sign,omitempty" jsonschema:"enum=or,enum=all,enum=sequential,enum=vote,default=or" jsonschema_extras:"x-for=approval"`
 	// For a vote: the share of approvals that passes, more than 0 and at most 1, e.g. 0.6.
-	PassRatio float64 `json:"pass_ratio,omitempty" jsonschema:"exclusiveMinimum=0,maximum=1" jsonschema_extras:"x-for=approval"`
+	PassRatio float64 `json:"pass_ratio,omitempty" jsonschema:"minimum=0,maximum=1" jsonschema_extras:"x-for=approval"`
 	// How each group of a parallel sign (approvers.groups) decides, as sign; or by default.
 	GroupSign string `json:"group_sign,omitempty" jsonschema:"enum=or,enum=all,enum=sequential,enum=vote,default=or" jsonschema_extras:"x-for=approval"`
 	// What happens when the timeout passes: approve, reject, remind the approvers, or {"branch": "node-id"} to go

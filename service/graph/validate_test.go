@@ -319,6 +319,8 @@ func TestValidateBadNode(t *testing.T) {
 		{"vote with pass_ratio above 1", linear(approval("a", `"sign": "vote"`, `"pass_ratio": 1.5`)), []want{{model.CodeBadNode, a, "pass_ratio must be at most 1, got 1.5"}}},
 		{"vote with pass_ratio 1", linear(approval("a", `"sign": "vote"`, `"pass_ratio": 1`)), nil},
 		{"pass_ratio without vote", linear(approval("a", `"sign": "all"`, `"pass_ratio": 0.5`)), []want{{model.CodeBadNode, a, "pass_ratio applies only to sign vote"}}},
+		{"pass_ratio 0 counts as none (drafts saved before the schema have it)", linear(approval("a", `"sign": "all"`, `"pass_ratio": 0`)), nil},
+		{"negative pass_ratio", linear(approval("a", `"sign": "vote"`, `"pass_ratio": -0.5`)), []want{{model.CodeBadNode, a, "pass_ratio must be at least 0, got -0.5"}}},
 		{"group_sign on users", linear(approval("a", `"group_sign": "all"`)), []want{{model.CodeBadNode, a, "group_sign applies only to groups"}}},
 		{"group_sign vote needs pass_ratio", linear(node("a", "approval", `"approvers": {"groups": [["x"], ["y"]]}`, `"group_sign": "vote"`)), []want{{model.CodeBadNode, a, "pass_ratio"}}},
 		{"empty group", linear(node("a", "approval", `"approvers": {"groups": [["x"], []]}`)), []want{{model.CodeBadNode, a, "groups[1] is empty"}}},

@@ -781,7 +781,7 @@ export const definitionSchema = {
         "pass_ratio": {
           "type": "number",
           "maximum": 1,
-          "exclusiveMinimum": 0,
+          "minimum": 0,
           "description": "For a vote: the share of approvals that passes, more than 0 and at most 1, e.g. 0.6.",
           "x-for": [
             "approval"
