@@ -2,6 +2,7 @@ package graph_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"slices"
 	"strings"
@@ -328,5 +329,29 @@ func TestParseDecodersAgree(t *testing.T) {
 				t.Errorf("goccy/go-json and encoding/json disagree:\n%+v\n%+v", got, &want)
 			}
 		})
+	}
+}
+
+// TestParseManyProblems: every node of a large, thoroughly wrong definition is reported once, for the field at
+// fault (the foreign field's wrong type is not reported on top), in node order.
+func TestParseManyProblems(t *testing.T) {
+	const n = 3000
+	var sb strings.Builder
+	sb.WriteString(`{"nodes": [`)
+	for i := range n {
+		if i > 0 {
+			sb.WriteString(", ")
+		}
+		fmt.Fprintf(&sb, `{"id": "n%d", "type": "delay", "interval": 5, "sign": 7}`, i)
+	}
+	sb.WriteString(`]}`)
+	d, errs := graph.Parse([]byte(sb.String()))
+	if len(errs) != n || d == nil || len(d.Nodes) != n {
+		t.Fatalf("%d errors for %d nodes (definition: %v)", len(errs), n, d != nil)
+	}
+	for i, e := range errs {
+		if want := fmt.Sprintf(`node "n%d": field "sign" does not apply to delay nodes`, i); !strings.HasPrefix(e.Message, want) {
+			t.Fatalf("error %d = %q, want %q...", i, e.Message, want)
+		}
 	}
 }

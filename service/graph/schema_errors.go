@@ -50,23 +50,32 @@ func (c *schemaChecker) problems(doc map[string]any) []problem {
 		return disc != "" && !slices.Contains(stringList(asMap(c.pointer(base + "/properties/" + pointerToken(disc)))["enum"]), value)
 	})
 	// A field that does not belong where it is (a false schema) is reported once, not also for what it holds;
-	// an empty string that must not be is reported as missing, not also as not matching its pattern.
-	var foreign, empty [][]string
+	// an empty string that must not be is reported as missing, not also as not matching its pattern. (Sets of
+	// locations: an invalid definition may have thousands of problems.)
+	foreign, empty := map[string]bool{}, map[string]bool{}
 	for _, p := range all {
 		switch p.kind.(type) {
 		case *kind.FalseSchema:
-			foreign = append(foreign, p.at)
+			foreign[locationKey(p.at)] = true
 		case *kind.MinLength:
-			empty = append(empty, p.at)
+			empty[locationKey(p.at)] = true
 		}
+	}
+	underForeign := func(at []string) bool {
+		for i := 1; i <= len(at); i++ {
+			if foreign[locationKey(at[:i])] {
+				return true
+			}
+		}
+		return false
 	}
 	out := all[:0]
 	for _, p := range all {
 		_, isForeign := p.kind.(*kind.FalseSchema)
 		_, isPattern := p.kind.(*kind.Pattern)
 		switch {
-		case !isForeign && slices.ContainsFunc(foreign, func(f []string) bool { return hasPrefix(p.at, f) }):
-		case isPattern && slices.ContainsFunc(empty, func(e []string) bool { return slices.Equal(p.at, e) }):
+		case !isForeign && underForeign(p.at):
+		case isPattern && empty[locationKey(p.at)]:
 		default:
 			out = append(out, p)
 		}
@@ -145,9 +154,7 @@ func fragment(url string) string {
 	return ""
 }
 
-func hasPrefix(at, prefix []string) bool {
-	return len(at) >= len(prefix) && slices.Equal(at[:len(prefix)], prefix)
-}
+func locationKey(at []string) string { return strings.Join(at, "\x00") }
 
 // compareLocations orders instance locations: the definition's own fields, then nodes, then edges; array indices
 // by number.
