@@ -132,6 +132,10 @@ func (e ValidationError) MarshalJSON() ([]byte, error) {
 // seconds (JSON number or numeric string, as Comet's delay interval), and writes a Go duration string.
 type Duration time.Duration
 
+// DurationFormat is the JSON Schema "format" of a Duration in the definition schema; service/graph checks it with
+// Duration's own decoder.
+const DurationFormat = "go-duration"
+
 // Std returns d as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
 

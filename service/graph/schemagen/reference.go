@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/halley-bpm/halley/model"
 	"github.com/invopop/jsonschema"
 )
 
@@ -91,7 +92,7 @@ func typeName(s *jsonschema.Schema) string {
 	case s.Ref != "":
 		name := strings.TrimPrefix(s.Ref, "#/$defs/")
 		return fmt.Sprintf("[`%s`](#%s)", name, strings.ToLower(name))
-	case s.Format == DurationFormat:
+	case s.Format == model.DurationFormat:
 		return "duration"
 	case len(s.Enum) > 0:
 		vals := make([]string, len(s.Enum))

@@ -12,9 +12,6 @@ import (
 	orderedmap "github.com/pb33f/ordered-map/v2"
 )
 
-// DurationFormat is the format of model.Duration values; service/graph registers its checker.
-const DurationFormat = "go-duration"
-
 // The extension keywords model's jsonschema_extras tags write (their meaning is in model/definition.go).
 const (
 	xDiscriminator = "x-discriminator"
@@ -80,7 +77,7 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 		// parses it as Duration.UnmarshalJSON does and refuses negative durations.
 		return &jsonschema.Schema{
 			AnyOf:  []*jsonschema.Schema{{Type: "string"}, {Type: "number"}},
-			Format: DurationFormat,
+			Format: model.DurationFormat,
 		}
 	case reflect.TypeFor[model.OnTimeout]():
 		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
