@@ -64,11 +64,15 @@ func TestFuzzPublicAPI(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		var router *gin.Engine
 		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
+			withPlugins(t, nil)(d)
 			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
 			d.BodyLimit = 1 << 20 // the production default
 			d.Logger = quietLogger()
-			router = server.New(*d).Handler().(*gin.Engine) // a twin of the env's server, for its route table
+			twin, err := server.New(*d) // a twin of the env's server, for its route table
+			if err != nil {
+				t.Fatal(err)
+			}
+			router = twin.Handler().(*gin.Engine)
 		})
 		f := newFuzzer(t, e, seed)
 		f.fixtures()
@@ -648,7 +652,7 @@ func TestFuzzWellFormedWrites(t *testing.T) {
 	seed, n := fuzzKnobs(t)
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
+			withPlugins(t, nil)(d)
 			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
 			d.BodyLimit = 1 << 20
 			d.Logger = quietLogger()

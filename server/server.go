@@ -6,6 +6,7 @@ package server
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -27,7 +28,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Deps are what the server needs; the composition root builds them.
+// Deps are what the server needs; the composition root builds them. Identity, Templates, Engine, Triggers,
+// Plugins, PluginFiles and Idempotency are required; the rest is optional.
 type Deps struct {
 	Identity    *identity.Service
 	Templates   *template.Service
@@ -76,8 +78,19 @@ type Server struct {
 	router      *gin.Engine
 }
 
-// New builds the server and its routes.
-func New(d Deps) *Server {
+// New builds the server and its routes, or says which required dependency is missing.
+func New(d Deps) (*Server, error) {
+	for _, m := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Identity", d.Identity == nil}, {"Templates", d.Templates == nil}, {"Engine", d.Engine == nil}, {"Triggers", d.Triggers == nil},
+		{"Plugins", d.Plugins == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Idempotency", d.Idempotency == nil},
+	} {
+		if m.missing {
+			return nil, fmt.Errorf("server: %s is required", m.name)
+		}
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -94,7 +107,7 @@ func New(d Deps) *Server {
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
 	s.router = s.routes()
-	return s
+	return s, nil
 }
 
 // Handler returns the HTTP handler.

@@ -18,9 +18,29 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/template"
 )
+
+// Store is what the engine keeps in the database, as one interface: instances changed one at a time and in
+// groups (group commit, batched timers), and the plugin versions and runs its steps queue and finish. The engine
+// relies on every method; a store (or a test's wrapper of one) that has them all behaves the same everywhere.
+// storetest.RunEngineStoreContract checks an implementation against the contract the engine relies on.
+type Store interface {
+	model.InstanceStore
+	model.BatchInstanceStore
+	// GetPlugin returns a plugin version (0 = latest); ENOTFOUND when missing.
+	GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error)
+	// GetRun returns a plugin run; ENOTFOUND when missing.
+	GetRun(ctx context.Context, tenant, id string) (*model.PluginRun, error)
+	// ClaimRuns leases up to n queued runs (or running runs whose lease expired) to worker.
+	ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*model.PluginRun, error)
+	// ExtendRuns renews the leases of runs worker still executes.
+	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error
+	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).
+	FinishRunOnly(ctx context.Context, r *model.PluginRun) error
+}
 
 // Directory answers who holds a role, who a user's manager is and who leads a department.
 type Directory interface {
@@ -34,26 +54,69 @@ type EventSink interface {
 	Wants(tenant, event, template string) bool
 }
 
-// Options configure the engine.
+// Notifier is woken when there is work for it; Notify never blocks.
+type Notifier interface {
+	Notify()
+}
+
+// LocalExecutor is this process's plugin executor as the engine sees it (*plugin.Executor). A run the engine
+// queues while it has a free worker is written leased to it in the queuing transaction and offered to it right
+// after the commit: no outbox row, no claim. The durable row stays the safety net: should the process die before
+// the run is done, its lease expires and any executor's claim runs it again as the next attempt.
+type LocalExecutor interface {
+	// Available says whether the executor would start a new run at once.
+	Available() bool
+	// WorkerID is the lease owner of the runs offered to it.
+	WorkerID() string
+	// Lease is how long an offered run is leased before the executor renews it.
+	Lease() time.Duration
+	// Offer gives the executor runs written leased to it, after their transaction committed.
+	Offer(jobs ...plugin.Job)
+}
+
+// Deps are the engine's collaborators; every one is required (New says which is missing).
+type Deps struct {
+	Store     Store
+	Templates *template.Service
+	Directory Directory
+	// Events says which events anybody subscribed to (the subscription service).
+	Events EventSink
+	// Outbox is woken after a commit that wrote outbox rows (the outbox dispatcher).
+	Outbox Notifier
+	// PluginFiles is where the plugin files of queued runs are found when the runs are prepared for an executor.
+	PluginFiles *plugin.FileStore
+	// Executor is this process's plugin executor (see LocalExecutor); NoExecutor when the process runs none.
+	Executor LocalExecutor
+}
+
+// NoExecutor is the LocalExecutor of a process that executes no plugin runs itself: every run is queued for a
+// claim by an executor elsewhere.
+var NoExecutor LocalExecutor = noExecutor{}
+
+type noExecutor struct{}
+
+func (noExecutor) Available() bool      { return false }
+func (noExecutor) WorkerID() string     { return "" }
+func (noExecutor) Lease() time.Duration { return 0 }
+func (noExecutor) Offer(...plugin.Job)  {}
+
+// Options tune the engine; the zero value is the default.
 type Options struct {
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
 	// CallbackKey signs callback URLs (derived from HALLEY_SECRET).
 	CallbackKey []byte
 	// PublicURL is the base of callback URLs, e.g. https://halley.example.com.
 	PublicURL string
-	Events    EventSink
-	// OnOutbox is called after a commit that wrote outbox rows (wakes the dispatcher).
-	OnOutbox func()
 	// NoGroupCommit runs every step in a transaction of its own (see group.go).
 	NoGroupCommit bool
-	// NoBatchTimers fires every due timer in a transaction of its own (see HandleTimers).
+	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
 	NoBatchTimers bool
 }
 
 // Engine runs instances.
 type Engine struct {
-	store       model.InstanceStore
+	store       Store
 	templates   *template.Service
 	dir         Directory
 	clock       clock.Clock
@@ -61,12 +124,10 @@ type Engine struct {
 	callbackKey []byte
 	publicURL   string
 	events      EventSink
-	onOutbox    func()
-	cron        func(ctx context.Context, t *model.Timer) error
-	onPluginRun func()
-	handOver    PluginHandOver // nil: every run is queued for a claim
-	group       *grouper       // nil: every step in a transaction of its own
-	// noBatchTimers: HandleTimers fires each timer alone.
+	outbox      Notifier
+	plugins     *PluginQueue
+	group       *grouper // nil: every step in a transaction of its own
+	// noBatchTimers: FireTimers fires each timer alone.
 	noBatchTimers bool
 
 	mu      sync.Mutex
@@ -75,51 +136,45 @@ type Engine struct {
 	loaded sync.Map
 }
 
-// New returns an engine.
-func New(store model.InstanceStore, templates *template.Service, dir Directory, opts Options) *Engine {
+// New returns an engine, or an error naming the dependency that is missing.
+func New(d Deps, opts Options) (*Engine, error) {
+	for _, m := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Events", d.Events == nil},
+		{"Outbox", d.Outbox == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Executor", d.Executor == nil},
+	} {
+		if m.missing {
+			return nil, fmt.Errorf("engine: %s is required", m.name)
+		}
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]*endWaiter{},
+	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
+		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
 		noBatchTimers: opts.NoBatchTimers}
-	if bs, ok := store.(model.BatchInstanceStore); ok && !opts.NoGroupCommit {
-		e.group = &grouper{single: store, batch: bs}
+	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
+	if !opts.NoGroupCommit {
+		e.group = &grouper{store: d.Store}
 	}
-	return e
+	return e, nil
 }
 
-// Now is the engine's clock (the plugin executor leases runs on it).
+// Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.clock.Now() }
 
-// SetOnPluginRun sets what wakes the plugin executor when a run is queued outside the outbox.
-func (e *Engine) SetOnPluginRun(f func()) { e.onPluginRun = f }
-
-// PluginHandOver is this process's plugin executor as the engine sees it (PluginQueue.Attach sets it).
-type PluginHandOver interface {
-	// Lease says whether the executor would start a new run at once, and if so under which worker id and until
-	// when the run is to be leased. The engine then writes the run leased in the queuing transaction.
-	Lease() (worker string, until time.Time, ok bool)
-	// HandOver gives the executor runs written leased to it, after their transaction committed.
-	HandOver(runs []*model.PluginRun)
-}
-
-// SetPluginHandOver sets this process's plugin executor (see PluginHandOver); nil queues every run for a claim.
-func (e *Engine) SetPluginHandOver(h PluginHandOver) { e.handOver = h }
-
-// SetEvents sets the event sink (wired after construction to break a dependency cycle).
-func (e *Engine) SetEvents(s EventSink) { e.events = s }
-
-// SetOnOutbox sets the outbox wake-up (wired after construction).
-func (e *Engine) SetOnOutbox(f func()) { e.onOutbox = f }
+// PluginQueue is the queue plugin executors claim this engine's runs from (plugin.Executor.Run).
+func (e *Engine) PluginQueue() *PluginQueue { return e.plugins }
 
 // committed runs after a transaction committed: hand the runs leased to this process's executor over, wake the
 // dispatcher and whoever waits for the instance's end.
 func (e *Engine) committed(w *model.Work) {
-	if e.handOver != nil {
+	if len(w.NewPluginRuns) > 0 {
 		var mine []*model.PluginRun
 		for _, r := range w.NewPluginRuns {
 			if r.Status == model.RunRunning && r.LeaseOwner != "" {
@@ -127,11 +182,11 @@ func (e *Engine) committed(w *model.Work) {
 			}
 		}
 		if len(mine) > 0 {
-			e.handOver.HandOver(mine)
+			e.plugins.handOver(mine)
 		}
 	}
-	if len(w.Outbox) > 0 && e.onOutbox != nil {
-		e.onOutbox()
+	if len(w.Outbox) > 0 {
+		e.outbox.Notify()
 	}
 	if w.Instance.Ended() {
 		e.mu.Lock()

@@ -40,7 +40,7 @@ func (g *gatedStore) CreateInstance(ctx context.Context, w *model.Work) error {
 	return g.Store.CreateInstance(ctx, w)
 }
 
-var _ model.BatchInstanceStore = (*gatedStore)(nil) // or the engine would not group through it
+var _ engine.Store = (*gatedStore)(nil) // the engine takes the whole store interface
 
 func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	g.groups.Add(1)
@@ -69,7 +69,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 		storetest.Each(t, func(t *testing.T, s *store.Store) {
 			gs := &gatedStore{Store: s, gate: make(chan struct{})}
 			h := newHarness(t, s)
-			h.eng = engine.New(gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+			h.eng = newEngine(t, gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
 			gs.failGroups.Store(fail)
 			h.users("ann", "bob", "eve")
 			h.publish("g", oneNode(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))

@@ -40,6 +40,7 @@ func (c *Compiled) OutgoingIndexes(id string) []int { return c.out[id] }
 func (c *Compiled) IncomingIndexes(id string) []int { return c.in[id] }
 
 // Publisher is told about every new version (the trigger service arms crontab starts and API routes with it).
+// Publishers are given to New: "version published" flows from templates to whoever listens, never back.
 type Publisher interface {
 	// CheckPublish may refuse a version before it is stored (e.g. an API route owned by another template).
 	CheckPublish(ctx context.Context, tenant, key string, c *Compiled) error
@@ -53,7 +54,7 @@ type Service struct {
 	now       func() time.Time
 	cache     sync.Map // cacheKey → *Compiled
 	mu        sync.Mutex
-	publisher Publisher
+	listeners []Publisher
 }
 
 type cacheKey struct {
@@ -61,16 +62,14 @@ type cacheKey struct {
 	version     int
 }
 
-// New returns the service.
-func New(store model.TemplateStore, now func() time.Time) *Service {
+// New returns the service; publishers are told about every version published, in order. now defaults to
+// time.Now.
+func New(store model.TemplateStore, now func() time.Time, publishers ...Publisher) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, now: now}
+	return &Service{store: store, now: now, listeners: publishers}
 }
-
-// SetPublisher registers the component told about new versions.
-func (s *Service) SetPublisher(p Publisher) { s.publisher = p }
 
 // ValidationOptions wires the MongoDB-style condition compiler into graph validation.
 var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
@@ -224,8 +223,8 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	if err != nil {
 		return nil, err
 	}
-	if s.publisher != nil {
-		if err := s.publisher.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
+	for _, p := range s.listeners {
+		if err := p.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
 			return nil, err
 		}
 	}
@@ -235,8 +234,8 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	}
 	c.Version = v.Version
 	s.cache.Store(cacheKey{actor.TenantID, key, v.Version}, c)
-	if s.publisher != nil {
-		s.publisher.Published(ctx, actor.TenantID, key, c)
+	for _, p := range s.listeners {
+		p.Published(ctx, actor.TenantID, key, c)
 	}
 	return v, nil
 }
