@@ -476,3 +476,29 @@ func TestOperations(t *testing.T) {
 var ctx0 = context.Background()
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestNewNamesTheMissingDependency: the server's required dependencies are checked when it is built; a missing
+// one is an error naming it, not a nil dereferenced by the first request that needs it.
+func TestNewNamesTheMissingDependency(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	var full server.Deps
+	newEnv(t, s, func(d *server.Deps) { full = *d })
+	if _, err := server.New(full); err != nil {
+		t.Fatalf("complete deps: %v", err)
+	}
+	for name, drop := range map[string]func(*server.Deps){
+		"Identity":    func(d *server.Deps) { d.Identity = nil },
+		"Templates":   func(d *server.Deps) { d.Templates = nil },
+		"Engine":      func(d *server.Deps) { d.Engine = nil },
+		"Triggers":    func(d *server.Deps) { d.Triggers = nil },
+		"Plugins":     func(d *server.Deps) { d.Plugins = nil },
+		"PluginFiles": func(d *server.Deps) { d.PluginFiles = nil },
+		"Idempotency": func(d *server.Deps) { d.Idempotency = nil },
+	} {
+		d := full
+		drop(&d)
+		if srv, err := server.New(d); err == nil || srv != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: New = %v, %v; want an error naming it", name, srv, err)
+		}
+	}
+}

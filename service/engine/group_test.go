@@ -157,3 +157,17 @@ func testGroupCommit(t *testing.T, fail int32) {
 		})
 	}
 }
+
+// TestFakeStoresKeepTheContract: the engine tests' store doubles (gatedStore, countingStore), with nothing
+// injected, keep the contract of the real stores (storetest.EngineStoreContract), so what the engine tests
+// observe through them is what it does on SQLite and MySQL.
+func TestFakeStoresKeepTheContract(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		t.Run("gatedStore", func(t *testing.T) {
+			storetest.EngineStoreContract(t, &gatedStore{Store: s, gate: make(chan struct{})}, s)
+		})
+	})
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		t.Run("countingStore", func(t *testing.T) { storetest.EngineStoreContract(t, &countingStore{Store: s}, s) })
+	})
+}
