@@ -250,11 +250,17 @@ func (e *Executor) Run(ctx context.Context, q Queue) error {
 func (e *Executor) killRuns() { e.killOnce.Do(func() { close(e.kill) }) }
 
 // Drain is the executor's part of a stop, after Run's context was cancelled: it waits for the runs in flight to
-// finish until ctx is done, then kills them (they are abandoned, not completed: their leases expire and another
+// finish until shortly before ctx's deadline (a second, or a tenth of the time left, sooner: what stops after the
+// executor needs some of it), then kills them (they are abandoned, not completed: their leases expire and another
 // worker runs them again) and waits for Run to return. It returns at once when Run never started.
 func (e *Executor) Drain(ctx context.Context) error {
 	if !e.started.Load() {
 		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-min(time.Second, time.Until(dl)/10)))
+		defer cancel()
 	}
 	select {
 	case <-e.drained:

@@ -100,9 +100,13 @@ func (s *Service) Stop(ctx context.Context) error {
 		derr = s.Drain(ctx)
 	}
 	select {
-	case <-s.done:
-	case <-ctx.Done():
-		return fmt.Errorf("%s did not stop in time: %w", s.Name, ctx.Err())
+	case <-s.done: // checked first: a Run that has returned counts even when the deadline passed meanwhile
+	default:
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+			return fmt.Errorf("%s did not stop in time: %w", s.Name, ctx.Err())
+		}
 	}
 	if derr != nil {
 		return fmt.Errorf("%s: %w", s.Name, derr)
