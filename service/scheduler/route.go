@@ -88,7 +88,8 @@ func Route(rows TimerRows, hs Handlers) (Handler, error) {
 				}
 			}
 			if g == nil {
-				g = &group{h: h}
+				// Most batches reach one handler: size its slices for the whole batch at once.
+				g = &group{h: h, pos: make([]int, 0, len(batch)-i), timers: make([]*model.Timer, 0, len(batch)-i)}
 				groups = append(groups, g)
 			}
 			g.pos = append(g.pos, i)
