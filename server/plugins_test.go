@@ -63,7 +63,13 @@ func (r *runs) wait(t *testing.T, n int) {
 // clock: leases are set and checked on the same clock the test moves.
 func newExecutor(t *testing.T, rec *runs, worker string, now func() time.Time) *plugin.Executor {
 	t.Helper()
-	ex, err := plugin.NewExecutor(&plugin.ProcessRunner{WorkRoot: t.TempDir()},
+	return newExecutorWith(t, rec, worker, now, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
+}
+
+// newExecutorWith is newExecutor with a runner of the test's.
+func newExecutorWith(t *testing.T, rec *runs, worker string, now func() time.Time, runner plugin.Runner) *plugin.Executor {
+	t.Helper()
+	ex, err := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
 			Logger: quietLogger(), Now: now})
 	if err != nil {
@@ -295,6 +301,12 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		path := strings.TrimPrefix(in.CallbackURL, "http://halley.test")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/"+runID+"/result?token=forged", "", M{"status": "succeeded"}, nil), 401, "invalid_result_token")
 		assertError(t, e.do("POST", path, "", M{"status": "maybe"}, nil), 400, "invalid_status")
+		// A decision other than approve or reject was stored and read as approve.
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": "maybe"}}, nil), 400, "invalid_decision")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": 1}}, nil), 400, "invalid_decision")
+		if r := e.instance(id); nodeState(r, "work") != "active" {
+			t.Fatalf("a refused result moved the node: %s", r.Body)
+		}
 		r := e.do("POST", path, "", M{"status": "succeeded", "data": M{"ticket": "T-1"}}, nil)
 		if r.Status != 200 || r.JSON["status"] != "succeeded" {
 			t.Fatalf("result: %d %s", r.Status, r.Body)
@@ -302,9 +314,84 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["ticket"] != "T-1" {
 			t.Fatalf("after the result: %s", r.Body)
 		}
-		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_not_waiting")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_closed")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/nope/result", e.admin, M{"status": "failed"}, nil), 404, "")
 	})
+}
+
+// TestRunErrorBeforeStart: a run that fails before its process starts (a runner that cannot prepare it, a plugin
+// file gone from the plugin dir) records why; the run log shows the error, with no exit code (none exists).
+func TestRunErrorBeforeStart(t *testing.T) {
+	cases := []struct {
+		name   string
+		runner func(t *testing.T) plugin.Runner
+		break_ func(t *testing.T, files *plugin.FileStore, version int, sha string)
+		want   string
+	}{
+		{"a relative work root (the embedded default's old bug)", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: "data/plugin-work"}
+		}, nil, `WorkRoot "data/plugin-work" must be an absolute directory`},
+		{"no interpreter", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: t.TempDir(), Python: "/nonexistent/python3"}
+		}, nil, "interpreter /nonexistent/python3 is not an executable file"},
+		{"the plugin file is gone", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: t.TempDir()}
+		}, func(t *testing.T, files *plugin.FileStore, version int, sha string) {
+			p, err := files.Path("probe", version, sha)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}, "no such file or directory"},
+	}
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				rec := newRuns()
+				var files *plugin.FileStore
+				e := newEnv(t, s, func(d *server.Deps) {
+					withPlugins(t, nil)(d)
+					files = d.PluginFiles
+					runExecutor(t, newExecutorWith(t, rec, "w1", d.Engine.Now, tc.runner(t)), d.Engine.PluginQueue())
+				})
+				up := e.upload("probe", "python", "5s", []byte(editContext), e.admin)
+				if up.Status != 201 {
+					t.Fatalf("upload: %d %s", up.Status, up.Body)
+				}
+				if tc.break_ != nil {
+					tc.break_(t, files, int(up.JSON["version"].(float64)), up.JSON["sha256"].(string))
+				}
+				key := fmt.Sprintf("before-start-%d", time.Now().UnixNano())
+				e.publish(key, []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"after": []string{"probe"}}}, M{"id": "end", "type": "end"}},
+					[]any{edge("start", "work"), edge("work", "end")})
+				id := e.do("POST", "/api/v1/instances", e.admin, M{"template": key}, nil).JSON["id"].(string)
+				rec.wait(t, 1)
+				items := e.do("GET", "/api/v1/plugins/probe/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+				if len(items) != 1 {
+					t.Fatalf("runs: %v", items)
+				}
+				run := items[0].(M)
+				if run["status"] != "failed" || run["exit_code"] != nil || !strings.Contains(fmt.Sprint(run["error"]), tc.want) {
+					t.Fatalf("the run must be failed, without exit code, with an error naming %q: %v", tc.want, run)
+				}
+				if r := e.instance(id); r.JSON["status"] == "completed" || nodeState(r, "work") != "failed" || !strings.Contains(nodeField(r, "work", "error"), tc.want) {
+					t.Fatalf("the instance must not complete and its node must carry the error: %s", r.Body)
+				}
+			})
+		}
+	})
+}
+
+// nodeField is a field of the node state of id in an instance answer, as text ("" when absent).
+func nodeField(r resp, id, field string) string {
+	for _, n := range r.JSON["nodes"].([]any) {
+		if n.(M)["node_id"] == id && n.(M)[field] != nil {
+			return fmt.Sprint(n.(M)[field])
+		}
+	}
+	return ""
 }
 
 // TestTwoExecutorsAndRescue: two executors on two store connections share the runs of one MySQL database, each

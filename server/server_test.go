@@ -82,7 +82,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), TokenTTL: 24 * time.Hour,
 		BcryptCost: bcrypt.MinCost, Now: e.clock.Now})
-	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1"); err != nil {
+	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1", false); err != nil {
 		t.Fatal(err)
 	}
 	opts := engine.Options{Clock: e.clock, CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"}
@@ -106,7 +106,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, opts.Clock.Now, pub)
+	tpl := template.New(s, opts.Clock.Now, template.WithPublishers(pub))
 	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: events, Outbox: nobody{}, PluginFiles: files, Executor: w.executor}, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -343,7 +343,8 @@ func TestUsersEndpoints(t *testing.T) {
 		}
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "carol", "password": "pw-carol-123"}, nil), 409, "user_exists")
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "../x", "password": "pw-carol-123"}, nil), 400, "invalid_username")
-		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "short"}, nil), 400, "weak_password")
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "short"}, nil), 422, "weak_password")
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "七个字符的密码"}, nil), 422, "weak_password")
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "pw-dan-1234", "roles": []string{"Bad Role"}}, nil), 400, "invalid_role")
 		r = e.do("GET", "/api/v1/users/carol", e.admin, nil, nil)
 		if r.Status != 200 || r.JSON["department"] != "eng" {

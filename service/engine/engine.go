@@ -24,9 +24,10 @@ import (
 )
 
 // Store is what the engine keeps in the database, as one interface: instances changed one at a time and in
-// groups (group commit, batched timers), and the plugin versions and runs its steps queue and finish. The engine
+// groups (group commit, batched timers), the plugin versions and runs its steps queue and finish, and the message
+// ids and message start triggers of POST /messages. The engine
 // relies on every method; a store (or a test's wrapper of one) that has them all behaves the same everywhere.
-// storetest.RunEngineStoreContract checks an implementation against the contract the engine relies on.
+// storetest.EngineStoreContract checks an implementation against the contract the engine relies on.
 type Store interface {
 	model.InstanceStore
 	model.BatchInstanceStore
@@ -40,6 +41,16 @@ type Store interface {
 	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error
 	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).
 	FinishRunOnly(ctx context.Context, r *model.PluginRun) error
+	// ClaimMessageID records a message id as being handled by the caller (claimed true), unless it was seen:
+	// then it returns the stored answer of the first request (answer non-nil), or nil while that request is
+	// still running. A claim left without an answer since before staleBefore (its request died) is taken over.
+	ClaimMessageID(ctx context.Context, tenant, id string, now, staleBefore time.Time) (answer []byte, claimed bool, err error)
+	// FinishMessageID stores the answer of the request that claimed the id.
+	FinishMessageID(ctx context.Context, tenant, id string, answer []byte) error
+	// AbandonMessageID forgets a claim whose request failed before it did anything, so a retry may run.
+	AbandonMessageID(ctx context.Context, tenant, id string) error
+	// MessageTriggers lists the templates that start on a message name, by key (trigger.Publisher keeps the index).
+	MessageTriggers(ctx context.Context, tenant, message string) ([]model.MessageTrigger, error)
 }
 
 // Directory answers who holds a role, who a user's manager is and who leads a department.
@@ -47,6 +58,8 @@ type Directory interface {
 	UsersWithRole(ctx context.Context, tenant, role string) ([]string, error)
 	GetUser(ctx context.Context, tenant, username string) (*model.User, error)
 	GetDepartment(ctx context.Context, tenant, name string) (*model.Department, error)
+	// UserStates answers, for each name that is a user, whether it is disabled; other names are left out.
+	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
 }
 
 // EventSink says whether anybody subscribed to an event, so that events nobody wants cost nothing.
@@ -112,6 +125,10 @@ type Options struct {
 	NoGroupCommit bool
 	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
 	NoBatchTimers bool
+	// UserCacheTTL is how long the engine remembers whether an approver exists and is enabled (default 5s;
+	// negative: not at all). It spares a step the directory read that would make it run twice (see reads); a
+	// user disabled meanwhile may still get a task for that long.
+	UserCacheTTL time.Duration
 }
 
 // Engine runs instances.
@@ -129,6 +146,8 @@ type Engine struct {
 	group       *grouper // nil: every step in a transaction of its own
 	// noBatchTimers: FireTimers fires each timer alone.
 	noBatchTimers bool
+
+	users *userCache
 
 	mu      sync.Mutex
 	waiters map[string][]*endWaiter
@@ -157,7 +176,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 	}
 	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
-		noBatchTimers: opts.NoBatchTimers}
+		noBatchTimers: opts.NoBatchTimers, users: newUserCache(opts.UserCacheTTL)}
 	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
 	if !opts.NoGroupCommit {
 		e.group = &grouper{store: d.Store}
@@ -239,6 +258,11 @@ type StartRequest struct {
 	Context       json.RawMessage `json:"context"`
 	CorrelationID string          `json:"correlation_id"`
 	Title         string          `json:"title"`
+	// OverrideTrigger lets an admin start a template whose start trigger is not manual (its form, API or crontab
+	// trigger is skipped); the history records it.
+	OverrideTrigger bool `json:"override_trigger"`
+	// Initiator starts the instance on behalf of this user (API tokens only); the history records the token.
+	Initiator string `json:"initiator"`
 }
 
 // checkStart validates the fields every start shares and returns the context as a compact JSON object.
@@ -253,6 +277,9 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 	if len(doc) == 0 || string(doc) == "null" {
 		return json.RawMessage("{}"), nil
 	}
+	if err := model.CheckDocumentDepth("context", doc); err != nil {
+		return nil, err
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_context", "context must be a JSON object")
@@ -261,7 +288,11 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 	return b, nil
 }
 
-// Start starts an instance of a published template (latest version unless one is given).
+// Start starts an instance of a published template (latest version unless one is given). Only templates started
+// by hand (trigger manual) start here: the others have a trigger of their own, with its own checks (a form's
+// members, an API trigger's credentials and IP allow-list), that this route must not skip; an admin may override
+// with override_trigger (403 trigger_required otherwise). An API token may start on behalf of a user, who is then
+// the initiator; the history names the token.
 func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartRequest) (*InstanceView, error) {
 	if req.Template == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_template", "template is required")
@@ -273,6 +304,18 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 	if err != nil {
 		return nil, err
 	}
+	if req.OverrideTrigger && !actor.IsAdmin() {
+		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may override a template's start trigger")
+	}
+	opts := startOptions{secrets: systemPrincipal(actor)}
+	initiator := actor.Username
+	if req.Initiator != "" {
+		if initiator, err = e.onBehalfOf(ctx, actor, req.Initiator); err != nil {
+			return nil, err
+		}
+		opts.actor = actor.Username
+		opts.info = map[string]any{"on_behalf_of": initiator}
+	}
 	c, err := e.templates.Compiled(ctx, actor.TenantID, req.Template, req.Version)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) && req.Version == 0 {
@@ -280,7 +323,55 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 		}
 		return nil, err
 	}
-	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+	if c.Hidden {
+		// A dynamic linear process's template ran once; starting it again would also show its steps to anyone.
+		return nil, model.CodedError(model.ENOTFOUND, "template_not_found", "template %q not found", req.Template)
+	}
+	if kind := c.Def.Start().Trigger.Kind; kind != "" && kind != model.TriggerManual {
+		if !req.OverrideTrigger {
+			return nil, model.CodedError(model.EFORBIDDEN, "trigger_required", "template %q starts through its %s trigger, not here", req.Template, kind).
+				WithDetails(map[string]any{"trigger": kind})
+		}
+		if opts.info == nil {
+			opts.info = map[string]any{}
+		}
+		// The audit reads this: who bypassed which trigger.
+		opts.info["override_trigger"] = kind
+	}
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, initiator, c, doc, req.CorrelationID, req.Title, opts)
+}
+
+// onBehalfOf checks a start on behalf of a user: only API tokens may, and the user must exist and be enabled.
+func (e *Engine) onBehalfOf(ctx context.Context, actor *model.Principal, username string) (string, error) {
+	if !actor.Token {
+		return "", model.CodedError(model.EFORBIDDEN, "not_allowed", "only API tokens may start an instance on behalf of a user")
+	}
+	if err := model.ValidUsername(username); err != nil {
+		return "", model.CodedError(model.EUNPROCESSABLE, "unknown_user", "initiator %q is not a user", username)
+	}
+	u, err := e.dir.GetUser(ctx, actor.TenantID, username)
+	switch {
+	case model.IsKind(err, model.ENOTFOUND):
+		return "", model.CodedError(model.EUNPROCESSABLE, "unknown_user", "initiator %q is not a user", username)
+	case err != nil:
+		return "", err
+	case u.Disabled:
+		return "", model.CodedError(model.EUNPROCESSABLE, "user_disabled", "initiator %q is disabled", username)
+	}
+	return u.Username, nil
+}
+
+// systemPrincipal reports a caller that acts for systems: an admin or an API token. Only they see signed URLs
+// (callback URLs) and resume system waits (callbacks, messages, bookmarks).
+func systemPrincipal(actor *model.Principal) bool {
+	return actor != nil && (actor.IsAdmin() || actor.Token)
+}
+
+// startOptions are what a start records besides its instance.
+type startOptions struct {
+	actor   string         // who started it, when not the initiator (an API token on behalf of a user)
+	info    map[string]any // added to the data of the instance.started history item
+	secrets bool           // the answer shows signed URLs (callback URLs): for admins and API tokens
 }
 
 // LinearRequest is the body of POST /instances/linear.
@@ -301,17 +392,28 @@ func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req Li
 	if err != nil {
 		return nil, err
 	}
-	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title,
+		startOptions{secrets: systemPrincipal(actor)})
 }
 
-// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly).
+// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly). Its answer
+// shows no signed URLs: triggers answer anonymous callers and users.
 func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
-	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title)
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title, startOptions{})
 }
 
-func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
+func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string,
+	opts startOptions) (*InstanceView, error) {
 	if title == "" {
 		title = c.Key
+	}
+	actor := opts.actor
+	if actor == "" {
+		actor = initiator
+	}
+	started := map[string]any{"template": c.Key, "version": c.Version}
+	for k, v := range opts.info {
+		started[k] = v
 	}
 	var (
 		inst *model.Instance
@@ -322,8 +424,8 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
 			Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w = &model.Work{Instance: inst}
-		r := e.newRun(ctx, w, c, initiator)
-		r.history("instance.started", "", "", "", map[string]any{"template": c.Key, "version": c.Version})
+		r := e.newRun(ctx, w, c, actor)
+		r.history("instance.started", "", "", "", started)
 		r.event("instance.started", "", nil)
 		if err := r.activate(c.Def.Start().ID); err != nil {
 			return nil, err
@@ -339,7 +441,7 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 	}
 	e.loaded.Store(loadedKey(tenant, c.Key, c.Version), true)
 	e.committed(w)
-	return e.view(inst, w.Tasks, true), nil
+	return e.view(inst, w.Tasks, opts.secrets), nil
 }
 
 // update runs fn on a locked instance with a fresh run, and returns the instance afterwards. A step that needs
@@ -520,7 +622,7 @@ type DecideRequest struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// Approve approves a pending task; data is merged into the context.
+// Approve approves a pending task; data is written into the context as the task's form allows (formdata.go).
 func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*Decided, error) {
 	return e.decide(ctx, actor, taskID, true, req)
 }
@@ -537,6 +639,9 @@ func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID stri
 	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
 	}
 	var out *model.Task
 	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
@@ -577,10 +682,7 @@ func (e *Engine) Transfer(ctx context.Context, actor *model.Principal, taskID st
 	if err := model.ValidUsername(req.To); err != nil {
 		return nil, err
 	}
-	if _, err := e.dir.GetUser(ctx, actor.TenantID, req.To); err != nil {
-		if model.IsKind(err, model.ENOTFOUND) {
-			return nil, model.CodedError(model.EUNPROCESSABLE, "unknown_user", "user %q does not exist", req.To)
-		}
+	if err := e.checkAssignable(ctx, actor.TenantID, req.To); err != nil {
 		return nil, err
 	}
 	var out *model.Task
@@ -612,10 +714,7 @@ func (e *Engine) AddSign(ctx context.Context, actor *model.Principal, taskID str
 	}
 	users := dedupe(req.Users)
 	for _, u := range users {
-		if _, err := e.dir.GetUser(ctx, actor.TenantID, u); err != nil {
-			if model.IsKind(err, model.ENOTFOUND) {
-				return nil, model.CodedError(model.EUNPROCESSABLE, "unknown_user", "user %q does not exist", u)
-			}
+		if err := e.checkAssignable(ctx, actor.TenantID, u); err != nil {
 			return nil, err
 		}
 	}
@@ -678,7 +777,7 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason, st
 // FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
 // already handled, do nothing.
 func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
-	_, err := e.update(ctx, tenant, t.InstanceID, "system", func(r *run) error {
+	_, err := e.update(ctx, tenant, t.InstanceID, model.ActorSystem, func(r *run) error {
 		if r.inst.Ended() {
 			r.w.FiredTimers = append(r.w.FiredTimers, t.ID)
 			return nil
@@ -739,7 +838,7 @@ func (e *Engine) StartCompiledAndWait(ctx context.Context, tenant, initiator str
 	id := uuid.Must(uuid.NewV7()).String()
 	x, cancel := e.ended(id)
 	defer cancel()
-	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title)
+	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title, startOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -38,10 +38,17 @@ type harness struct {
 
 func newHarness(t *testing.T, s *store.Store) *harness {
 	t.Helper()
+	return newHarnessWith(t, s, s, engine.Options{})
+}
+
+// newHarnessWith is newHarness with another directory and engine options (the clock and callback key are set).
+func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts engine.Options) *harness {
+	t.Helper()
 	clk := clock.NewFake(t0)
 	tpl := template.New(s, clk.Now)
+	opts.Clock, opts.CallbackKey = clk, []byte("callback-key-for-tests")
 	h := &harness{t: t, ctx: context.Background(), s: s, tpl: tpl, clk: clk,
-		eng: newEngine(t, s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")}),
+		eng: newEngine(t, s, tpl, dir, opts),
 		ids: identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost})}
 	return h
 }

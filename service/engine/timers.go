@@ -16,7 +16,7 @@ import (
 
 // TimerKinds are the kinds of timers the engine fires (FireTimers): the composition root routes them to it
 // (scheduler.Handlers). A kind added to run.fire belongs here too.
-var TimerKinds = []string{model.TimerDelay, model.TimerCallbackTimeout, model.TimerApprovalTimeout, model.TimerRetry}
+var TimerKinds = []string{model.TimerDelay, model.TimerCallbackTimeout, model.TimerApprovalTimeout, model.TimerRetry, model.TimerPluginTimeout}
 
 var _ scheduler.TimerHandler = (*Engine)(nil)
 
@@ -115,7 +115,7 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 			rds[w.Instance.ID] = rd
 			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
 			if err == nil {
-				r := e.newRun(ctx, w, c, "system")
+				r := e.newRun(ctx, w, c, model.ActorSystem)
 				r.reads = rd
 				if r.inst.Ended() {
 					w.FiredTimers = append(w.FiredTimers, f.t.ID)

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -54,15 +55,21 @@ const (
 // reads their rows and gives the engine those of its kinds.
 func (h *harness) fire(ctx context.Context, batch []scheduler.Due) []error {
 	h.t.Helper()
+	return engineRoute(h.t, h.s, h.eng)(ctx, batch)
+}
+
+// engineRoute is the scheduler's handler as the composition root builds it, for the engine's timer kinds only.
+func engineRoute(t *testing.T, s *store.Store, eng *engine.Engine) scheduler.Handler {
+	t.Helper()
 	hs := scheduler.Handlers{}
 	for _, k := range engine.TimerKinds {
-		hs[k] = h.eng
+		hs[k] = eng
 	}
-	route, err := scheduler.Route(h.s, hs)
+	route, err := scheduler.Route(s, hs)
 	if err != nil {
-		h.t.Fatal(err)
+		t.Fatal(err)
 	}
-	return route(ctx, batch)
+	return route
 }
 
 // dueTimers lists the pending timers due by the harness's clock, as the scheduler would deliver them.
@@ -389,4 +396,84 @@ func TestRearmGrace(t *testing.T) {
 	if n, err := scheduler.Rearm(h.ctx, h.s, sched, 0); err != nil || n != 0 {
 		t.Fatalf("second re-arm: %d, %v; want 0 (already in the scheduler)", n, err)
 	}
+}
+
+// TestTimersNeverEarly: a due time between milliseconds is rounded up — in the timer row, in the outbox item that
+// arms the scheduler, and so in the scheduler — never truncated (which fired timers up to 1 ms early).
+func TestTimersNeverEarly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("ann")
+		h.publish("short", `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},{"id":"d","type":"delay","interval":"1ms"},
+			{"id":"end","type":"end"}],"edges":[{"from":"start","to":"d"},{"from":"d","to":"end"}]}`)
+		h.clk.Set(t0.Add(300 * time.Microsecond))
+		id := h.start("ann", "short", `{}`)
+		want := t0.Add(2 * time.Millisecond) // 1.3 ms rounded up
+		rows, err := s.PendingTimers(h.ctx, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var row *model.Timer
+		for _, r := range rows {
+			if r.InstanceID == id {
+				row = r
+			}
+		}
+		if row == nil || !row.DueAt.Equal(want) {
+			t.Fatalf("timer row %+v, want due %s", row, want)
+		}
+		var armed []int64
+		if _, err := s.DispatchOutbox(h.ctx, 100, func(_ context.Context, items []model.OutboxItem) error {
+			for _, it := range items {
+				if it.Kind == model.OutboxTimerArm && it.Ref == row.ID {
+					var p struct{ Due int64 }
+					_ = json.Unmarshal(it.Payload, &p)
+					armed = append(armed, p.Due)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(armed) != 1 || armed[0] != want.UnixMilli() {
+			t.Fatalf("armed at %v, want %d", armed, want.UnixMilli())
+		}
+		// The scheduler armed from that item delivers it at 2 ms, not at 1.3 ms (when a probe due at 1 ms goes).
+		sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
+		defer sched.Close()
+		arm, _ := engine.TimerOutbox(sched)
+		if err := arm(h.ctx, []model.OutboxItem{{Kind: model.OutboxTimerArm, Ref: row.ID, Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, armed[0]))},
+			{Kind: model.OutboxTimerArm, Ref: "probe", Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, t0.Add(time.Millisecond).UnixMilli()))}}); err != nil {
+			t.Fatal(err)
+		}
+		fired := make(chan string, 4)
+		ctx, cancel := context.WithCancel(h.ctx)
+		defer cancel()
+		route := engineRoute(t, s, h.eng)
+		go sched.Run(ctx, func(ctx context.Context, batch []scheduler.Due) []error {
+			errs := route(ctx, batch)
+			for _, d := range batch {
+				fired <- d.ID
+			}
+			return errs
+		})
+		next := func() string {
+			select {
+			case id := <-fired:
+				return id
+			case <-time.After(10 * time.Second):
+				t.Fatal("nothing fired")
+			}
+			return ""
+		}
+		h.clk.Set(t0.Add(1300 * time.Microsecond))
+		if got := next(); got != "probe" {
+			t.Fatalf("at 1.3 ms %s fired, want only the probe", got)
+		}
+		h.clk.Set(want)
+		if got := next(); got != row.ID {
+			t.Fatalf("at 2 ms %s fired", got)
+		}
+		h.wantStatus(id, model.StatusCompleted)
+	})
 }

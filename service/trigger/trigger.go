@@ -1,6 +1,7 @@
 // Package trigger starts instances from outside: crontab schedules (timers in the scheduler), synchronous and
 // asynchronous API calls (/trigger/sync|async/{module}/{function}) and form submissions. It is told about every
-// published version (its Publisher, given to the template service) to arm and disarm what the start node asks for.
+// published version (its Publisher, given to the template service) to arm and disarm what the start node asks for,
+// and keeps the index of which template starts on which message (the engine's POST /messages starts them).
 package trigger
 
 import (
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/tidwall/gjson"
 	"golang.org/x/time/rate"
 
 	"github.com/halley-bpm/halley/model"
@@ -31,10 +33,9 @@ type Store interface {
 	model.TriggerStore
 	model.TimerStore
 	ListInstances(ctx context.Context, f model.InstanceFilter) ([]*model.Instance, string, error)
+	// SetMessageTrigger records the message a template's latest version starts on (POST /messages finds it).
+	SetMessageTrigger(ctx context.Context, tenant, key string, version int, message string) error
 }
-
-// CronInitiator starts crontab instances.
-const CronInitiator = "cron"
 
 // Service is the trigger service.
 type Service struct {
@@ -134,10 +135,18 @@ func (s *Publisher) CheckPublish(ctx context.Context, tenant, key string, c *tem
 	return nil
 }
 
-// Published points the template's API routes at the new version and re-arms its crontab schedule.
+// Published points the template's API routes and message start at the new version and re-arms its crontab
+// schedule.
 func (s *Publisher) Published(ctx context.Context, tenant, key string, c *template.Compiled) {
 	if err := s.store.SetAPIRoutes(ctx, tenant, key, c.Version, apiRoutes(tenant, key, c)); err != nil {
 		s.log.Error("trigger: unable to set API routes", "template", key, "version", c.Version, "err", err)
+	}
+	message := ""
+	if tr := c.Def.Start().Trigger; tr.Kind == model.TriggerMessage {
+		message = tr.Message
+	}
+	if err := s.store.SetMessageTrigger(ctx, tenant, key, c.Version, message); err != nil {
+		s.log.Error("trigger: unable to set the message start", "template", key, "version", c.Version, "err", err)
 	}
 	ids, err := s.store.CancelCronTimers(ctx, tenant, key)
 	if err != nil {
@@ -230,7 +239,7 @@ func (s *Service) HandleCron(ctx context.Context, t *model.Timer) error {
 	default:
 		running := ""
 		if !tr.AllowRepeated {
-			if running, err = s.store.RunningInstance(ctx, tenant, key, CronInitiator); err != nil {
+			if running, err = s.store.RunningInstance(ctx, tenant, key, model.InitiatorCron); err != nil {
 				return err
 			}
 		}
@@ -240,7 +249,7 @@ func (s *Service) HandleCron(ctx context.Context, t *model.Timer) error {
 			s.log.Info("trigger: crontab fire skipped", "template", key, "running", running)
 		} else {
 			doc, _ := json.Marshal(map[string]any{"scheduled_at": p.ScheduledAt.UTC().Format(time.RFC3339)})
-			v, err := s.engine.StartCompiled(ctx, tenant, CronInitiator, c, doc, corr, fmt.Sprintf("%s %s", c.Key, p.ScheduledAt.UTC().Format("2006-01-02 15:04")))
+			v, err := s.engine.StartCompiled(ctx, tenant, model.InitiatorCron, c, doc, corr, fmt.Sprintf("%s %s", c.Key, p.ScheduledAt.UTC().Format("2006-01-02 15:04")))
 			if err != nil {
 				return err
 			}
@@ -309,7 +318,7 @@ func (s *Service) Invoke(ctx context.Context, call Call) (*CallResult, error) {
 	if err := checkIP(tr, call.RemoteIP); err != nil {
 		return nil, err
 	}
-	if err := checkLogin(tr, call.Header); err != nil {
+	if err := s.checkLogin(tr, call.Header); err != nil {
 		return nil, err
 	}
 	doc, err := callContext(call.Body, call.Query)
@@ -360,29 +369,17 @@ func checkIP(tr model.Trigger, remote string) error {
 	return model.CodedError(model.EFORBIDDEN, "ip_not_allowed", "requests from %s are not allowed for this trigger", remote)
 }
 
-// secretMatches compares a presented secret with a stored one (hashed, or plaintext from an old definition) in
-// constant time.
-func secretMatches(stored, presented string) bool {
-	if stored == "" {
-		return false
-	}
-	want := stored
-	if !strings.HasPrefix(stored, "sha256:") {
-		want = template.HashSecret(stored)
-	}
-	return subtle.ConstantTimeCompare([]byte(want), []byte(template.HashSecret(presented))) == 1
-}
-
-func checkLogin(tr model.Trigger, header func(string) string) error {
+// checkLogin checks an API call's credentials against the trigger's (stored keyed-hashed: template/secrets.go).
+func (s *Service) checkLogin(tr model.Trigger, header func(string) string) error {
 	bad := model.CodedError(model.EUNAUTHORIZED, "invalid_trigger_credentials", "missing or wrong trigger credentials")
 	switch tr.Login() {
 	case model.LoginToken:
-		if !secretMatches(tr.HeaderToken, header("X-Halley-Token")) {
+		if !s.templates.SecretMatches(tr.HeaderToken, header("X-Halley-Token")) {
 			return bad
 		}
 	case model.LoginPassword:
 		userOK := subtle.ConstantTimeCompare([]byte(tr.HeaderUser), []byte(header("X-Halley-User"))) == 1
-		if !secretMatches(tr.HeaderPassword, header("X-Halley-Password")) || !userOK || tr.HeaderUser == "" {
+		if !s.templates.SecretMatches(tr.HeaderPassword, header("X-Halley-Password")) || !userOK || tr.HeaderUser == "" {
 			return bad
 		}
 	}
@@ -398,6 +395,9 @@ func callContext(body []byte, q url.Values) (json.RawMessage, error) {
 		dec.UseNumber()
 		if err := dec.Decode(&m); err != nil || m == nil {
 			return nil, model.CodedError(model.EINVALID, "invalid_context", "the body must be a JSON object")
+		}
+		if err := model.CheckDocumentDepth("the body", []byte(b)); err != nil {
+			return nil, err
 		}
 	}
 	for k, vs := range q {
@@ -479,7 +479,7 @@ func (s *Service) Submit(ctx context.Context, key string, who *model.Principal, 
 	if err != nil {
 		return nil, err
 	}
-	initiator, tenant := "anonymous", model.DefaultTenant
+	initiator, tenant := model.InitiatorAnonymous, model.DefaultTenant
 	if who != nil {
 		initiator, tenant = who.Username, who.TenantID
 	} else if !s.allowAnonymous(clientIP) {
@@ -487,6 +487,9 @@ func (s *Service) Submit(ctx context.Context, key string, who *model.Principal, 
 	}
 	doc, err := callContext(values, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFiles(c.Def.Start().Trigger.Form, doc); err != nil {
 		return nil, err
 	}
 	return s.engine.StartCompiled(ctx, tenant, initiator, c, doc, "", "")
@@ -512,4 +515,24 @@ func (s *Service) Log(ctx context.Context, tenant, key string, limit int) ([]*mo
 		return nil, err
 	}
 	return s.store.TriggerLog(ctx, tenant, key, limit)
+}
+
+// checkFiles validates the values of the form's file fields: what an anonymous submitter puts there is shown to
+// approvers as a download, so it must be a list of files, never a link (javascript:, http:) in disguise.
+func checkFiles(form json.RawMessage, doc json.RawMessage) error {
+	f := model.ParseForm(form)
+	if f == nil {
+		return nil
+	}
+	for _, x := range f.Fields {
+		if !x.IsFile() {
+			continue
+		}
+		if v := gjson.GetBytes(doc, x.Field); v.Exists() {
+			if err := model.CheckFileValue(x.Field, json.RawMessage(v.Raw)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

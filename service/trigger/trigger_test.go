@@ -37,7 +37,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, nil, pub)
+	tpl := template.New(s, nil, template.WithPublishers(pub))
 	files, err := plugin.NewFileStore(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

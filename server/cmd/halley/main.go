@@ -110,12 +110,12 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		},
 	}
 	templates.AddCommand(&cobra.Command{
-		Use:   "load [--url http://127.0.0.1:8080] [--user admin] [--password pw | --token tok]",
+		Use:   "load [--url URL] [--config file.yaml] [--user admin] [--password pw | --token tok]",
 		Short: "Load the ready-made templates and example plugins into a running Halley",
 		// loadTemplates parses its own flags (and prints its own usage for --help).
 		DisableFlagParsing: true,
 		RunE: func(c *cobra.Command, args []string) error {
-			err := loadTemplates(c.Context(), args, getenv, c.OutOrStdout())
+			err := loadTemplates(c.Context(), args, cfgPath, getenv, c.OutOrStdout())
 			if errors.Is(err, flag.ErrHelp) {
 				return nil
 			}
@@ -138,6 +138,7 @@ func withDatabase(ctx context.Context, cfgPath string, getenv func(string) strin
 	}
 	lg := newLogger(cfg, stderr)
 	slog.SetDefault(lg)
+	lg.Info("paths (absolute; relative settings are taken from the working directory)", cfg.PathAttrs()...)
 	if err := cfg.EnsureSecret(); err != nil {
 		return err
 	}

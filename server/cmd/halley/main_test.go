@@ -131,14 +131,14 @@ func TestTemplatesLoad(t *testing.T) {
 	_, url, _ := start(t, bin, "HALLEY_ADMIN_PASSWORD=load-test-pw")
 	var out bytes.Buffer
 	args := []string{"--url", url, "--password", "load-test-pw"}
-	if err := loadTemplates(t.Context(), args, func(string) string { return "" }, &out); err != nil {
+	if err := loadTemplates(t.Context(), args, "", func(string) string { return "" }, &out); err != nil {
 		t.Fatalf("load: %v\n%s", err, out.String())
 	}
 	if n := strings.Count(out.String(), "published "); n < 7 || !strings.Contains(out.String(), "uploaded plugin create-cache") {
 		t.Fatalf("first load:\n%s", out.String())
 	}
 	out.Reset()
-	if err := loadTemplates(t.Context(), args, func(string) string { return "" }, &out); err != nil {
+	if err := loadTemplates(t.Context(), args, "", func(string) string { return "" }, &out); err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out.String(), "published") || strings.Contains(out.String(), "uploaded") {
@@ -246,4 +246,48 @@ func call(t *testing.T, method, url, token, ctype string, body io.Reader) (int, 
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	return res.StatusCode, string(b)
+}
+
+// TestTemplatesLoadFindsTheServer: without --url, `templates load` reads the configuration serve reads (file and
+// environment) and targets HALLEY_PUBLIC_URL, else http://HALLEY_ADDR with 0.0.0.0 made 127.0.0.1; --url wins.
+func TestTemplatesLoadFindsTheServer(t *testing.T) {
+	bin := buildBinary(t)
+	_, url, _ := start(t, bin, "HALLEY_ADMIN_PASSWORD=find-me-pw")
+	port := url[strings.LastIndexByte(url, ':')+1:]
+	yaml := filepath.Join(t.TempDir(), "halley.yaml")
+	if err := os.WriteFile(yaml, []byte("addr: 0.0.0.0:"+port+"\nadmin_password: find-me-pw\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	dead := "127.0.0.1:1" // nothing listens there
+	cases := []struct {
+		name   string
+		args   []string
+		config string
+		env    map[string]string
+	}{
+		{"HALLEY_ADDR and HALLEY_ADMIN_PASSWORD", nil, "", map[string]string{"HALLEY_ADDR": "127.0.0.1:" + port, "HALLEY_ADMIN_PASSWORD": "find-me-pw"}},
+		{"the config file, 0.0.0.0 made loopback", nil, yaml, nil},
+		{"--config after the command", []string{"--config", yaml}, "", nil},
+		{"HALLEY_PUBLIC_URL over HALLEY_ADDR", nil, "", map[string]string{"HALLEY_ADDR": dead, "HALLEY_PUBLIC_URL": url, "HALLEY_ADMIN_PASSWORD": "find-me-pw"}},
+		{"--url over both", []string{"--url", url, "--password", "find-me-pw"}, "", map[string]string{"HALLEY_ADDR": dead, "HALLEY_PUBLIC_URL": "http://" + dead}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var out bytes.Buffer
+			getenv := func(k string) string { return tc.env[k] }
+			if err := loadTemplates(t.Context(), tc.args, tc.config, getenv, &out); err != nil {
+				t.Fatalf("load: %v\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "into http://127.0.0.1:"+port+"\n") || !strings.Contains(out.String(), "create-cache") {
+				t.Fatalf("load did not target %s:\n%s", url, out.String())
+			}
+		})
+	}
+	t.Run("a server that is not there is named", func(t *testing.T) {
+		var out bytes.Buffer
+		err := loadTemplates(t.Context(), nil, "", func(k string) string { return map[string]string{"HALLEY_ADDR": "0.0.0.0:1"}[k] }, &out)
+		if err == nil || !strings.Contains(err.Error(), "http://127.0.0.1:1") || !strings.Contains(err.Error(), "--url") {
+			t.Fatalf("want an error naming http://127.0.0.1:1 and --url, got %v", err)
+		}
+	})
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -44,10 +43,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	}
 	sched := newScheduler(cfg, rdb, clk, lg)
 	defer sched.Close()
-	pluginLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")}
+	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
 
 	pluginFiles, errFiles := plugin.NewFileStore(cfg.PluginDir)
-	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap},
+	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{WorkRoot: cfg.PluginWorkDir, OutputCap: cfg.PluginOutputCap},
 		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: clk.Now})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins})
@@ -56,7 +55,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
 		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }}) // deliveries are visible once their batch committed
 	publisher, errPublisher := trigger.NewPublisher(st, sched, clk, lg)
-	templates := template.New(st, clk.Now, publisher)
+	templates := template.New(st, clk.Now, template.WithPublishers(publisher), template.WithSecretKey(derive(cfg, "trigger-secret")))
 	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: subs, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), PublicURL: cfg.PublicURL})
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, clk, lg)
@@ -64,7 +63,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), "halley:", lg, housekeeping(cfg, st, sched, subs, pluginLogs, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
-		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg)})
+		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
+		FormFrameAncestors: cfg.FormFrameAncestors})
 	if err := errors.Join(errFiles, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -147,16 +147,18 @@ func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err(
 // bootstrapAdmin returns the identity service, after creating user admin in an empty database.
 func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) (*identity.Service, error) {
 	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
-	created, err := ids.Bootstrap(ctx, cfg.AdminPassword)
+	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap admin: %w", err)
 	}
 	if created && cfg.AdminPasswordDefaulted {
 		lg.Warn(strings.Repeat("!", 72))
-		lg.Warn("created user 'admin' with the DEFAULT password 'admin': log in and change it, or set HALLEY_ADMIN_PASSWORD before the first start")
+		lg.Warn("created user 'admin' with the DEFAULT password 'admin': sign in at " + cfg.LocalURL() + "/ as admin/admin and choose a new password (the UI asks at once; later: your name in the header > Profile > Change password), or set HALLEY_ADMIN_PASSWORD before the first start")
 		lg.Warn(strings.Repeat("!", 72))
 	} else if created {
 		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
+	} else if ids.BootstrapPasswordUnchanged(ctx) {
+		lg.Warn("user 'admin' still has the password it was created with: sign in at " + cfg.LocalURL() + "/ and choose a new one (Profile > Change password)")
 	}
 	if cfg.SecretGenerated {
 		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
@@ -201,6 +203,11 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 		}},
 		{Name: "purge-messages", Every: 10 * time.Minute, Run: func(ctx context.Context) error {
 			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
+			return err
+		}},
+		{Name: "purge-message-ids", Every: time.Hour, Run: func(ctx context.Context) error {
+			// A message_id de-duplicates for 7 days (engine.MessageIDWindow).
+			_, err := st.PurgeMessageIDs(ctx, time.Now().Add(-engine.MessageIDWindow))
 			return err
 		}},
 		{Name: "purge-finished-waits", Every: time.Hour, Run: func(ctx context.Context) error {
