@@ -15,10 +15,11 @@ import (
 
 // EngineStoreContract checks st against what the engine relies on of its store (engine.Store): instances created,
 // read and changed one at a time and in groups, with each step's outcome its own and a failed step leaving
-// nothing behind; plugin versions looked up; plugin runs claimed once under a lease, renewed and finished. It runs
+// nothing behind; plugin versions looked up; plugin runs claimed once under a lease, renewed and finished; message
+// ids claimed once, answered or released, and taken over when stale; message start triggers listed. It runs
 // on SQLite and MySQL (store_test) and on every test double of the engine's store (engine_test), so a fake cannot
 // drift from the real thing. seed is the database under st, for fixtures the engine never writes itself
-// (plugins, runs queued outside an instance); st may be seed itself.
+// (plugins, runs queued outside an instance, the message start index); st may be seed itself.
 func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 	t.Helper()
 	ctx := context.Background()
@@ -151,6 +152,70 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		}
 		if _, err := st.GetRun(ctx, tenant, "run-missing"); !model.IsKind(err, model.ENOTFOUND) {
 			t.Fatalf("missing run = %v, want ENOTFOUND", err)
+		}
+	})
+
+	t.Run("message ids are claimed once, answered, released and taken over when stale", func(t *testing.T) {
+		now := at
+		stale := now.Add(-time.Minute)
+		if ans, claimed, err := st.ClaimMessageID(ctx, tenant, "m-1", now, stale); err != nil || !claimed || ans != nil {
+			t.Fatalf("first claim = %q %v %v, want claimed", ans, claimed, err)
+		}
+		if ans, claimed, err := st.ClaimMessageID(ctx, tenant, "m-1", now, stale); err != nil || claimed || ans != nil {
+			t.Fatalf("claim while the first runs = %q %v %v, want neither claim nor answer", ans, claimed, err)
+		}
+		if err := st.FinishMessageID(ctx, tenant, "m-1", []byte(`{"resumed":1}`)); err != nil {
+			t.Fatal(err)
+		}
+		if ans, claimed, err := st.ClaimMessageID(ctx, tenant, "m-1", now.Add(time.Hour), now.Add(30*time.Minute)); err != nil || claimed || string(ans) != `{"resumed":1}` {
+			t.Fatalf("claim after the answer = %q %v %v, want the stored answer (even when the claim is old)", ans, claimed, err)
+		}
+		if _, claimed, err := st.ClaimMessageID(ctx, "other-tenant", "m-1", now, stale); err != nil || !claimed {
+			t.Fatalf("the same id in another tenant = %v %v, want claimed", claimed, err)
+		}
+
+		if _, claimed, err := st.ClaimMessageID(ctx, tenant, "m-2", now, stale); err != nil || !claimed {
+			t.Fatalf("claim m-2 = %v %v", claimed, err)
+		}
+		if err := st.AbandonMessageID(ctx, tenant, "m-2"); err != nil {
+			t.Fatal(err)
+		}
+		if _, claimed, err := st.ClaimMessageID(ctx, tenant, "m-2", now, stale); err != nil || !claimed {
+			t.Fatalf("claim after a release = %v %v, want claimed", claimed, err)
+		}
+
+		// A claim without an answer older than staleBefore (its request died) is taken over, once.
+		later := now.Add(2 * time.Minute)
+		if _, claimed, err := st.ClaimMessageID(ctx, tenant, "m-2", later, later.Add(-time.Minute)); err != nil || !claimed {
+			t.Fatalf("claim of a stale id = %v %v, want taken over", claimed, err)
+		}
+		if _, claimed, err := st.ClaimMessageID(ctx, tenant, "m-2", later, later.Add(-time.Minute)); err != nil || claimed {
+			t.Fatalf("second take-over = %v %v, want refused (the first took it)", claimed, err)
+		}
+	})
+
+	t.Run("message start triggers", func(t *testing.T) {
+		for _, tr := range []struct {
+			key, message string
+			version      int
+		}{{"on-b", "paid", 1}, {"on-a", "paid", 3}, {"other", "shipped", 1}, {"on-c", "paid", 1}} {
+			if err := seed.SetMessageTrigger(ctx, tenant, tr.key, tr.version, tr.message); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := seed.SetMessageTrigger(ctx, tenant, "on-c", 2, ""); err != nil { // a newer version starts otherwise
+			t.Fatal(err)
+		}
+		got, err := st.MessageTriggers(ctx, tenant, "paid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []model.MessageTrigger{{Key: "on-a", Version: 3}, {Key: "on-b", Version: 1}}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("MessageTriggers(paid) = %+v, want %+v (by key)", got, want)
+		}
+		if got, err := st.MessageTriggers(ctx, "other-tenant", "paid"); err != nil || len(got) != 0 {
+			t.Fatalf("another tenant's triggers = %+v %v, want none", got, err)
 		}
 	})
 }
