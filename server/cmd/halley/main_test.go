@@ -283,6 +283,15 @@ func TestTemplatesLoadFindsTheServer(t *testing.T) {
 			}
 		})
 	}
+	t.Run("--config before the command, through the command line", func(t *testing.T) {
+		var out, logs bytes.Buffer
+		if err := run(t.Context(), []string{"--config", yaml, "templates", "load"}, func(string) string { return "" }, &out, &logs); err != nil {
+			t.Fatalf("halley --config %s templates load: %v\n%s%s", yaml, err, out.String(), logs.String())
+		}
+		if !strings.Contains(out.String(), "into http://127.0.0.1:"+port+"\n") {
+			t.Fatalf("load did not target %s:\n%s", url, out.String())
+		}
+	})
 	t.Run("a server that is not there is named", func(t *testing.T) {
 		var out bytes.Buffer
 		err := loadTemplates(t.Context(), nil, "", func(k string) string { return map[string]string{"HALLEY_ADDR": "0.0.0.0:1"}[k] }, &out)
