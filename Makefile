@@ -27,7 +27,7 @@ else ifeq ($(HAS_NPM),yes)
 	$(MAKE) ui-deps
 	cd frontend && npm run build
 else
-	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20+ to include it)"
+	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20.19+ to include it)"
 endif
 
 # ui-deps: the front end's node_modules, installed when missing or older than package-lock.json

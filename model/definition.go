@@ -25,10 +25,12 @@ const (
 	NodeTerminate = "terminate" // ends the instance at once
 )
 
-// Join modes: how a node with several incoming edges activates.
+// Join modes: how a node with several incoming edges activates (API.md "Semantics changes"). Every incoming
+// edge ends up taken, pruned (routing did not choose it) or killed (a rejection or failure upstream).
 const (
-	JoinAnd = "and" // every incoming edge taken (the default)
-	JoinOr  = "or"  // the first incoming edge taken
+	JoinAnd = "and" // the default: every incoming edge taken or pruned, at least one taken (synchronizing merge)
+	JoinOr  = "or"  // the first taken incoming edge; later arrivals are absorbed
+	JoinMin = "min" // {"min":N}: N taken incoming edges (partial join)
 )
 
 // Sign modes of an approval node.
@@ -46,6 +48,7 @@ const (
 	TriggerSyncAPI  = "sync-api"
 	TriggerAsyncAPI = "async-api"
 	TriggerForm     = "form"
+	TriggerMessage  = "message" // 消息开始: POST /messages with the trigger's message name starts an instance
 )
 
 // Login verification of an API trigger.
@@ -90,6 +93,9 @@ const (
 	CodeBadCondition   = "bad_condition"
 	CodeBadCron        = "bad_cron"
 	CodeBadNode        = "bad_node"
+
+	// CodeUnknownUser is a warning, not an error: a static approver or cc user that does not exist (yet).
+	CodeUnknownUser = "unknown_user"
 )
 
 // Lengths the stores keep (in characters) for what a definition names: longer values are refused by validation
@@ -256,6 +262,71 @@ func (o *OnTimeout) UnmarshalJSON(b []byte) error {
 	return fmt.Errorf(`on_timeout must be "approve", "reject", "remind" or {"branch":"node-id"}, got %s`, jsonKind(b))
 }
 
+// Join is how a node with several incoming edges activates: "and" (the default), "or" (JSON: the string), or
+// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}: cancel the
+// branches still running into the node once it activated) is read so that validation can refuse it by name; the
+// engine does not implement it yet.
+type Join struct {
+	Mode       string // JoinAnd, JoinOr or JoinMin; "" means JoinAnd
+	Min        int    // with JoinMin: how many taken incoming edges activate the node
+	CancelRest bool
+}
+
+// IsZero reports whether no join was given.
+func (j Join) IsZero() bool { return j.Mode == "" && j.Min == 0 && !j.CancelRest }
+
+// String names the join for messages: and, or, min 2.
+func (j Join) String() string {
+	if j.Mode == JoinMin {
+		return fmt.Sprintf("min %d", j.Min)
+	}
+	if j.Mode == "" {
+		return JoinAnd
+	}
+	return j.Mode
+}
+
+// MarshalJSON writes the string form, or {"min":N} for a partial join.
+func (j Join) MarshalJSON() ([]byte, error) {
+	if j.Mode == JoinMin {
+		return json.Marshal(struct {
+			Min        int  `json:"min"`
+			CancelRest bool `json:"cancel_rest,omitempty"`
+		}{j.Min, j.CancelRest})
+	}
+	if j.Mode == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(j.Mode)
+}
+
+// UnmarshalJSON reads a string (the mode; its value is checked by validation so that drafts still load) or an
+// object {"min":N} with an optional cancel_rest.
+func (j *Join) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*j = Join{}
+	switch {
+	case string(b) == "null":
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &j.Mode)
+	case len(b) > 0 && b[0] == '{':
+		var v struct {
+			Min        *int  `json:"min"`
+			CancelRest *bool `json:"cancel_rest"`
+		}
+		if err := strictUnmarshal(b, &v); err != nil {
+			return fmt.Errorf("join: %s", describeJSONError(err))
+		}
+		if v.Min == nil {
+			return errors.New(`join: {"min": N} needs N, the number of taken incoming edges that activate the node`)
+		}
+		j.Mode, j.Min, j.CancelRest = JoinMin, *v.Min, deref(v.CancelRest)
+		return nil
+	}
+	return fmt.Errorf(`join must be "and", "or" or {"min": N}, got %s`, jsonKind(b))
+}
+
 // The types below are the definition's JSON shape, and the source of its JSON Schema
 // (model/definition.schema.json, served at GET /api/v1/schemas/definition.json; `make generate` regenerates it
 // with service/graph/schemagen, and the front end's types are generated from it). So they say everything about a
@@ -271,7 +342,7 @@ func (o *OnTimeout) UnmarshalJSON(b []byte) error {
 //   - the doc comment is its description, shown as help text in the designer.
 //
 // Adding a field is adding it here with its tags and comment; `make generate` does the rest. Types with a JSON
-// form of their own (Duration, OnTimeout) get their schema in service/graph/schemagen, beside the tags' reader.
+// form of their own (Duration, OnTimeout, Join) get their schema in service/graph/schemagen, beside the tags' reader.
 
 // Plugins are the plugin names a node runs before it waits (pre) and after it finished (after).
 type Plugins struct {
@@ -343,8 +414,9 @@ func (h ErrorHandler) Op() string {
 // Trigger is how instances of a template start. Which fields apply depends on its kind.
 type Trigger struct {
 	// manual: POST /instances; crontab: on a schedule; sync-api and async-api: a business system calls
-	// /trigger/{sync|async}/{module}/{function}; form: people submit the template's form.
-	Kind string `json:"kind" jsonschema:"required,enum=manual,enum=crontab,enum=sync-api,enum=async-api,enum=form" jsonschema_extras:"x-discriminator=true"`
+	// /trigger/{sync|async}/{module}/{function}; form: people submit the template's form; message: POST /messages
+	// with the trigger's message name.
+	Kind string `json:"kind" jsonschema:"required,enum=manual,enum=crontab,enum=sync-api,enum=async-api,enum=form,enum=message" jsonschema_extras:"x-discriminator=true"`
 
 	// 5 fields: minute hour day-of-month month day-of-week, e.g. "0 9 * * 1-5"; a "CRON_TZ=Asia/Shanghai " prefix sets the time zone.
 	Expr string `json:"expr,omitempty" jsonschema:"minLength=1,example=*/5 * * * *" jsonschema_extras:"x-for=crontab,x-required-for=crontab,x-code=bad_cron"`
@@ -379,6 +451,10 @@ type Trigger struct {
 	Members []string `json:"members,omitempty" jsonschema:"pattern=\\S" jsonschema_extras:"x-for=form,x-pattern-message=is empty"`
 	// Submitters must sign in.
 	RequireLogin bool `json:"require_login,omitempty" jsonschema_extras:"x-for=form"`
+
+	// The message name: POST /messages with it starts an instance (its data becomes the context, its correlation
+	// id the instance's, its sender the initiator).
+	Message string `json:"message,omitempty" jsonschema:"minLength=1,maxLength=255,pattern=^(\\S((?s:.*)\\S)?)?$" jsonschema_extras:"x-for=message,x-required-for=message,x-pattern-message=has leading or trailing spaces"`
 }
 
 // IsZero reports whether no trigger was given.
@@ -386,7 +462,7 @@ func (t Trigger) IsZero() bool {
 	return t.Kind == "" && t.Expr == "" && !t.AllowRepeated && t.StartAt == "" && t.EndAt == "" &&
 		t.Module == "" && t.Function == "" && t.Method == "" && t.LoginVerification == "" &&
 		t.HeaderToken == "" && t.HeaderUser == "" && t.HeaderPassword == "" && t.AllowRemoteIPs == "" &&
-		len(t.Form) == 0 && len(t.Members) == 0 && !t.RequireLogin
+		len(t.Form) == 0 && len(t.Members) == 0 && !t.RequireLogin && t.Message == ""
 }
 
 // HTTPMethod returns the upper-case HTTP method of an API trigger, POST by default.
@@ -458,9 +534,9 @@ type Node struct {
 	Type string `json:"type" jsonschema:"required,enum=start,enum=approval,enum=auto,enum=delay,enum=callback,enum=error,enum=end,enum=terminate" jsonschema_extras:"x-discriminator=true"`
 	// Shown to people; the id is shown when there is none.
 	Name string `json:"name,omitempty" jsonschema:"maxLength=200"`
-	// How a node with several incoming edges activates: and (the default) waits for the incoming branches, or
-	// activates with the first one taken.
-	Join string `json:"join,omitempty" jsonschema:"enum=and,enum=or,default=and"`
+	// How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was
+	// taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
+	Join Join `json:"join,omitzero"`
 	// Plugins the node runs.
 	Plugins Plugins `json:"plugins,omitzero"`
 	// How long the node may take: a duration such as "30m" or "48h", or a number of seconds; 0 or absent: no limit.
@@ -513,12 +589,12 @@ func (n *Node) Label() string {
 	return n.ID
 }
 
-// JoinMode returns the join mode, JoinAnd by default.
+// JoinMode returns the join mode (JoinAnd, JoinOr or JoinMin), JoinAnd by default.
 func (n *Node) JoinMode() string {
-	if n.Join == "" {
+	if n.Join.Mode == "" {
 		return JoinAnd
 	}
-	return n.Join
+	return n.Join.Mode
 }
 
 // SignMode returns the sign mode, SignOr by default.
@@ -723,6 +799,14 @@ func (d *Definition) firstOfType(t string, indexed func(*defIndex) int) *Node {
 		}
 	}
 	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }
 
 // strictUnmarshal decodes one JSON value, refusing unknown object fields at every depth.

@@ -98,6 +98,57 @@ func TestOnTimeoutJSON(t *testing.T) {
 	}
 }
 
+func TestJoinJSON(t *testing.T) {
+	tests := []struct {
+		in   string
+		want model.Join
+		out  string
+	}{
+		{`"and"`, model.Join{Mode: model.JoinAnd}, `"and"`},
+		{`"or"`, model.Join{Mode: model.JoinOr}, `"or"`},
+		{`{"min": 2}`, model.Join{Mode: model.JoinMin, Min: 2}, `{"min":2}`},
+		{`{"min": 1, "cancel_rest": true}`, model.Join{Mode: model.JoinMin, Min: 1, CancelRest: true}, `{"min":1,"cancel_rest":true}`},
+		{`null`, model.Join{}, `null`},
+	}
+	for _, tt := range tests {
+		var j model.Join
+		if err := json.Unmarshal([]byte(tt.in), &j); err != nil {
+			t.Errorf("Unmarshal(%s): %v", tt.in, err)
+			continue
+		}
+		if j != tt.want {
+			t.Errorf("Unmarshal(%s) = %+v, want %+v", tt.in, j, tt.want)
+		}
+		out, err := json.Marshal(j)
+		if err != nil || string(out) != tt.out {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", j, out, err, tt.out)
+		}
+	}
+	for _, bad := range []string{`{}`, `{"min": "2"}`, `{"min": 2, "max": 3}`, `2`, `["and"]`, `true`} {
+		var j model.Join
+		if err := json.Unmarshal([]byte(bad), &j); err == nil {
+			t.Errorf("Unmarshal(%s) = %+v, want an error", bad, j)
+		}
+	}
+	// A node without a join writes none, and reads back with the default. (graph.Parse checks a definition from a
+	// user against the schema first; stored definitions are read like this.)
+	var d model.Definition
+	if err := json.Unmarshal([]byte(`{"nodes":[{"id":"s","type":"start","trigger":{"kind":"message","message":"order.paid"}},
+		{"id":"m","type":"auto","join":{"min":2}},{"id":"e","type":"end"}],"edges":[{"from":"s","to":"m"},{"from":"m","to":"e"}]}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Node("m"); m.JoinMode() != model.JoinMin || m.Join.Min != 2 || d.Node("e").JoinMode() != model.JoinAnd {
+		t.Errorf("joins %+v %+v", m.Join, d.Node("e").Join)
+	}
+	if tr := d.Node("s").Trigger; tr.Kind != model.TriggerMessage || tr.Message != "order.paid" || tr.IsZero() {
+		t.Errorf("trigger %+v", tr)
+	}
+	out, _ := json.Marshal(&d)
+	if !strings.Contains(string(out), `"join":{"min":2}`) || strings.Count(string(out), `"join"`) != 1 {
+		t.Errorf("marshalled %s", out)
+	}
+}
+
 func TestDefinitionMarshalsArrays(t *testing.T) {
 	b, err := json.Marshal(model.Definition{})
 	if err != nil || string(b) != `{"nodes":[],"edges":[]}` {

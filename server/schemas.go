@@ -22,7 +22,6 @@ var schemaETag = func() string {
 func (s *Server) definitionSchema(c *gin.Context) {
 	c.Header("Cache-Control", "public, max-age=3600")
 	c.Header("ETag", schemaETag)
-	c.Header("X-Content-Type-Options", "nosniff")
 	if etagMatches(c.GetHeader("If-None-Match"), schemaETag) {
 		c.Status(http.StatusNotModified)
 		return

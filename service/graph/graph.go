@@ -30,16 +30,25 @@ type Options struct {
 type Result struct {
 	Valid  bool                    `json:"valid"`
 	Errors []model.ValidationError `json:"errors"` // never null
+	// Warnings do not stop publishing (e.g. unknown_user: a static approver that is no user today); never null.
+	Warnings []model.ValidationError `json:"warnings"`
 }
 
 // Validate parses raw against the definition schema (Parse) and checks what it could parse (Check).
 func Validate(raw []byte, opts Options) Result {
+	r, _ := ValidateParsed(raw, opts)
+	return r
+}
+
+// ValidateParsed is Validate that also returns what Parse could read of the definition (nil when its top level
+// is unusable), for a caller that looks further into it (the unknown_user warnings) without parsing it again.
+func ValidateParsed(raw []byte, opts Options) (Result, *model.Definition) {
 	d, errs := Parse(raw)
 	if d != nil {
 		errs = append(errs, Check(d, opts)...)
 	}
 	errs = dedupe(errs)
-	return Result{Valid: len(errs) == 0, Errors: errs}
+	return Result{Valid: len(errs) == 0, Errors: errs, Warnings: []model.ValidationError{}}, d
 }
 
 // ValidateDefinition validates a definition built in code or read leniently: the schema (on its JSON form) and

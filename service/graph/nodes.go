@@ -16,6 +16,7 @@ func (v *validator) checkNode(i int, n *model.Node) {
 	name := label(i, n)
 	bad := func(format string, args ...any) { v.add(model.CodeBadNode, at(n.ID), format, args...) }
 
+	v.checkJoin(n, name, bad)
 	v.checkErrorHandler(i, n, name)
 	if !n.CC.IsZero() {
 		v.checkApprovers(name, "cc", n.CC, bad)
@@ -38,6 +39,25 @@ func (v *validator) checkNode(i int, n *model.Node) {
 				bad("node %q: timeout_branch %q is taken when the timeout passes, but the node has no timeout", name, n.TimeoutBranch)
 			}
 		}
+	}
+}
+
+// checkJoin checks what the schema cannot: that {"min":N} can activate (N is at most the node's number of
+// incoming edges), and refuses cancel_rest by name: it is reserved for the discriminator of the sub-process work
+// and not implemented yet. The form of a join ("and", "or" or {"min": N} with N at least 1) is the schema's.
+func (v *validator) checkJoin(n *model.Node, name string, bad func(string, ...any)) {
+	j := n.Join
+	if j.Mode != model.JoinMin {
+		return
+	}
+	if j.CancelRest {
+		bad("node %q: join cancel_rest is not supported yet; use {\"min\": %d} (the other branches then run on and are absorbed)", name, j.Min)
+	}
+	if j.Min < 1 { // the schema's to report
+		return
+	}
+	if in := len(v.d.Incoming(n.ID)); j.Min > in {
+		bad("node %q: join {\"min\": %d} can never activate: the node has %d incoming edges", name, j.Min, in)
 	}
 }
 

@@ -61,7 +61,7 @@ func TestParseReadsEveryField(t *testing.T) {
 		t.Fatal("Node(lead) = nil")
 	}
 	want := model.Node{
-		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.JoinOr,
+		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.Join{Mode: model.JoinOr},
 		Plugins:      model.Plugins{Pre: []string{"notify"}, After: []string{"audit"}},
 		Timeout:      model.Duration(90 * time.Minute),
 		ErrorHandler: model.ErrorHandler{Operation: model.ErrorOpRetry, Retry: model.RetryPolicy{Count: 3, Period: model.Duration(2 * time.Second)}},
@@ -318,6 +318,11 @@ func TestParseDecodersAgree(t *testing.T) {
 		  {"id": "f", "type": "approval", "approvers": {"users": ["é", "\u4e2d"]}, "sign": "vote", "pass_ratio": 1, "on_timeout": "remind", "timeout": 60},
 		  {"id": "e", "type": "end"}
 		], "edges": [{"from": "s", "to": "d", "condition": {"a.b": {"$in": [1, "x", null]}}}, {"from": "d", "to": "f"}, {"from": "f", "to": "e"}]}`,
+		"joins and a message trigger": `{"nodes": [
+		  {"id": "s", "type": "start", "trigger": {"kind": "message", "message": "order.paid"}},
+		  {"id": "a", "type": "auto", "join": "or"}, {"id": "b", "type": "auto", "join": {"min": 1, "cancel_rest": true}},
+		  {"id": "e", "type": "end", "join": {"min": 2}}
+		], "edges": [{"from": "s", "to": "a"}, {"from": "s", "to": "b"}, {"from": "a", "to": "e"}, {"from": "b", "to": "e"}]}`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			got := mustParse(t, raw)

@@ -285,6 +285,9 @@ func (c *schemaChecker) explain(doc map[string]any, p problem) []model.Validatio
 		}
 		return one(sc.say("field %q: expected %s, got %s", f, wantList(k.Want), k.Got))
 	case *kind.Enum:
+		if forms, ok := c.fieldAnnotation(p.loc, "x-forms").(string); ok { // one form of several: name them all
+			return one(sc.say("%s must be %s, not %s", f, forms, display(k.Got)))
+		}
 		if s, ok := k.Got.(string); ok && s == "" {
 			return one(sc.say("%s is empty (one of %s)", f, enumList(k.Want)))
 		}
@@ -350,6 +353,9 @@ func (c *schemaChecker) explain(doc map[string]any, p problem) []model.Validatio
 	case *kind.OneOf, *kind.AnyOf:
 		if len(p.alts) == 0 {
 			return one(sc.say("field %q matches more than one of its forms", f))
+		}
+		if forms, ok := c.fieldAnnotation(p.loc, "x-forms").(string); ok {
+			return one(sc.say("%s must be %s, got %s", f, forms, article(jsonType(valueAt(doc, p.at)))))
 		}
 		return one(sc.say("field %q: expected %s, got %s", f, wantList(p.alts), jsonType(valueAt(doc, p.at))))
 	}

@@ -154,7 +154,7 @@ func TestValidateAcceptsAValidDefinition(t *testing.T) {
 	res := graph.Validate([]byte(raw), graph.Options{CheckCondition: checkCondition})
 	assertErrors(t, res)
 	b, _ := json.Marshal(res)
-	if string(b) != `{"valid":true,"errors":[]}` {
+	if string(b) != `{"valid":true,"errors":[],"warnings":[]}` {
 		t.Errorf("JSON = %s", b)
 	}
 }
@@ -329,7 +329,7 @@ func TestValidateBadNode(t *testing.T) {
 		{"on_timeout branch to a missing node", linear(approval("a", `"timeout": "1h"`, `"on_timeout": {"branch": "nowhere"}`)),
 			[]want{{model.CodeBadNode, a, `on_timeout branch names node "nowhere", which does not exist`}}},
 		{"on_timeout without timeout", linear(approval("a", `"on_timeout": "approve"`)), []want{{model.CodeBadNode, a, "has no timeout"}}},
-		{"unknown on_timeout action", linear(approval("a", `"timeout": "1h"`, `"on_timeout": "escalate"`)), []want{{model.CodeBadNode, a, `unknown on_timeout "escalate"`}}},
+		{"unknown on_timeout action", linear(approval("a", `"timeout": "1h"`, `"on_timeout": "escalate"`)), []want{{model.CodeBadNode, a, `on_timeout must be "approve", "reject", "remind" or {"branch": "node-id"}, not "escalate"`}}},
 		{"cc with groups", linear(node("a", "auto", `"cc": {"groups": [["x"]]}`)), []want{{model.CodeBadNode, a, "cc takes users"}}},
 		// callback
 		{"timeout_branch to a missing node", linear(node("a", "callback", `"timeout": "1h"`, `"timeout_branch": "nowhere"`)),
@@ -376,6 +376,13 @@ func TestValidateBadNode(t *testing.T) {
 		{"crontab end before start", startWith(`{"kind": "crontab", "expr": "0 * * * *", "start_at": "2025-02-01T00:00:00Z", "end_at": "2025-01-01T00:00:00Z"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, "is not after start_at"}}},
 		{"form trigger without form", startWith(`{"kind": "form", "members": ["x"]}`), []want{{model.CodeBadNode, []string{"start"}, "needs form"}}},
+		{"good message trigger", startWith(`{"kind": "message", "message": "order.paid"}`), nil},
+		{"good min join", def([]string{start, node("a", "auto"), node("b", "auto"), node("c", "auto"), node("m", "auto", `"join": {"min": 2}`), end},
+			edge("start", "a"), edge("start", "b"), edge("start", "c"), edge("a", "m"), edge("b", "m"), edge("c", "m"), edge("m", "end")), nil},
+		{"message trigger without a message", startWith(`{"kind": "message"}`), []want{{model.CodeBadNode, []string{"start"}, "needs message"}}},
+		{"message trigger with spaces", startWith(`{"kind": "message", "message": " order.paid"}`), []want{{model.CodeBadNode, []string{"start"}, "leading or trailing spaces"}}},
+		{"message field on a manual trigger", startWith(`{"kind": "manual", "message": "m"}`),
+			[]want{{model.CodeBadNode, []string{"start"}, `field "trigger.message" does not apply to kind manual (it belongs to kind message)`}}},
 		{"trigger field of another kind", startWith(`{"kind": "manual", "module": "m"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, `field "trigger.module" does not apply to kind manual`}}},
 		// edges
@@ -398,7 +405,20 @@ func TestValidateBadNode(t *testing.T) {
 		{"two error nodes", def([]string{start, node("e1", "error"), node("e2", "error"), end}, edge("start", "end"), edge("e1", "end"), edge("e2", "end")),
 			[]want{{model.CodeBadNode, []string{"e1", "e2"}, "2 error nodes"}}},
 		// common fields
-		{"join xor", linear(node("a", "auto", `"join": "xor"`)), []want{{model.CodeBadNode, a, `unknown join "xor" (one of and, or)`}}},
+		{"join xor", linear(node("a", "auto", `"join": "xor"`)), []want{{model.CodeBadNode, a, `join must be "and", "or" or {"min": N}`}}},
+		{"join min 0", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 0}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `join.min must be at least 1, got 0`}}},
+		{"join min above the in-degree", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 3}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `can never activate: the node has 2 incoming edges`}}},
+		{"join min with cancel_rest", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 1, "cancel_rest": true}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `cancel_rest is not supported yet`}}},
+		{"join object without min", linear(node("a", "auto", `"join": {"cancel_rest": false}`)), []want{{model.CodeBadNode, a, `join has no min`}}},
+		{"join object with another field", linear(node("a", "auto", `"join": {"max": 2}`)),
+			[]want{{model.CodeBadNode, a, `join has no min`}, {model.CodeBadNode, a, `field "join": unknown field "max"`}}},
+		{"join as a number", linear(node("a", "auto", `"join": 2`)), []want{{model.CodeBadNode, a, `join must be "and", "or" or {"min": N}`}}},
 		{"id with a space", def([]string{start, node("a b", "auto"), end}, edge("start", "a b"), edge("a b", "end")),
 			[]want{{model.CodeBadNode, []string{"a b"}, "letters, digits"}}},
 		{"id with a dot", def([]string{start, node("a.b", "auto"), end}, edge("start", "a.b"), edge("a.b", "end")),

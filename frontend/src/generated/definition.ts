@@ -25,9 +25,9 @@ export type ErrorHandler = {
  */
 export type Trigger = {
   /**
-   * manual: POST /instances; crontab: on a schedule; sync-api and async-api: a business system calls /trigger/{sync|async}/{module}/{function}; form: people submit the template's form.
+   * manual: POST /instances; crontab: on a schedule; sync-api and async-api: a business system calls /trigger/{sync|async}/{module}/{function}; form: people submit the template's form; message: POST /messages with the trigger's message name.
    */
-  kind: 'manual' | 'crontab' | 'sync-api' | 'async-api' | 'form'
+  kind: 'manual' | 'crontab' | 'sync-api' | 'async-api' | 'form' | 'message'
   /**
    * 5 fields: minute hour day-of-month month day-of-week, e.g. "0 9 * * 1-5"; a "CRON_TZ=Asia/Shanghai " prefix sets the time zone.
    */
@@ -88,6 +88,10 @@ export type Trigger = {
    * Submitters must sign in.
    */
   require_login?: boolean
+  /**
+   * The message name: POST /messages with it starts an instance (its data becomes the context, its correlation id the instance's, its sender the initiator).
+   */
+  message?: string
 }
 
 /**
@@ -129,9 +133,20 @@ export interface Node {
    */
   name?: string
   /**
-   * How a node with several incoming edges activates: and (the default) waits for the incoming branches, or activates with the first one taken.
+   * How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
    */
-  join?: 'and' | 'or'
+  join?:
+    | ('and' | 'or')
+    | {
+        /**
+         * How many taken incoming edges activate the node, at least 1 and at most the node's incoming edges.
+         */
+        min: number
+        /**
+         * Cancel the branches still running into the node once it activated (not supported yet).
+         */
+        cancel_rest?: boolean
+      }
   plugins?: Plugins
   /**
    * How long the node may take: a duration such as "30m" or "48h", or a number of seconds; 0 or absent: no limit. What happens then depends on on_timeout, timeout_branch or the error handler.
@@ -707,13 +722,36 @@ export const definitionSchema = {
           "description": "Shown to people; the id is shown when there is none."
         },
         "join": {
-          "type": "string",
-          "enum": [
-            "and",
-            "or"
+          "oneOf": [
+            {
+              "type": "string",
+              "enum": [
+                "and",
+                "or"
+              ]
+            },
+            {
+              "properties": {
+                "min": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "description": "How many taken incoming edges activate the node, at least 1 and at most the node's incoming edges."
+                },
+                "cancel_rest": {
+                  "type": "boolean",
+                  "description": "Cancel the branches still running into the node once it activated (not supported yet)."
+                }
+              },
+              "additionalProperties": false,
+              "type": "object",
+              "required": [
+                "min"
+              ]
+            }
           ],
-          "description": "How a node with several incoming edges activates: and (the default) waits for the incoming branches, or activates with the first one taken.",
-          "default": "and"
+          "description": "How a node with several incoming edges activates: \"and\" (the default) waits until every incoming branch was taken or not chosen, at least one taken; \"or\" activates with the first one taken; {\"min\": N} with N taken.",
+          "default": "and",
+          "x-forms": "\"and\", \"or\" or {\"min\": N}"
         },
         "plugins": {
           "$ref": "#/$defs/Plugins",
@@ -829,7 +867,8 @@ export const definitionSchema = {
           "description": "What happens when the timeout passes: approve, reject, remind the approvers, or {\"branch\": \"node-id\"} to go to another node.",
           "x-for": [
             "approval"
-          ]
+          ],
+          "x-forms": "\"approve\", \"reject\", \"remind\" or {\"branch\": \"node-id\"}"
         },
         "form": {
           "type": "object",
@@ -1010,6 +1049,23 @@ export const definitionSchema = {
               "form"
             ]
           }
+        },
+        {
+          "if": {
+            "properties": {
+              "kind": {
+                "const": "message"
+              }
+            },
+            "required": [
+              "kind"
+            ]
+          },
+          "then": {
+            "required": [
+              "message"
+            ]
+          }
         }
       ],
       "dependentSchemas": {
@@ -1151,6 +1207,18 @@ export const definitionSchema = {
             "kind"
           ]
         },
+        "message": {
+          "properties": {
+            "kind": {
+              "enum": [
+                "message"
+              ]
+            }
+          },
+          "required": [
+            "kind"
+          ]
+        },
         "method": {
           "properties": {
             "kind": {
@@ -1210,9 +1278,10 @@ export const definitionSchema = {
             "crontab",
             "sync-api",
             "async-api",
-            "form"
+            "form",
+            "message"
           ],
-          "description": "manual: POST /instances; crontab: on a schedule; sync-api and async-api: a business system calls /trigger/{sync|async}/{module}/{function}; form: people submit the template's form.",
+          "description": "manual: POST /instances; crontab: on a schedule; sync-api and async-api: a business system calls /trigger/{sync|async}/{module}/{function}; form: people submit the template's form; message: POST /messages with the trigger's message name.",
           "x-discriminator": true
         },
         "expr": {
@@ -1366,6 +1435,20 @@ export const definitionSchema = {
           "description": "Submitters must sign in.",
           "x-for": [
             "form"
+          ]
+        },
+        "message": {
+          "type": "string",
+          "maxLength": 255,
+          "minLength": 1,
+          "pattern": "^(\\S((?s:.*)\\S)?)?$",
+          "description": "The message name: POST /messages with it starts an instance (its data becomes the context, its correlation id the instance's, its sender the initiator).",
+          "x-for": [
+            "message"
+          ],
+          "x-pattern-message": "has leading or trailing spaces",
+          "x-required-for": [
+            "message"
           ]
         }
       },

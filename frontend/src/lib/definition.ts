@@ -22,6 +22,15 @@ export type SignMode = NonNullable<Node['sign']>
 export type TriggerKind = Trigger['kind']
 export type OnTimeout = NonNullable<Node['on_timeout']>
 
+/** Join is how a node with several incoming edges activates: "and" (default), "or", or {min: N}. */
+export type Join = NonNullable<Node['join']>
+
+/** joinMode names a join's kind. */
+export function joinMode(j: Join | undefined): 'and' | 'or' | 'min' {
+  if (j && typeof j === 'object') return 'min'
+  return j === 'or' ? 'or' : 'and'
+}
+
 export interface Point {
   x: number
   y: number
@@ -109,6 +118,7 @@ export function cleanNode(n: DefNode): DefNode {
     switch (k) {
       case 'join':
         if (v === 'or') out.join = 'or'
+        else if (v && typeof v === 'object' && Number.isInteger((v as { min?: number }).min)) out.join = { min: (v as { min: number }).min }
         break
       case 'is_ignore':
         if (v === true) out.is_ignore = true

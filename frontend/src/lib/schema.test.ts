@@ -1,11 +1,12 @@
 import { describe as group, expect, it } from 'vitest'
 import { definitionSchema } from '@/generated/definition'
-import { COMMON_FIELDS, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId, describe, example } from './schema'
+import { COMMON_FIELDS, JOIN_MODES, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId, describe, example } from './schema'
 
 group('the designer reads the definition schema', () => {
   it('has the node types and trigger kinds of the Go types', () => {
     expect(NODE_TYPES).toEqual(['start', 'approval', 'auto', 'delay', 'callback', 'error', 'end', 'terminate'])
-    expect(TRIGGER_KINDS).toEqual(['manual', 'crontab', 'sync-api', 'async-api', 'form'])
+    expect(TRIGGER_KINDS).toEqual(['manual', 'crontab', 'sync-api', 'async-api', 'form', 'message'])
+    expect(JOIN_MODES).toEqual(['and', 'or'])
   })
 
   it('knows which fields each node type owns, and which every node has', () => {
@@ -25,6 +26,7 @@ group('the designer reads the definition schema', () => {
     expect(TRIGGER_FIELDS['sync-api']).toEqual(TRIGGER_FIELDS['async-api'])
     expect(TRIGGER_FIELDS['sync-api']).toContain('allow_remote_ips')
     expect(TRIGGER_FIELDS.form).toEqual(['form', 'members', 'require_login'])
+    expect(TRIGGER_FIELDS.message).toEqual(['message'])
   })
 
   it('checks node ids as the server does', () => {

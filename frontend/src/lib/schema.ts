@@ -27,7 +27,7 @@ function properties(type: SchemaType): Record<string, PropertySchema> {
 
 export const NODE_TYPES = S.$defs.Node.properties.type.enum
 export const SIGN_MODES = S.$defs.Node.properties.sign.enum
-export const JOIN_MODES = S.$defs.Node.properties.join.enum
+export const JOIN_MODES = S.$defs.Node.properties.join.oneOf[0].enum
 export const TRIGGER_KINDS = S.$defs.Trigger.properties.kind.enum
 export const LOGIN_VERIFICATIONS = S.$defs.Trigger.properties.login_verification.enum
 export const ERROR_OPERATIONS = S.$defs.ErrorHandler.properties.operation.enum

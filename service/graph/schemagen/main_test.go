@@ -73,8 +73,12 @@ func TestSchemaEnumsMatchModelConstants(t *testing.T) {
 		if !ok {
 			t.Fatalf("%s has no property %s", def, prop)
 		}
+		values := ps.Enum
+		if len(values) == 0 && len(ps.OneOf) > 0 { // a union of forms (join): its string form
+			values = ps.OneOf[0].Enum
+		}
 		var out []string
-		for _, v := range ps.Enum {
+		for _, v := range values {
 			out = append(out, v.(string))
 		}
 		return out
@@ -87,7 +91,7 @@ func TestSchemaEnumsMatchModelConstants(t *testing.T) {
 		{"Node", "join", []string{model.JoinAnd, model.JoinOr}},
 		{"Node", "sign", []string{model.SignOr, model.SignAll, model.SignSequential, model.SignVote}},
 		{"Node", "group_sign", []string{model.SignOr, model.SignAll, model.SignSequential, model.SignVote}},
-		{"Trigger", "kind", []string{model.TriggerManual, model.TriggerCrontab, model.TriggerSyncAPI, model.TriggerAsyncAPI, model.TriggerForm}},
+		{"Trigger", "kind", []string{model.TriggerManual, model.TriggerCrontab, model.TriggerSyncAPI, model.TriggerAsyncAPI, model.TriggerForm, model.TriggerMessage}},
 		{"Trigger", "login_verification", []string{model.LoginNone, model.LoginToken, model.LoginPassword}},
 		{"ErrorHandler", "operation", []string{model.ErrorOpThrow, model.ErrorOpRetry, model.ErrorOpIgnore, model.ErrorOpCatch}},
 		{"Approvers", "relation", []string{model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader}},
@@ -100,7 +104,7 @@ func TestSchemaEnumsMatchModelConstants(t *testing.T) {
 	for _, c := range []struct {
 		def, prop string
 		max       int
-	}{{"Node", "id", model.MaxNodeIDLen}, {"Node", "name", model.MaxNodeNameLen}, {"Node", "message", model.MaxMessageLen}} {
+	}{{"Node", "id", model.MaxNodeIDLen}, {"Node", "name", model.MaxNodeNameLen}, {"Node", "message", model.MaxMessageLen}, {"Trigger", "message", model.MaxMessageLen}} {
 		ps, _ := s.Definitions[c.def].Properties.Get(c.prop)
 		if ps.MaxLength == nil || int(*ps.MaxLength) != c.max {
 			t.Errorf("%s.%s: maxLength %v, the store keeps %d", c.def, c.prop, ps.MaxLength, c.max)

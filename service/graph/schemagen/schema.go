@@ -18,6 +18,7 @@ const (
 	xFor           = "x-for"
 	xRequiredFor   = "x-required-for"
 	xCode          = "x-code"
+	xForms         = "x-forms"
 )
 
 // buildSchema reflects model.Definition into a JSON Schema (draft 2020-12). It must run in the repository root:
@@ -69,7 +70,8 @@ func tidyDescriptions(s *jsonschema.Schema) {
 
 // mapType gives the schema of the types whose JSON form is not their Go shape: they have MarshalJSON and
 // UnmarshalJSON of their own, and their schema must accept exactly what those accept (service/graph decodes a
-// definition the schema accepted without further checks).
+// definition the schema accepted without further checks). A union of forms says in "x-forms" how its forms read
+// to a template author: a value that fits none is told all of them, not only those of its own JSON type.
 func mapType(t reflect.Type) *jsonschema.Schema {
 	switch t {
 	case reflect.TypeFor[model.Duration]():
@@ -80,7 +82,7 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 			Format: model.DurationFormat,
 		}
 	case reflect.TypeFor[model.OnTimeout]():
-		return &jsonschema.Schema{OneOf: []*jsonschema.Schema{
+		return &jsonschema.Schema{Extras: map[string]any{xForms: `"approve", "reject", "remind" or {"branch": "node-id"}`}, OneOf: []*jsonschema.Schema{
 			{Type: "string", Enum: []any{model.TimeoutApprove, model.TimeoutReject, model.TimeoutRemind}},
 			{
 				Type:                 "object",
@@ -89,6 +91,20 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 				AdditionalProperties: jsonschema.FalseSchema,
 			},
 		}}
+	case reflect.TypeFor[model.Join]():
+		// cancel_rest is accepted here so that service/graph can refuse it by name (not implemented yet).
+		props := withProperty("min", &jsonschema.Schema{Type: "integer", Minimum: json.Number("1"),
+			Description: "How many taken incoming edges activate the node, at least 1 and at most the node's incoming edges."})
+		props.Set("cancel_rest", &jsonschema.Schema{Type: "boolean",
+			Description: "Cancel the branches still running into the node once it activated (not supported yet)."})
+		return &jsonschema.Schema{
+			OneOf: []*jsonschema.Schema{
+				{Type: "string", Enum: []any{model.JoinAnd, model.JoinOr}},
+				{Type: "object", Properties: props, Required: []string{"min"}, AdditionalProperties: jsonschema.FalseSchema},
+			},
+			Default: model.JoinAnd,
+			Extras:  map[string]any{xForms: `"and", "or" or {"min": N}`},
+		}
 	}
 	return nil
 }
