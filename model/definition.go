@@ -436,12 +436,14 @@ type Trigger struct {
 	// How callers authenticate: none (the default); token: header X-Halley-Token equals header_token; password:
 	// headers X-Halley-User and X-Halley-Password equal header_user and header_password.
 	LoginVerification string `json:"login_verification,omitempty" jsonschema:"enum=none,enum=token,enum=password,default=none" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
-	// The token callers send in X-Halley-Token (login_verification token).
-	HeaderToken string `json:"header_token,omitempty" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
+	// The token callers send in X-Halley-Token (login_verification token). Write-only: answers show "***" once it
+	// is set, and saving "***" keeps it.
+	HeaderToken string `json:"header_token,omitempty" jsonschema:"writeOnly=true" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
 	// The user callers send in X-Halley-User (login_verification password).
 	HeaderUser string `json:"header_user,omitempty" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
-	// The password callers send in X-Halley-Password (login_verification password).
-	HeaderPassword string `json:"header_password,omitempty" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
+	// The password callers send in X-Halley-Password (login_verification password). Write-only: answers show
+	// "***" once it is set, and saving "***" keeps it.
+	HeaderPassword string `json:"header_password,omitempty" jsonschema:"writeOnly=true" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
 	// Comma-separated IP addresses and CIDRs callers may come from, e.g. "10.0.0.0/8,1.2.3.4"; empty: anyone.
 	AllowRemoteIPs string `json:"allow_remote_ips,omitempty" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
 

@@ -61,7 +61,7 @@ export type Trigger = {
    */
   login_verification?: 'none' | 'token' | 'password'
   /**
-   * The token callers send in X-Halley-Token (login_verification token).
+   * The token callers send in X-Halley-Token (login_verification token). Write-only: answers show "***" once it is set, and saving "***" keeps it.
    */
   header_token?: string
   /**
@@ -69,7 +69,7 @@ export type Trigger = {
    */
   header_user?: string
   /**
-   * The password callers send in X-Halley-Password (login_verification password).
+   * The password callers send in X-Halley-Password (login_verification password). Write-only: answers show "***" once it is set, and saving "***" keeps it.
    */
   header_password?: string
   /**
@@ -1377,7 +1377,8 @@ export const definitionSchema = {
         },
         "header_token": {
           "type": "string",
-          "description": "The token callers send in X-Halley-Token (login_verification token).",
+          "description": "The token callers send in X-Halley-Token (login_verification token). Write-only: answers show \"***\" once it is set, and saving \"***\" keeps it.",
+          "writeOnly": true,
           "x-for": [
             "sync-api",
             "async-api"
@@ -1393,7 +1394,8 @@ export const definitionSchema = {
         },
         "header_password": {
           "type": "string",
-          "description": "The password callers send in X-Halley-Password (login_verification password).",
+          "description": "The password callers send in X-Halley-Password (login_verification password). Write-only: answers show \"***\" once it is set, and saving \"***\" keeps it.",
+          "writeOnly": true,
           "x-for": [
             "sync-api",
             "async-api"
