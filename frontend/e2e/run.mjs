@@ -417,6 +417,9 @@ try {
 
   await step('the node panel explains a field with the help text of the Go types (the definition schema)', async () => {
     await page.click('[data-test=node-panel] h3') // closes the user picker's list
+    // The live validation (debounced) then drops the node's "needs approvers" alert, moving the fields up: wait
+    // for it, or the pointer ends up beside the ⓘ and the tooltip closes.
+    await page.locator('[data-test=node-panel] .el-alert').first().waitFor({ state: 'detached' })
     await page.hover('[data-test="help-Node-timeout"]')
     const tip = page.locator('.field-help-popper', { hasText: 'How long the node may take' })
     await tip.waitFor()
