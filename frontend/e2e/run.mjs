@@ -504,6 +504,19 @@ try {
     expect((await page.locator('[data-test=palette]').count()) === 0, 'the palette is shown in read-only mode')
   })
 
+  await step('a Chinese user reads the field help in Chinese', async () => {
+    // The language chosen on this browser (admin's profile names none): the designer's ⓘ speaks it.
+    await page.evaluate(() => localStorage.setItem('halley.language', 'zh-CN'))
+    await page.reload()
+    await page.locator('[data-test=readonly-badge]').waitFor()
+    await page.click('.vue-flow__node[data-id="approval"] .name')
+    await page.hover('[data-test="help-Node-timeout"]')
+    await page.locator('.field-help-popper', { hasText: '节点最多可用多久' }).waitFor()
+    await page.evaluate(() => localStorage.setItem('halley.language', 'en'))
+    await page.reload()
+    await page.locator('[data-test=readonly-badge]').waitFor()
+  })
+
   await step('admin signs out', async () => {
     await page.goto(`${base}/inbox`)
     await page.click('[data-test=logout]')

@@ -1,6 +1,7 @@
 import { describe as group, expect, it } from 'vitest'
 import { definitionSchema } from '@/generated/definition'
-import { COMMON_FIELDS, JOIN_MODES, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId, describe, example } from './schema'
+import helpZhCN from '@/i18n/field-help.zh-CN'
+import { COMMON_FIELDS, JOIN_MODES, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId, describe, describedFields, example } from './schema'
 
 group('the designer reads the definition schema', () => {
   it('has the node types and trigger kinds of the Go types', () => {
@@ -41,5 +42,25 @@ group('the designer reads the definition schema', () => {
     expect(describe('Trigger', 'allow_remote_ips')).toMatch(/CIDR/)
     expect(describe('Node', 'no_such_field')).toBe('')
     expect(example('Trigger', 'expr')).toBe('*/5 * * * *')
+  })
+
+  it('gives the help text in Chinese to a Chinese user, the English where a translation is missing', () => {
+    expect(describe('Node', 'timeout', 'zh-CN')).toMatch(/时长/)
+    expect(describe('Node', 'timeout', 'zh-CN')).toBe(helpZhCN['Node.timeout'])
+    expect(describe('Node', 'timeout', 'en')).toBe(describe('Node', 'timeout'))
+    expect(describe('Node', 'no_such_field', 'zh-CN')).toBe('')
+  })
+
+  it('has a Chinese translation of every field description, and none for a field that is gone', () => {
+    const fields = describedFields()
+    expect(fields).toContain('Node.timeout')
+    expect(fields).toContain('Trigger.message')
+    expect(Object.keys(helpZhCN).sort()).toEqual([...fields].sort())
+    for (const f of fields) {
+      const [type, field] = f.split('.') as [Parameters<typeof describe>[0], string]
+      const zh = describe(type, field, 'zh-CN')
+      expect(zh, f).not.toBe(describe(type, field, 'en'))
+      expect(zh, `${f} is not Chinese`).toMatch(/[\u4e00-\u9fff]/)
+    }
   })
 })

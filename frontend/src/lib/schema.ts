@@ -1,8 +1,10 @@
 // What the designer knows about a definition's fields, read from its JSON Schema (src/generated/definition.ts,
 // generated from model/definition.schema.json, itself generated from the Go types): the node types and the other
 // enumerations, which fields belong to which node type or trigger kind, the id rule, and each field's description,
-// shown as help text. Nothing here spells a field: a field added to the Go types appears here by `make generate`.
+// shown as help text (in Chinese from i18n/field-help.zh-CN.ts). Nothing here spells a field: a field added to the
+// Go types appears here by `make generate`.
 import { definitionSchema as S, type Node, type Trigger } from '@/generated/definition'
+import helpZhCN from '@/i18n/field-help.zh-CN'
 
 /** PropertySchema is what this module reads from a property of the schema. */
 interface PropertySchema {
@@ -57,9 +59,22 @@ export const TYPE_FIELDS: Record<Node['type'], readonly (keyof Node)[]> = nodeFi
 /** The fields each trigger kind owns besides kind. */
 export const TRIGGER_FIELDS: Record<Trigger['kind'], readonly (keyof Trigger)[]> = triggerFields.byValue
 
-/** describe returns the help text of a field ('' when the schema has none). */
-export function describe(type: SchemaType, field: string): string {
-  return properties(type)[field]?.description ?? ''
+/** describe returns the help text of a field ('' when the schema has none): the schema's description (the Go doc
+ * comment), or its Chinese for lang zh-CN (the English when it has no translation yet). */
+export function describe(type: SchemaType, field: string, lang = 'en'): string {
+  const en = properties(type)[field]?.description ?? ''
+  if (!en || lang !== 'zh-CN') return en
+  return helpZhCN[`${type}.${field}`] ?? en
+}
+
+/** describedFields lists every field the schema describes, as "Type.field" (the keys of the help translations). */
+export function describedFields(): string[] {
+  const types: SchemaType[] = ['Definition', ...(Object.keys(S.$defs) as SchemaType[])]
+  return types.flatMap((t) =>
+    Object.entries(properties(t))
+      .filter(([, p]) => p.description)
+      .map(([f]) => `${t}.${f}`),
+  )
 }
 
 /** example returns the schema's example value of a field, as text ('' when it has none). */
