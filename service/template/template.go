@@ -468,20 +468,7 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if len(steps) == 0 || len(steps) > 100 {
 		return nil, model.CodedError(model.EINVALID, "invalid_steps", "steps must hold 1 to 100 steps")
 	}
-	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
-	prev := "start"
-	for i, st := range steps {
-		id := fmt.Sprintf("step%d", i+1)
-		name := strings.TrimSpace(st.Name)
-		if name == "" {
-			name = fmt.Sprintf("Step %d", i+1)
-		}
-		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
-		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
-		prev = id
-	}
-	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
-	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	def := linearDefinition(steps)
 	raw, err := json.Marshal(&def)
 	if err != nil {
 		return nil, err
@@ -503,6 +490,25 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	c.Hidden = true
 	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
 	return c, nil
+}
+
+// linearDefinition is the definition of a linear process: start → step1 → ... → end.
+func linearDefinition(steps []LinearStep) model.Definition {
+	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
+	prev := "start"
+	for i, st := range steps {
+		id := fmt.Sprintf("step%d", i+1)
+		name := strings.TrimSpace(st.Name)
+		if name == "" {
+			name = fmt.Sprintf("Step %d", i+1)
+		}
+		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
+		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
+		prev = id
+	}
+	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
+	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	return def
 }
 
 // maxNameLen is the length of templates.name.
