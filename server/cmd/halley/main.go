@@ -32,6 +32,7 @@ import (
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -171,7 +172,13 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	triggers.SetScheduler(sched)
 	templates.SetPublisher(triggers)
 	eng.SetCronHandler(triggers.HandleCron)
-	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st, PluginRuns: eng})
+	// One guarded outbound client for every URL Halley calls (webhooks; channels next): public addresses only,
+	// plus what HALLEY_OUTBOUND_ALLOW lists.
+	out := outbound.New(outbound.Options{Allow: cfg.OutboundAllow})
+	if a := cfg.OutboundAllow.String(); a != "" {
+		lg.Info("outbound calls may also reach these non-public addresses", "allow", a)
+	}
+	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st, PluginRuns: eng, Outbound: out})
 	if err := subs.Refresh(ctx); err != nil {
 		return fmt.Errorf("load event subscriptions: %w", err)
 	}
