@@ -198,7 +198,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		return fmt.Errorf("HALLEY_PLUGIN_DIR: %v", err)
 	}
 	pluginLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")}
-	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
+	sandbox := pluginSandbox(cfg, lg)
+	runner := &plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap}
 	pluginQueue := engine.NewPluginQueue(eng, st, pluginFiles)
 	executor := plugin.NewExecutor(pluginQueue, runner, plugin.ExecutorOptions{
 		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
@@ -309,7 +310,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if !frontend.Built() {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
