@@ -104,8 +104,9 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 		if cfg.UID == 0 {
 			userWhy = "HALLEY_PLUGIN_UID is 0 (root)"
 		}
-	case euid != 0 && !(perm.has(unix.CAP_SETUID) && perm.has(unix.CAP_SETGID)):
-		userWhy = fmt.Sprintf("Halley runs as uid %d without CAP_SETUID and CAP_SETGID (see docs/security.md to grant them)", euid)
+	case euid != 0 && !(perm.has(unix.CAP_SETUID) && perm.has(unix.CAP_SETGID) && perm.has(unix.CAP_CHOWN) && perm.has(unix.CAP_KILL)):
+		// All four: start the child as the run's uid, hand it its directory and take it back, kill its group.
+		userWhy = fmt.Sprintf("Halley runs as uid %d without all of CAP_SETUID, CAP_SETGID, CAP_CHOWN and CAP_KILL (docs/security.md says how to grant them)", euid)
 	default:
 		if err := s.probe(probeOpts{uid: cfg.UID, gid: cfg.GID, drop: true}); err != nil {
 			userWhy = "switching to uid " + strconv.Itoa(cfg.UID) + " failed: " + err.Error()
@@ -122,6 +123,7 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 		add(ProtectUser, true, "each run in flight has its own uid (%s), gid %d and no supplementary groups", cfg.uidRange(), cfg.GID)
 	} else {
 		s.report.UIDs = strconv.Itoa(euid)
+		s.report.GID = os.Getegid()
 		runAs := fmt.Sprintf("plugins run as Halley's own uid %d", euid)
 		if euid == 0 || cfg.UID == 0 {
 			runAs = "plugins would run as root"
