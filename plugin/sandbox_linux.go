@@ -320,7 +320,8 @@ func (s *Sandbox) protectPrivate() string {
 		if p == "" {
 			continue
 		}
-		fi, err := os.Lstat(p)
+		// Stat follows symlinks: these are the operator's own paths (a data dir linked to a volume is common).
+		fi, err := os.Stat(p)
 		if errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
@@ -336,7 +337,7 @@ func (s *Sandbox) protectPrivate() string {
 		} else if int(st.Gid) == s.cfg.GID {
 			want &^= 0o070
 		}
-		if fi.Mode()&fs.ModeSymlink == 0 && want != mode {
+		if want != mode {
 			if err := os.Chmod(p, want); err != nil {
 				problems = append(problems, fmt.Sprintf("%s is mode %o and cannot be changed: %v", p, mode, err))
 				continue
@@ -855,28 +856,36 @@ func (b *box) killRest() {
 // removeDir takes the run's working directory back from the run's uid and removes it with everything in it.
 func (b *box) removeDir(dir string) {
 	if b.s != nil && b.s.dropUID {
-		_ = withCaps(capsChown, func() error { return reclaim(dir, os.Geteuid(), os.Getegid()) })
+		_ = withCaps(capsChown, func() error { return reclaim(dir, b.uid, os.Geteuid(), os.Getegid()) })
 	}
 	removeAll(dir)
 }
 
-// reclaim gives dir and everything below it back to uid:gid (CAP_CHOWN), with owner rights on folders, so that
-// Halley can delete what a plugin left there whatever modes it set.
-func reclaim(dir string, uid, gid int) error {
+// reclaim gives the folders the run's uid owns under dir (dir included) back to uid:gid, with owner rights
+// (CAP_CHOWN), so that Halley can delete what the plugin left there whatever modes it set. Files need no chown
+// to be deleted, and are not touched: a file the plugin does not own (a hard link to someone else's file, where
+// the kernel allows that) must never change owner.
+func reclaim(dir string, runUID, uid, gid int) error {
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if !fi.IsDir() || int(fi.Sys().(*syscall.Stat_t).Uid) != runUID {
+		return nil
+	}
 	if err := os.Lchown(dir, uid, gid); err != nil {
 		return err
 	}
-	_ = os.Chmod(dir, 0o700)
+	if err := os.Chmod(dir, 0o700); err != nil {
+		return err
+	}
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return err
 	}
 	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
 		if e.IsDir() {
-			_ = reclaim(p, uid, gid)
-		} else {
-			_ = os.Lchown(p, uid, gid)
+			_ = reclaim(filepath.Join(dir, e.Name()), runUID, uid, gid)
 		}
 	}
 	return nil

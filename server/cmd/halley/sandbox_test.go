@@ -8,8 +8,10 @@ import (
 	"mime/multipart"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -162,4 +164,107 @@ while True:
 	if !strings.Contains(logs.String(), "plugin sandbox: in force") {
 		t.Errorf("the start does not log the sandbox:\n%s", tail(logs.String(), 3000))
 	}
+}
+
+// TestPluginSandboxWithFileCapabilities runs the binary the way the container image does: as an unprivileged
+// user, with the capabilities of the Dockerfile permitted (not effective) on the file. Halley must raise them
+// only where it needs them — its threads run with none effective — and still confine plugins fully: their own
+// uid, Halley's files closed, a setsid daemon killed (by uid: the unprivileged user cannot create cgroups here),
+// and read-only folders the plugin left removed.
+func TestPluginSandboxWithFileCapabilities(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this test needs root to set file capabilities and switch users (CI runs as root)")
+		}
+		t.Skip("needs root")
+	}
+	setcap, setpriv := requireTool(t, "setcap"), requireTool(t, "setpriv")
+	const halleyUID = 63600
+	root := t.TempDir()
+	for _, p := range []string{root, filepath.Dir(root)} {
+		os.Chmod(p, 0o711)
+	}
+	// The binary where the unprivileged user can execute it, with the image's file capabilities.
+	bin := filepath.Join(root, "halley")
+	if b, err := os.ReadFile(buildBinary(t)); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+		t.Fatalf("copy the binary: %v", err)
+	}
+	if out, err := exec.Command(setcap, "cap_setuid,cap_setgid,cap_chown,cap_kill,cap_sys_admin=p", bin).CombinedOutput(); err != nil {
+		t.Fatalf("setcap: %v %s", err, out)
+	}
+	home := filepath.Join(root, "home")
+	data := filepath.Join(home, "data")
+	for _, d := range []string{home, data} {
+		os.Mkdir(d, 0o755)
+		os.Chown(d, halleyUID, halleyUID)
+	}
+	addr := freeAddr(t)
+	cmd := exec.Command(setpriv, "--reuid="+fmt.Sprint(halleyUID), "--regid="+fmt.Sprint(halleyUID), "--clear-groups", bin, "serve")
+	cmd.Dir = home
+	cmd.Env = faultEnv("PATH=/usr/bin:/bin", "HALLEY_LOG_LEVEL=info", "HALLEY_ADDR="+addr, "HALLEY_DATA_DIR="+data,
+		"HALLEY_PLUGIN_UID=63610", "HALLEY_PLUGIN_GID=63610", "HALLEY_PLUGIN_WORKERS=2", "HALLEY_PLUGIN_WORK_DIR="+filepath.Join(home, "runs"))
+	logs := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = logs, logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	base := "http://" + addr
+	if !waitFor(30*time.Second, func() bool { return readyz(base) == 200 }) {
+		t.Fatalf("not ready; logs:\n%s", logs.String())
+	}
+	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	if !strings.Contains(string(status), "CapEff:\t0000000000000000") || !strings.Contains(string(status), fmt.Sprintf("Uid:\t%d", halleyUID)) {
+		t.Fatalf("Halley must run as uid %d with no effective capability:\n%s", halleyUID, status)
+	}
+
+	a := newAPI()
+	a.login(t, base)
+	a.upload(t, base, map[string]string{"name": "leaver", "runtime": "python"}, fmt.Sprintf(`
+import json, os, subprocess
+def attempt(path):
+    try:
+        open(path, "rb").read(16)
+        return "read"
+    except Exception as e:
+        return type(e).__name__
+os.makedirs("keep/inner")
+open("keep/inner/f", "w").write("x")
+os.chmod("keep/inner", 0o500)
+os.chmod("keep", 0o500)
+d = subprocess.Popen(["sleep", "1000"], start_new_session=True, stdin=subprocess.DEVNULL,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+print(json.dumps({"context": {"uid": os.getuid(), "daemon": d.pid, "db": attempt(%[1]q), "secret": attempt(%[2]q),
+    "environ": attempt("/proc/%%d/environ" %% os.getppid())}}))
+`, filepath.Join(data, "halley.db"), filepath.Join(data, "secret")))
+	inst := a.runPlugin(t, base, "leaver")
+	ctx, _ := inst["context"].(map[string]any)
+	if inst["status"] != "completed" || ctx["db"] != "PermissionError" || ctx["secret"] != "PermissionError" || ctx["environ"] != "PermissionError" {
+		t.Fatalf("leaver: %v\nlogs:\n%s", inst, tail(logs.String(), 3000))
+	}
+	if uid := fmt.Sprint(ctx["uid"]); uid != "63610" && uid != "63611" {
+		t.Errorf("the plugin ran as uid %s", uid)
+	}
+	var pid int
+	fmt.Sscan(fmt.Sprint(ctx["daemon"]), &pid)
+	if pid == 0 || !waitFor(5*time.Second, func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) }) {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the setsid daemon %d outlived its run", pid)
+	}
+	if entries, err := os.ReadDir(filepath.Join(home, "runs")); err != nil || len(entries) != 0 {
+		t.Errorf("the run's directory was not removed: %v %v", entries, err)
+	}
+	if !strings.Contains(logs.String(), `protection=user detail="each run in flight has its own uid (63610-63611)`) {
+		t.Errorf("the start log does not show the user protection in force:\n%s", tail(logs.String(), 3000))
+	}
+}
+
+func isZombie(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
 }
