@@ -62,7 +62,8 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		res.Err = fmt.Errorf("plugin runner: unable to create work root: %w", err)
 		return res
 	}
-	workdir, err := os.MkdirTemp(root, "run-")
+	// The pid in the name lets a later start of Halley remove it if this process dies first.
+	workdir, err := os.MkdirTemp(root, fmt.Sprintf("%s%d-", rundirPrefix, os.Getpid()))
 	if err != nil {
 		res.Err = fmt.Errorf("plugin runner: unable to create working directory: %w", err)
 		return res

@@ -186,6 +186,10 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 		add(ProtectLeftovers, false, "only the run's process group is killed: a process that calls setsid outlives the run (needs a cgroup or a plugin uid)")
 	}
 
+	if s.workErr == nil {
+		s.sweepStale()
+	}
+
 	// Network off per plugin.
 	if err := s.probe(probeOpts{uid: cfg.UID, gid: cfg.GID, drop: s.dropUID, netns: true}); err != nil {
 		s.netnsWhy = "creating a network namespace failed (" + err.Error() + "): it needs root or CAP_SYS_ADMIN; runs of network=off plugins fail"
@@ -605,7 +609,8 @@ type leaf struct {
 func (s *Sandbox) newLeaf() (*leaf, error) {
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	dir := filepath.Join(s.cgroupDir, "halley-run-"+hex.EncodeToString(b[:]))
+	// The pid in the name lets a later start of Halley find the leaves of a Halley that died (sweepStale).
+	dir := filepath.Join(s.cgroupDir, fmt.Sprintf("%s%d-%s", leafPrefix, os.Getpid(), hex.EncodeToString(b[:])))
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("unable to create a cgroup: %w", err)
 	}
@@ -634,6 +639,56 @@ func (s *Sandbox) newLeaf() (*leaf, error) {
 	}
 	l.fd = fd
 	return l, nil
+}
+
+// Names of what runs leave on the host: cgroup leaves and working directories, each with the pid of its Halley.
+const (
+	leafPrefix   = "halley-run-"
+	rundirPrefix = "run-"
+)
+
+// stalePid returns the pid in name (prefix + pid + "-" + random) when that process is gone.
+func stalePid(name, prefix string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, prefix)
+	if !ok {
+		return 0, false
+	}
+	p, _, ok := strings.Cut(rest, "-")
+	if !ok {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(p)
+	if err != nil || pid <= 0 || pid == os.Getpid() {
+		return 0, false
+	}
+	if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
+		return 0, false
+	}
+	return pid, true
+}
+
+// sweepStale kills and removes what Halley processes that died (kill -9, a crash) left: their runs' cgroup
+// leaves, with any plugin process still in them, and their runs' working directories.
+func (s *Sandbox) sweepStale() {
+	if s.cgroupDir != "" {
+		entries, _ := os.ReadDir(s.cgroupDir)
+		for _, e := range entries {
+			if _, ok := stalePid(e.Name(), leafPrefix); ok && e.IsDir() {
+				s.log.Warn("plugin sandbox: removing the cgroup of a run whose Halley died", "cgroup", e.Name())
+				(&leaf{dir: filepath.Join(s.cgroupDir, e.Name())}).remove(s.log)
+			}
+		}
+	}
+	entries, _ := os.ReadDir(s.cfg.WorkRoot)
+	for _, e := range entries {
+		if _, ok := stalePid(e.Name(), rundirPrefix); ok && e.IsDir() {
+			dir := filepath.Join(s.cfg.WorkRoot, e.Name())
+			if st, err := os.Lstat(dir); err == nil {
+				_ = withCaps(capsChown, func() error { return reclaim(dir, int(st.Sys().(*syscall.Stat_t).Uid), os.Geteuid(), os.Getegid()) })
+			}
+			removeAll(dir)
+		}
+	}
 }
 
 // kill kills every process in the leaf.

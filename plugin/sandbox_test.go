@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -530,4 +531,86 @@ func excerptOf(b []byte) string {
 		return string(b[:300]) + "..."
 	}
 	return string(b)
+}
+
+// cgroup2Root finds the cgroup v2 mount (for tests that make a cgroup folder of their own).
+func cgroup2Root(t *testing.T) string {
+	t.Helper()
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if i := strings.Index(l, " - cgroup2 "); i > 0 {
+			if f := strings.Fields(l[:i]); len(f) >= 5 {
+				return f[4]
+			}
+		}
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("no cgroup v2 file system is mounted")
+	}
+	t.Skip("no cgroup v2 file system is mounted")
+	return ""
+}
+
+func TestSandboxSweepsWhatADeadHalleyLeft(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this test needs root to make a cgroup folder (CI runs as root)")
+		}
+		t.Skip("needs root")
+	}
+	cg := filepath.Join(cgroup2Root(t), fmt.Sprintf("halley-test-%d", os.Getpid()))
+	if err := os.Mkdir(cg, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(cg) })
+	// A pid that is surely gone: a process that has exited and been reaped.
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := gone.Process.Pid
+
+	// What a Halley killed with -9 leaves: a run's cgroup with its plugin still running, and its directory with
+	// a read-only folder in it owned by the plugin's uid.
+	cfg := sandboxConfig(t, 11)
+	cfg.Cgroup = cg
+	leaf := filepath.Join(cg, fmt.Sprintf("halley-run-%d-0123456789abcdef", dead))
+	if err := os.Mkdir(leaf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	orphan := exec.Command("sleep", "1000")
+	if err := orphan.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { orphan.Process.Kill(); orphan.Wait() })
+	if err := os.WriteFile(filepath.Join(leaf, "cgroup.procs"), []byte(strconv.Itoa(orphan.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	run := filepath.Join(cfg.WorkRoot, fmt.Sprintf("run-%d-42", dead))
+	if err := os.MkdirAll(filepath.Join(run, "ro"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(run, "ro", "f"), []byte("x"), 0o600)
+	for _, p := range []string{filepath.Join(run, "ro"), run} {
+		os.Chown(p, cfg.UID, cfg.GID)
+		os.Chmod(p, 0o500)
+	}
+	// And a live Halley's run, which must stay.
+	live := filepath.Join(cfg.WorkRoot, fmt.Sprintf("run-%d-43", os.Getppid()))
+	os.Mkdir(live, 0o700)
+
+	sb := plugin.NewSandbox(cfg)
+	requireProtections(t, sb, plugin.ProtectCgroup)
+	if _, err := os.Stat(leaf); !os.IsNotExist(err) {
+		t.Errorf("the dead Halley's cgroup is still there: %v", err)
+	}
+	if err := orphan.Wait(); err == nil || !strings.Contains(err.Error(), "killed") {
+		t.Errorf("the orphaned plugin was not killed: %v", err)
+	}
+	if _, err := os.Stat(run); !os.IsNotExist(err) {
+		t.Errorf("the dead Halley's run directory is still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live Halley's run directory was removed: %v", err)
+	}
 }
