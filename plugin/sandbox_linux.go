@@ -166,7 +166,10 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 	// Where runs happen.
 	if err := s.prepareWorkRoot(); err != nil {
 		s.workErr = err
-		s.log.Error("plugin work dir is unusable; every run will fail", "dir", cfg.WorkRoot, "err", err)
+		if s.refused == nil {
+			s.report.PluginsRun = false
+			s.report.Refused = "the work dir cannot be used (HALLEY_PLUGIN_WORK_DIR): " + err.Error()
+		}
 	}
 
 	// Limits, applied by prlimit(1) before the plugin starts.

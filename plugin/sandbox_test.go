@@ -614,3 +614,20 @@ func TestSandboxSweepsWhatADeadHalleyLeft(t *testing.T) {
 		t.Errorf("a live Halley's run directory was removed: %v", err)
 	}
 }
+
+func TestSandboxUnreachableWorkDir(t *testing.T) {
+	cfg := sandboxConfig(t, 12)
+	closed := filepath.Join(t.TempDir(), "closed")
+	if err := os.Mkdir(closed, 0o700); err != nil { // the plugin uids cannot enter it
+		t.Fatal(err)
+	}
+	cfg.WorkRoot = filepath.Join(closed, "work")
+	sb := plugin.NewSandbox(cfg)
+	requireProtections(t, sb, plugin.ProtectUser)
+	rep := sb.Report()
+	if rep.PluginsRun || !strings.Contains(rep.Refused, "cannot be entered by the plugin uids") {
+		t.Fatalf("report %+v", rep)
+	}
+	mustFailWith(t, run(t, &plugin.ProcessRunner{Sandbox: sb}, shellSpec(t, "echo '{}'"), input("run-w", `{}`)),
+		"not run", "cannot be entered by the plugin uids")
+}
