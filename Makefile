@@ -26,7 +26,7 @@ ifeq ($(wildcard frontend/package.json),)
 else ifeq ($(HAS_NPM),yes)
 	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run build
 else
-	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20+ to include it)"
+	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20.19+ to include it)"
 endif
 
 ## test: every test (Go on SQLite always, on MySQL/Redis when HALLEY_TEST_MYSQL/HALLEY_TEST_REDIS are set; UI tests)

@@ -113,6 +113,45 @@ func (u *User) Validate() error {
 	return nil
 }
 
+// Languages the UI and notifications speak; "" means the browser's.
+var Languages = []string{"zh-CN", "en"}
+
+var (
+	mobileRe = regexp.MustCompile(`^\+?[0-9][0-9 ()-]{2,30}$`)
+	// emailRe is deliberately loose (something@something.tld, no spaces or control characters): mail systems
+	// decide the rest, and a notification that cannot be delivered shows in the delivery log.
+	emailRe = regexp.MustCompile(`^[^\s@<>()\[\],;:"\\]+@[^\s@<>()\[\],;:"\\]+\.[^\s@<>()\[\],;:"\\]+$`)
+)
+
+// ValidateProfile checks what a user sets about themselves (PUT /me) and an admin may set about them: display
+// name (1-128 bytes once trimmed), language, email, mobile and IM id. Errors are EINVALID with a code naming the
+// field.
+func (u *User) ValidateProfile() error {
+	u.DisplayName = strings.TrimSpace(u.DisplayName)
+	if u.DisplayName == "" || len(u.DisplayName) > 128 {
+		return CodedError(EINVALID, "invalid_display_name", "display_name must be 1 to 128 characters")
+	}
+	if u.Language != "" && !slices.Contains(Languages, u.Language) {
+		return CodedError(EINVALID, "invalid_language", "language must be one of %s, or empty for the browser's (got %q)", strings.Join(Languages, ", "), u.Language)
+	}
+	u.Email = strings.TrimSpace(u.Email)
+	if u.Email != "" && (len(u.Email) > 254 || !emailRe.MatchString(u.Email)) {
+		return CodedError(EINVALID, "invalid_email", "email %q is not an address like name@example.com", u.Email)
+	}
+	u.Mobile = strings.TrimSpace(u.Mobile)
+	if u.Mobile != "" && !mobileRe.MatchString(u.Mobile) {
+		return CodedError(EINVALID, "invalid_mobile", "mobile %q must be a phone number: digits, spaces, '-', '(', ')', an optional leading '+', at most 32 characters", u.Mobile)
+	}
+	u.IMID = strings.TrimSpace(u.IMID)
+	if len(u.IMID) > 128 || strings.ContainsFunc(u.IMID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return CodedError(EINVALID, "invalid_im_id", "im_id must be at most 128 characters, without control characters")
+	}
+	return nil
+}
+
+// IsEnabledAdmin reports whether the user can act as an admin: holds the role and is not disabled.
+func (u *User) IsEnabledAdmin() bool { return !u.Disabled && u.HasRole(RoleAdmin) }
+
 // APIToken is a long-lived credential for a business system. Only its hash is stored.
 type APIToken struct {
 	ID        string     `json:"id"`
@@ -219,6 +258,11 @@ type IdentityStore interface {
 	// UsersWithRole lists the usernames holding role.
 	UsersWithRole(ctx context.Context, tenant, role string) ([]string, error)
 	CountUsers(ctx context.Context) (int64, error)
+	// UpdateUser changes a user in one transaction with its row locked: fn edits the user as stored (its tenant
+	// and username cannot change). A change that would leave the tenant without an enabled admin is refused with
+	// ECONFLICT last_admin, checked under lock so that two admins demoting each other at once cannot both
+	// succeed. ENOTFOUND for an unknown user; fn's error is returned as it is.
+	UpdateUser(ctx context.Context, tenant, username string, fn func(u *User) error) (*User, error)
 	CreateAPIToken(ctx context.Context, t *APIToken) error
 	// GetAPITokenByHash returns ENOTFOUND for unknown or revoked tokens.
 	GetAPITokenByHash(ctx context.Context, hash string) (*APIToken, error)

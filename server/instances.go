@@ -249,6 +249,10 @@ func (s *Server) sendMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if r.Duplicate {
+		c.JSON(http.StatusOK, r) // a message_id seen before: the first answer, nothing done
+		return
+	}
 	c.JSON(http.StatusAccepted, r)
 }
 
@@ -289,12 +293,13 @@ func (s *Server) returnTask(c *gin.Context) {
 }
 
 func (s *Server) returnTargets(c *gin.Context) {
-	ts, err := s.engine.ReturnTargets(c.Request.Context(), principal(c), c.Param("id"))
+	ts, noInitiator, err := s.engine.ReturnTargetsWhy(c.Request.Context(), principal(c), c.Param("id"))
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"items": ts})
+	// no_initiator: the start is left out because nobody could resubmit (the initiator is not a person).
+	c.JSON(http.StatusOK, gin.H{"items": ts, "no_initiator": noInitiator})
 }
 
 func (s *Server) reclaim(c *gin.Context) {

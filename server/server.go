@@ -6,8 +6,10 @@ package server
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -27,7 +29,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Deps are what the server needs; the composition root builds them.
+// Deps are what the server needs; the composition root builds them. Identity, Templates, Engine, Triggers,
+// Plugins, PluginFiles and Idempotency are required; the rest is optional.
 type Deps struct {
 	Identity    *identity.Service
 	Templates   *template.Service
@@ -54,6 +57,9 @@ type Deps struct {
 	BodyLimit int64
 	// UI serves the web app at / when set (frontend.Dist()).
 	UI http.FileSystem
+	// FormFrameAncestors are the origins that may frame the start-form pages (HALLEY_FORM_FRAME_ANCESTORS);
+	// empty = none.
+	FormFrameAncestors []string
 }
 
 // Server holds the handlers' dependencies.
@@ -76,11 +82,23 @@ type Server struct {
 	metrics     *metrics
 	registry    *prometheus.Registry
 	ui          http.FileSystem
+	frameFrom   []string
 	router      *gin.Engine
 }
 
-// New builds the server and its routes.
-func New(d Deps) *Server {
+// New builds the server and its routes, or says which required dependency is missing.
+func New(d Deps) (*Server, error) {
+	for _, m := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Identity", d.Identity == nil}, {"Templates", d.Templates == nil}, {"Engine", d.Engine == nil}, {"Triggers", d.Triggers == nil},
+		{"Plugins", d.Plugins == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Idempotency", d.Idempotency == nil},
+	} {
+		if m.missing {
+			return nil, fmt.Errorf("server: %s is required", m.name)
+		}
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -95,9 +113,9 @@ func New(d Deps) *Server {
 	}
 	reg := prometheus.NewRegistry()
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
+		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors}
 	s.router = s.routes()
-	return s
+	return s, nil
 }
 
 // Handler returns the HTTP handler.
@@ -113,7 +131,7 @@ func (s *Server) routes() *gin.Engine {
 		r.SetTrustedProxies(nil)
 	}
 	r.ContextWithFallback = true
-	r.Use(requestID(), s.metrics.middleware, accessLog(s.log), recoverer())
+	r.Use(requestID(), securityHeaders(s.frameFrom), s.metrics.middleware, accessLog(s.log), recoverer())
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		fail(c, model.CodedError("method_not_allowed", "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
@@ -130,6 +148,7 @@ func (s *Server) routes() *gin.Engine {
 		return s.bodyLimit
 	}))
 	api.POST("/auth/login", s.login)
+	api.GET(strings.TrimPrefix(formFramePath, "/api/v1"), s.formFrame)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
 	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
@@ -143,6 +162,8 @@ func (s *Server) routes() *gin.Engine {
 
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)
+	authed.PUT("/me", s.updateMe)
+	authed.POST("/me/password", s.changeMyPassword)
 	authed.GET("/users", s.listUsers)
 	authed.GET("/users/:username", s.getUser)
 	authed.GET("/departments", s.listDepartments)
@@ -178,6 +199,8 @@ func (s *Server) routes() *gin.Engine {
 
 	admin := authed.Group("", adminOnly)
 	admin.POST("/users", s.createUser)
+	admin.PATCH("/users/:username", s.updateUser)
+	admin.POST("/users/:username/password", s.resetPassword)
 	admin.POST("/tokens", s.createToken)
 	admin.POST("/departments", s.createDepartment)
 	admin.POST("/templates", s.createTemplate)

@@ -12,8 +12,10 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -46,16 +48,21 @@ type Config struct {
 	DBMaxIdleConns     int
 	DBConnMaxLifetime  time.Duration
 	PluginDir          string
+	// PluginWorkDir holds the plugin runs' working directories (HALLEY_PLUGIN_WORK_DIR, outside the data dir
+	// by default: the sandbox closes the data dir to the plugin uids) and PluginLogDir their logs, in the data
+	// dir. Like DataDir and PluginDir they are absolute once Load returns.
+	PluginWorkDir      string
+	PluginLogDir       string
 	PluginMaxSize      int64
 	PluginWorkers      int
 	PluginOutputCap    int
 	RetentionDays      int
 	TrustedProxies     []string
+	FormFrameAncestors []string
 	OutboundAllow      outbound.Allow
 
-	// Plugin sandbox (plugin.SandboxConfig).
+	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
 	PluginPython       string
-	PluginWorkDir      string
 	PluginUID          int
 	PluginGID          int
 	PluginAllowRoot    bool
@@ -66,11 +73,14 @@ type Config struct {
 	PluginCPUSeconds   int64
 	PluginCgroup       string
 
-	// File is the YAML file the settings were read from ("" when none).
+	// File is the YAML file the settings were read from ("" when none), absolute: the sandbox closes it to
+	// plugins.
 	File string
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
+	// PublicURLDefaulted is true when HALLEY_PUBLIC_URL was unset and PublicURL was derived from Addr.
+	PublicURLDefaulted bool
 	// SecretGenerated is true when HALLEY_SECRET was unset and the secret was generated and kept in the data dir.
 	SecretGenerated bool
 }
@@ -127,7 +137,7 @@ var settings = []Setting{
 		c.TimerLinger = d
 		return nil
 	}},
-	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning).", func(c *Config, v string) error {
+	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning, and admin must choose a new password at the first sign-in).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {
 			return errors.New("must be 1 to 72 bytes")
 		}
@@ -234,8 +244,26 @@ var settings = []Setting{
 		}
 		return nil
 	}},
+	{"HALLEY_FORM_FRAME_ANCESTORS", "form_frame_ancestors", "", "Comma-separated origins (https://portal.example.com, https://*.example.com, 'self') that may show the start-form pages (/start/...) in an iframe; unset = no site may frame any page of Halley (frame-ancestors 'none').", func(c *Config, v string) error {
+		c.FormFrameAncestors = nil
+		for _, o := range strings.Split(v, ",") {
+			o = strings.TrimSpace(o)
+			if o == "" {
+				continue
+			}
+			if o != "'self'" && !frameOriginRe.MatchString(o) {
+				return fmt.Errorf("%q is not an origin like https://portal.example.com, https://*.example.com or 'self'", o)
+			}
+			c.FormFrameAncestors = append(c.FormFrameAncestors, o)
+		}
+		return nil
+	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
 }
+
+// frameOriginRe is an origin a Content-Security-Policy frame-ancestors source may name: http(s), a host (its
+// first label may be "*"), an optional port.
+var frameOriginRe = regexp.MustCompile(`^https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?$`)
 
 func intSetter(set func(*Config, int64), min, max int64) func(*Config, string) error {
 	return func(c *Config, v string) error {
@@ -318,13 +346,92 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.AdminPasswordDefaulted = !adminSet
-	if c.PluginDir == "" {
-		c.PluginDir = filepath.Join(c.DataDir, "plugins")
+	if err := c.absolutePaths(from); err != nil {
+		return nil, err
 	}
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Addr
+		c.PublicURLDefaulted = true
 	}
 	return c, nil
+}
+
+// LocalURL is where a command run beside Halley (`halley templates load`) reaches the server this configuration
+// describes: HALLEY_PUBLIC_URL when it is set, else http://HALLEY_ADDR with an unspecified host (0.0.0.0, ::, or
+// none) replaced by 127.0.0.1, since one cannot connect to "any address".
+func (c *Config) LocalURL() string {
+	if !c.PublicURLDefaulted {
+		return c.PublicURL
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return "http://" + c.Addr
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// absolutePaths makes every path setting absolute, once, against the working directory, and derives the folders
+// inside the data dir. Everything downstream then sees the same folders whatever its own working directory is:
+// the plugin runner refuses a relative work root, and a plugin process runs in a directory of its own.
+func (c *Config) absolutePaths(from map[string]string) error {
+	abs := func(key, env string, p *string) error {
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			name := from[key]
+			if name == "" {
+				name = env
+			}
+			return fmt.Errorf("%s: unable to make %q absolute: %v", name, *p, err)
+		}
+		*p = a
+		return nil
+	}
+	if err := abs("data_dir", "HALLEY_DATA_DIR", &c.DataDir); err != nil {
+		return err
+	}
+	if c.PluginDir == "" {
+		c.PluginDir = filepath.Join(c.DataDir, "plugins")
+	} else if err := abs("plugin_dir", "HALLEY_PLUGIN_DIR", &c.PluginDir); err != nil {
+		return err
+	}
+	if c.PluginWorkDir == "" {
+		// Not in the data dir: the sandbox closes that to the plugin uids, which must enter their run directories.
+		c.PluginWorkDir = filepath.Join(os.TempDir(), "halley-plugins")
+	}
+	if err := abs("plugin_work_dir", "HALLEY_PLUGIN_WORK_DIR", &c.PluginWorkDir); err != nil {
+		return err
+	}
+	c.PluginLogDir = filepath.Join(c.DataDir, "plugin-logs")
+	if c.File != "" {
+		if err := abs("", "--config", &c.File); err != nil {
+			return err
+		}
+	}
+	// A relative SQLite file in the database URL (sqlite://halley.db) is a path setting too.
+	if u, err := url.Parse(c.DatabaseURL); err == nil && u.Scheme == "sqlite" {
+		p := u.Host + u.Path
+		if err := abs("database_url", "HALLEY_DATABASE_URL", &p); err != nil {
+			return err
+		}
+		c.DatabaseURL = "sqlite://" + p
+	}
+	return nil
+}
+
+// PathAttrs are the folders and files Halley writes to, as slog attributes, for the log line at start.
+func (c *Config) PathAttrs() []any {
+	db := filepath.Join(c.DataDir, "halley.db")
+	if c.DatabaseURL != "" {
+		db = "(not a file)"
+		if u, err := url.Parse(c.DatabaseURL); err == nil && u.Scheme == "sqlite" {
+			db = u.Host + u.Path
+		}
+	}
+	return []any{"data_dir", c.DataDir, "database", db, "plugin_dir", c.PluginDir, "plugin_work_dir", c.PluginWorkDir,
+		"plugin_log_dir", c.PluginLogDir}
 }
 
 // EnsureSecret makes sure c.Secret is set: when HALLEY_SECRET is unset it reads <data_dir>/secret, creating it

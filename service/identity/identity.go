@@ -11,10 +11,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/google/uuid"
@@ -33,8 +35,12 @@ type Options struct {
 	TokenTTL time.Duration // default 12h
 	// BcryptCost defaults to bcrypt.DefaultCost.
 	BcryptCost int
-	Now        func() time.Time
-	Logger     *slog.Logger
+	// UserCacheTTL is how long Authenticate trusts what it read of a user (disabled or not, roles) before it reads
+	// the user again; so a disabled user's tokens stop working, and role changes apply, within this time on every
+	// replica (at once on the replica that made the change). Default 5s.
+	UserCacheTTL time.Duration
+	Now          func() time.Time
+	Logger       *slog.Logger
 }
 
 // Service is the identity service.
@@ -51,6 +57,18 @@ type Service struct {
 	// the CPU of an approval. Only valid tokens enter; jwtCount bounds it (cleared when full).
 	jwts     sync.Map
 	jwtCount atomic.Int64
+	// people caches the state of users that bearer tokens name (tenant\x00username -> cachedUser), so a request
+	// costs no database read while it is fresh (userTTL).
+	people    sync.Map
+	userTTL   time.Duration
+	peopleLen atomic.Int64
+}
+
+// cachedUser is what Authenticate needs of a user.
+type cachedUser struct {
+	roles    []string
+	disabled bool
+	read     time.Time
 }
 
 const maxCachedJWTs = 100_000
@@ -74,9 +92,12 @@ func New(store model.IdentityStore, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.UserCacheTTL <= 0 {
+		opts.UserCacheTTL = 5 * time.Second
+	}
 	dummy, _ := bcrypt.GenerateFromPassword([]byte("not-a-real-password"), opts.BcryptCost)
 	return &Service{store: store, key: DeriveKey(opts.Secret, "bearer-token"), ttl: opts.TokenTTL, cost: opts.BcryptCost,
-		now: opts.Now, log: opts.Logger, dummy: dummy}
+		now: opts.Now, log: opts.Logger, dummy: dummy, userTTL: opts.UserCacheTTL}
 }
 
 // DeriveKey derives a purpose-specific key from the server secret (HMAC-SHA256(secret, purpose)).
@@ -93,7 +114,8 @@ type claims struct {
 }
 
 // Login checks a username and password and returns a signed bearer token. EUNAUTHORIZED on bad credentials
-// (the same message whether the user exists or not).
+// (the same message whether the user exists or not); EFORBIDDEN user_disabled for a disabled user with the right
+// password (so the state of an account is told only to who knows its password).
 func (s *Service) Login(ctx context.Context, username, password string) (string, *model.User, time.Time, error) {
 	bad := model.CodedError(model.EUNAUTHORIZED, "invalid_credentials", "invalid username or password")
 	if username == "" || password == "" {
@@ -110,8 +132,15 @@ func (s *Service) Login(ctx context.Context, username, password string) (string,
 	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
 		return "", nil, time.Time{}, bad
 	}
+	if u.Disabled {
+		return "", nil, time.Time{}, errUserDisabled(model.EFORBIDDEN)
+	}
 	tok, exp, err := s.Issue(u)
 	return tok, u, exp, err
+}
+
+func errUserDisabled(kind string) error {
+	return model.CodedError(kind, "user_disabled", "this account is disabled; an administrator can enable it again")
 }
 
 // Issue signs a bearer token for the user.
@@ -141,7 +170,7 @@ func (s *Service) Authenticate(ctx context.Context, bearer string) (*model.Princ
 	if v, ok := s.jwts.Load(bearer); ok {
 		if ct := v.(cachedToken); now.Before(ct.expires) {
 			p := *ct.p
-			return &p, nil
+			return s.current(ctx, &p, now)
 		}
 		s.jwts.Delete(bearer)
 		return nil, model.CodedError(model.EUNAUTHORIZED, "token_expired", "the token has expired: log in again")
@@ -162,7 +191,43 @@ func (s *Service) Authenticate(ctx context.Context, bearer string) (*model.Princ
 	}
 	cp := *p
 	s.jwts.Store(bearer, cachedToken{p: &cp, expires: c.ExpiresAt.Time})
+	return s.current(ctx, p, now)
+}
+
+// current checks a token's user as it is now (it may have been disabled or deleted since the token was signed)
+// and gives the principal the user's current roles. What it reads is cached for userTTL.
+func (s *Service) current(ctx context.Context, p *model.Principal, now time.Time) (*model.Principal, error) {
+	key := p.TenantID + "\x00" + p.Username
+	var cu cachedUser
+	if v, ok := s.people.Load(key); ok && now.Sub(v.(cachedUser).read) < s.userTTL {
+		cu = v.(cachedUser)
+	} else {
+		u, err := s.store.GetUser(ctx, p.TenantID, p.Username)
+		if err != nil {
+			if model.IsKind(err, model.ENOTFOUND) {
+				s.forget(p.TenantID, p.Username)
+				return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_token", "the user of this token no longer exists")
+			}
+			return nil, err
+		}
+		cu = cachedUser{roles: u.Roles, disabled: u.Disabled, read: now}
+		if _, renewed := s.people.Swap(key, cu); !renewed && s.peopleLen.Add(1) > maxCachedJWTs {
+			// Bounded like the token cache: only new users count, re-reads replace their entry.
+			s.people.Clear()
+			s.peopleLen.Store(0)
+		}
+	}
+	if cu.disabled {
+		return nil, errUserDisabled(model.EUNAUTHORIZED)
+	}
+	p.Roles = cu.roles
 	return p, nil
+}
+
+// forget drops what Authenticate cached of a user, after a change made through this service: on this replica
+// the change applies to the next request; on others within UserCacheTTL.
+func (s *Service) forget(tenant, username string) {
+	s.people.Delete(tenant + "\x00" + username)
 }
 
 func (s *Service) authenticateAPIToken(ctx context.Context, bearer string) (*model.Principal, error) {
@@ -201,6 +266,10 @@ type CreateUserRequest struct {
 	Roles       []string `json:"roles"`
 	Department  string   `json:"department"`
 	Manager     string   `json:"manager"`
+	Language    string   `json:"language"`
+	Email       string   `json:"email"`
+	Mobile      string   `json:"mobile"`
+	IMID        string   `json:"im_id"`
 }
 
 // CreateUser validates and stores a new user. EINVALID for bad fields, ECONFLICT when the username is taken.
@@ -209,15 +278,23 @@ func (s *Service) CreateUser(ctx context.Context, tenant string, req CreateUserR
 		return nil, err
 	}
 	u := &model.User{TenantID: tenant, Username: req.Username, DisplayName: strings.TrimSpace(req.DisplayName),
-		Roles: req.Roles, Department: req.Department, Manager: req.Manager}
+		Roles: req.Roles, Department: req.Department, Manager: req.Manager, Language: req.Language, Email: req.Email, Mobile: req.Mobile, IMID: req.IMID}
 	if u.Roles == nil {
 		u.Roles = []string{}
 	}
 	if err := u.Validate(); err != nil {
 		return nil, err
 	}
+	// Names of synthetic actors (and names that differ from them only in case) would read as them in lists
+	// and history: refused.
+	if slices.ContainsFunc(model.ReservedUsernames, func(r string) bool { return strings.EqualFold(r, u.Username) }) {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "reserved_username", "username %q is reserved for what Halley does by itself", u.Username)
+	}
 	if u.DisplayName == "" {
 		u.DisplayName = u.Username
+	}
+	if err := u.ValidateProfile(); err != nil {
+		return nil, err
 	}
 	hash, err := bcrypt.GenerateFromPassword([]byte(req.Password), s.cost)
 	if err != nil {
@@ -230,13 +307,17 @@ func (s *Service) CreateUser(ctx context.Context, tenant string, req CreateUserR
 	return u, nil
 }
 
-// CheckPassword enforces the password policy: 8 to 72 bytes (bcrypt's limit).
+// MinPasswordLength is the shortest password Halley accepts (API.md: 422 weak_password below it).
+const MinPasswordLength = 8
+
+// CheckPassword enforces the password policy: at least 8 characters, at most 72 bytes (bcrypt's limit).
+// EUNPROCESSABLE weak_password when too short.
 func CheckPassword(pw string) error {
-	if len(pw) < 8 {
-		return model.CodedError(model.EINVALID, "weak_password", "password must be at least 8 characters")
+	if utf8.RuneCountInString(pw) < MinPasswordLength {
+		return model.CodedError(model.EUNPROCESSABLE, "weak_password", "the password must be at least %d characters", MinPasswordLength)
 	}
 	if len(pw) > 72 {
-		return model.CodedError(model.EINVALID, "invalid_password", "password must be at most 72 bytes")
+		return model.CodedError(model.EUNPROCESSABLE, "invalid_password", "the password must be at most 72 bytes")
 	}
 	return nil
 }
@@ -310,8 +391,9 @@ func (s *Service) ListDepartments(ctx context.Context, tenant string) ([]*model.
 
 // Bootstrap creates user admin with the given password when no user exists yet. It reports whether it did.
 // The default password is allowed here (and only here) so that `make run` works out of the box; the caller
-// warns loudly when it was used.
-func (s *Service) Bootstrap(ctx context.Context, password string) (bool, error) {
+// warns loudly when it was used. mustChange (the default password was used), or a password the policy refuses,
+// marks the admin password_change_required: login says so and the UI asks for a new one until it is changed.
+func (s *Service) Bootstrap(ctx context.Context, password string, mustChange bool) (bool, error) {
 	n, err := s.store.CountUsers(ctx)
 	if err != nil || n > 0 {
 		return false, err
@@ -323,7 +405,8 @@ func (s *Service) Bootstrap(ctx context.Context, password string) (bool, error) 
 	if err != nil {
 		return false, err
 	}
-	u := &model.User{TenantID: model.DefaultTenant, Username: "admin", PasswordHash: string(hash), DisplayName: "Administrator", Roles: []string{model.RoleAdmin}}
+	u := &model.User{TenantID: model.DefaultTenant, Username: BootstrapAdmin, PasswordHash: string(hash), DisplayName: "Administrator",
+		Roles: []string{model.RoleAdmin}, PasswordChangeRequired: mustChange || CheckPassword(password) != nil}
 	if err := s.store.CreateUser(ctx, u); err != nil {
 		if model.IsKind(err, model.ECONFLICT) {
 			return false, nil // another replica bootstrapped at the same moment
@@ -331,4 +414,14 @@ func (s *Service) Bootstrap(ctx context.Context, password string) (bool, error) 
 		return false, err
 	}
 	return true, nil
+}
+
+// BootstrapAdmin is the user Bootstrap creates.
+const BootstrapAdmin = "admin"
+
+// BootstrapPasswordUnchanged reports whether the bootstrap admin exists and still has to change the password it
+// was created with (the server warns at every start while it does).
+func (s *Service) BootstrapPasswordUnchanged(ctx context.Context) bool {
+	u, err := s.store.GetUser(ctx, model.DefaultTenant, BootstrapAdmin)
+	return err == nil && u.PasswordChangeRequired && !u.Disabled
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"gorm.io/gorm"
@@ -123,6 +124,28 @@ func (s *Store) ListUsers(ctx context.Context, tenant, role string, page model.P
 	return out, next, nil
 }
 
+// UserStates answers, for each of names that is a user of the tenant, whether that user is disabled; names that
+// are no user are left out. One query (names come in batches of at most 500).
+func (s *Store) UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(names))
+	for len(names) > 0 {
+		n := min(len(names), 500)
+		var rows []struct {
+			Username string
+			Disabled bool
+		}
+		if err := s.db.WithContext(ctx).Model(&userRow{}).Select("username, disabled").
+			Where("tenant_id = ? AND username IN ?", tenant, names[:n]).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("store: unable to look up users: %w", err)
+		}
+		for _, r := range rows {
+			out[r.Username] = r.Disabled
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
 // UsersWithRole lists the usernames holding role, sorted.
 func (s *Store) UsersWithRole(ctx context.Context, tenant, role string) ([]string, error) {
 	var names []string
@@ -141,6 +164,73 @@ func (s *Store) CountUsers(ctx context.Context) (int64, error) {
 		return 0, fmt.Errorf("store: unable to count users: %w", err)
 	}
 	return n, nil
+}
+
+// UpdateUser changes a user under lock; see model.IdentityStore. Every update first locks the tenant's admin role
+// rows, in key order: so updates that might each remove an admin are serialised (they never deadlock, and the
+// last-admin check reads what the other committed), at the cost of one small locking read per update.
+func (s *Store) UpdateUser(ctx context.Context, tenant, username string, fn func(u *model.User) error) (*model.User, error) {
+	var out *model.User
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var admins []string
+		if err := tx.Model(&userRoleRow{}).Clauses(s.lockClause()...).Where("tenant_id = ? AND role = ?", tenant, model.RoleAdmin).
+			Order("username").Pluck("username", &admins).Error; err != nil {
+			return fmt.Errorf("store: unable to lock the admins of tenant %s: %w", tenant, err)
+		}
+		var row userRow
+		if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND username = ?", tenant, username).Take(&row).Error; err != nil {
+			return notFound(err, "user %q not found", username)
+		}
+		before := row.toModel()
+		u := row.toModel()
+		if err := fn(u); err != nil {
+			return err
+		}
+		u.TenantID, u.Username, u.CreatedAt = before.TenantID, before.Username, before.CreatedAt
+		if before.IsEnabledAdmin() && !u.IsEnabledAdmin() {
+			var others int64
+			err := tx.Model(&userRow{}).Clauses(s.lockClause()...).
+				Where("tenant_id = ? AND username IN ? AND username <> ? AND disabled = ?", tenant, append(admins, ""), username, false).
+				Count(&others).Error
+			if err != nil {
+				return fmt.Errorf("store: unable to count the admins of tenant %s: %w", tenant, err)
+			}
+			if others == 0 {
+				return model.CodedError(model.ECONFLICT, "last_admin",
+					"%s is the last enabled admin: make another user an admin first, so that someone can still manage Halley", username)
+			}
+		}
+		u.UpdatedAt = s.now()
+		next := toUserRow(u)
+		err := tx.Model(&userRow{}).Where("tenant_id = ? AND username = ?", tenant, username).Updates(map[string]any{
+			"password_hash": next.PasswordHash, "display_name": next.DisplayName, "department": next.Department, "manager": next.Manager,
+			"roles": next.Roles, "disabled": next.Disabled, "password_change_required": next.PasswordChangeRequired,
+			"language": next.Language, "email": next.Email, "mobile": next.Mobile, "im_id": next.IMID, "updated_at": next.UpdatedAt,
+		}).Error
+		if err != nil {
+			return fmt.Errorf("store: unable to update user %s: %w", username, err)
+		}
+		if !slices.Equal(before.Roles, u.Roles) {
+			if err := tx.Where("tenant_id = ? AND username = ?", tenant, username).Delete(&userRoleRow{}).Error; err != nil {
+				return fmt.Errorf("store: unable to re-index roles of user %s: %w", username, err)
+			}
+			if len(u.Roles) > 0 {
+				rs := make([]userRoleRow, len(u.Roles))
+				for i, r := range u.Roles {
+					rs[i] = userRoleRow{TenantID: tenant, Role: r, Username: username}
+				}
+				if err := tx.Create(&rs).Error; err != nil {
+					return fmt.Errorf("store: unable to index roles of user %s: %w", username, err)
+				}
+			}
+		}
+		out = u
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 type apiTokenRow struct {
