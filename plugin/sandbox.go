@@ -1,14 +1,16 @@
 package plugin
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
+	"strings"
 )
 
 // SandboxConfig says how plugin runs are confined (docs/plugins.md, "Isolation"). NewSandbox takes the values as
-// given: DefaultSandboxConfig returns the documented defaults to start from. A zero limit means no limit.
+// given and refuses impossible ones: DefaultSandboxConfig returns the documented defaults to start from. A zero
+// limit means no limit.
 type SandboxConfig struct {
 	// UID is the first uid plugin runs get; each run in flight has its own, from UID to UID+UIDs-1, so runs
 	// cannot signal, trace or read each other, RLIMIT_NPROC counts per run, and where no cgroup is available
@@ -28,16 +30,58 @@ type SandboxConfig struct {
 	// Cgroup is the cgroup v2 folder in which each run gets a leaf of its own: "" = Halley's own cgroup,
 	// "off" = no cgroups.
 	Cgroup string
-	// PrivatePaths are Halley's own files and folders (data dir, plugin dir, SQLite file, secret, config file):
-	// NewSandbox takes every permission for "others" off them (and for the group, when it is GID) and checks
-	// that no plugin uid can read them.
+	// PrivatePaths are Halley's own files and folders (data dir, plugin dir, SQLite file, secret, config file),
+	// absolute: NewSandbox takes every permission for "others" off them (and for the group, when it is GID) and
+	// checks that no plugin uid can read them.
 	PrivatePaths []string
-	// WorkRoot is the parent of the runs' working directories; it must not be inside a private path and must
-	// allow executing files. "" = <os.TempDir()>/halley-plugins.
+	// WorkRoot is the parent of the runs' working directories, absolute (required); it must not be inside a
+	// private path and must allow executing files (the composition root's default: <temp dir>/halley-plugins).
 	WorkRoot string
-	Python   string // interpreter of python plugins, looked up on Path when it has no slash [python3]
+	Python   string // interpreter of python plugins: a name looked up on Path, or an absolute path [python3]
 	Path     string // PATH given to plugins [DefaultPath]
 	Logger   *slog.Logger
+}
+
+// maxID is the largest uid or gid a plugin run may get (uid_t is 32 bits; -1 means "unchanged" to the kernel).
+const maxID = 1<<31 - 1
+
+// validate refuses a configuration no host could run: the host's own limits (a uid it cannot switch to, no
+// cgroup) are found by NewSandbox's probes and reported, not refused.
+func (c SandboxConfig) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("plugin sandbox: "+format, args...)) }
+	if c.UIDs < 1 {
+		bad("UIDs is %d: every run in flight needs a uid of its own, so at least 1", c.UIDs)
+	}
+	if c.UID < 0 || c.UID > maxID || c.UIDs >= 1 && c.UID > maxID-(c.UIDs-1) {
+		bad("the uid range from %d for %d runs does not fit 0-%d", c.UID, c.UIDs, maxID)
+	}
+	if c.GID < 0 || c.GID > maxID {
+		bad("GID %d is not in 0-%d", c.GID, maxID)
+	}
+	for _, l := range []struct {
+		name string
+		v    int64
+	}{{"AddressSpace", c.AddressSpace}, {"Processes", c.Processes}, {"FileSize", c.FileSize}, {"OpenFiles", c.OpenFiles}, {"CPUSeconds", c.CPUSeconds}} {
+		if l.v < 0 {
+			bad("%s is %d: a limit is 0 (none) or more", l.name, l.v)
+		}
+	}
+	if c.Cgroup != "" && c.Cgroup != "off" && !filepath.IsAbs(c.Cgroup) {
+		bad("Cgroup %q must be an absolute path, off or empty", c.Cgroup)
+	}
+	if c.WorkRoot == "" || !filepath.IsAbs(c.WorkRoot) {
+		bad("WorkRoot %q must be an absolute path", c.WorkRoot)
+	}
+	for _, p := range c.PrivatePaths {
+		if !filepath.IsAbs(p) {
+			bad("private path %q must be absolute", p)
+		}
+	}
+	if strings.Contains(c.Python, "/") && !filepath.IsAbs(c.Python) {
+		bad("Python %q must be a name looked up on the plugins' PATH or an absolute path", c.Python)
+	}
+	return errors.Join(errs...)
 }
 
 // Defaults of the sandbox (HALLEY_PLUGIN_* in docs/configuration.md).
@@ -126,10 +170,6 @@ func (s *Sandbox) LogReport(lg *slog.Logger) {
 	}
 	lg.Info("plugin sandbox", "uids", r.UIDs, "gid", r.GID, "work_dir", r.WorkDir, "python", r.Python, "plugins_run", r.PluginsRun)
 }
-
-// defaultWorkRoot is where run directories go when none is configured: outside the data dir, under a folder
-// every plugin uid can search.
-func defaultWorkRoot() string { return filepath.Join(os.TempDir(), "halley-plugins") }
 
 func (c SandboxConfig) uidRange() string {
 	if c.UIDs <= 1 {

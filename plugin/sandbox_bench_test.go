@@ -28,7 +28,7 @@ func BenchmarkRun(b *testing.B) {
 	cfg.UID, cfg.GID = testUIDBase+16*15, testUIDBase+16*15
 	cfg.WorkRoot = filepath.Join(dir, "sandboxed")
 	cfg.Logger = quietLog()
-	sb := plugin.NewSandbox(cfg)
+	sb := newSandbox(b, cfg)
 	if !sb.Report().Protection(plugin.ProtectUser).InForce {
 		b.Skip("the sandbox needs root here")
 	}

@@ -68,9 +68,13 @@ var (
 )
 
 // NewSandbox checks what the host allows and prepares the sandbox: it makes Halley's process non-dumpable,
-// closes the private paths to others, creates WorkRoot, and resolves the python interpreter. It never fails:
-// what cannot be had is reported (Report, LogReport) and runs that would need it are refused or fail clearly.
-func NewSandbox(cfg SandboxConfig) *Sandbox {
+// closes the private paths to others, creates WorkRoot, and resolves the python interpreter. It fails only on a
+// configuration no host could run (SandboxConfig.validate): what this host cannot give is reported (Report,
+// LogReport) and runs that would need it are refused or fail clearly.
+func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -79,12 +83,6 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 	}
 	if cfg.Python == "" {
 		cfg.Python = DefaultPython
-	}
-	if cfg.WorkRoot == "" {
-		cfg.WorkRoot = defaultWorkRoot()
-	}
-	if cfg.UIDs < 1 {
-		cfg.UIDs = 1
 	}
 	s := &Sandbox{cfg: cfg, log: cfg.Logger}
 	euid := os.Geteuid()
@@ -203,7 +201,7 @@ func NewSandbox(cfg SandboxConfig) *Sandbox {
 	}
 
 	s.setupPython()
-	return s
+	return s, nil
 }
 
 // WorkRoot is the parent of the runs' working directories.

@@ -15,16 +15,16 @@ type Sandbox struct {
 }
 
 // NewSandbox reports that nothing is in force: plugins run only on Linux.
-func NewSandbox(cfg SandboxConfig) *Sandbox {
-	if cfg.WorkRoot == "" {
-		cfg.WorkRoot = defaultWorkRoot()
+func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	why := "plugin runs need Linux"
 	r := SandboxReport{Refused: why, UIDs: "", GID: cfg.GID, WorkDir: cfg.WorkRoot, HalleyUID: os.Geteuid()}
 	for _, n := range []string{ProtectUser, ProtectPrivate, ProtectProcess, ProtectEnvironment, ProtectLimits, ProtectCgroup, ProtectLeftovers, ProtectNetwork} {
 		r.Protections = append(r.Protections, Protection{Name: n, Detail: why})
 	}
-	return &Sandbox{cfg: cfg, report: r}
+	return &Sandbox{cfg: cfg, report: r}, nil
 }
 
 // WorkRoot is the parent of the runs' working directories.

@@ -38,6 +38,16 @@ func reachableDir(t *testing.T) string {
 	return d
 }
 
+// newSandbox is plugin.NewSandbox for a configuration the test knows to be valid.
+func newSandbox(t testing.TB, cfg plugin.SandboxConfig) *plugin.Sandbox {
+	t.Helper()
+	sb, err := plugin.NewSandbox(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sb
+}
+
 func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // sandboxConfig is the production default with the test's own uid range and work root.
@@ -71,7 +81,7 @@ func requireProtections(t *testing.T, sb *plugin.Sandbox, names ...string) {
 
 func sandboxed(t *testing.T, cfg plugin.SandboxConfig, need ...string) *plugin.ProcessRunner {
 	t.Helper()
-	sb := plugin.NewSandbox(cfg)
+	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, append([]string{plugin.ProtectUser}, need...)...)
 	return &plugin.ProcessRunner{Sandbox: sb}
 }
@@ -79,7 +89,7 @@ func sandboxed(t *testing.T, cfg plugin.SandboxConfig, need ...string) *plugin.P
 func TestSandboxReport(t *testing.T) {
 	requirePython(t)
 	cfg := sandboxConfig(t, 0)
-	sb := plugin.NewSandbox(cfg)
+	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, plugin.ProtectUser, plugin.ProtectPrivate, plugin.ProtectProcess, plugin.ProtectEnvironment,
 		plugin.ProtectLimits, plugin.ProtectCgroup, plugin.ProtectLeftovers, plugin.ProtectNetwork)
 	rep := sb.Report()
@@ -420,7 +430,7 @@ func TestSandboxRefusesRoot(t *testing.T) {
 	}
 	cfg := sandboxConfig(t, 9)
 	cfg.UID = 0
-	sb := plugin.NewSandbox(cfg)
+	sb := newSandbox(t, cfg)
 	rep := sb.Report()
 	if rep.PluginsRun || !strings.Contains(rep.Refused, "HALLEY_PLUGIN_ALLOW_ROOT=1") || rep.Protection(plugin.ProtectUser).InForce {
 		t.Fatalf("report %+v", rep)
@@ -433,7 +443,7 @@ func TestSandboxRefusesRoot(t *testing.T) {
 	}
 
 	cfg.AllowRoot = true
-	sb = plugin.NewSandbox(cfg)
+	sb = newSandbox(t, cfg)
 	if rep := sb.Report(); !rep.PluginsRun || rep.Refused != "" {
 		t.Fatalf("with AllowRoot: %+v", rep)
 	}
@@ -481,7 +491,7 @@ hp.write_output(context={"level": inp["context"]["level"] + 1, "env": sorted(os.
 		big := cfg
 		big.AddressSpace = 1 << 30
 		big.WorkRoot = filepath.Join(reachableDir(t), "work")
-		out := mustSucceed(t, run(t, &plugin.ProcessRunner{Sandbox: plugin.NewSandbox(big)}, spec, input("run-go", `{"a":1}`)))
+		out := mustSucceed(t, run(t, &plugin.ProcessRunner{Sandbox: newSandbox(t, big)}, spec, input("run-go", `{"a":1}`)))
 		if out.Context["handled_by"] != "go" {
 			t.Errorf("output %+v", out)
 		}
@@ -599,7 +609,7 @@ func TestSandboxSweepsWhatADeadHalleyLeft(t *testing.T) {
 	live := filepath.Join(cfg.WorkRoot, fmt.Sprintf("run-%d-43", os.Getppid()))
 	os.Mkdir(live, 0o700)
 
-	sb := plugin.NewSandbox(cfg)
+	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, plugin.ProtectCgroup)
 	if _, err := os.Stat(leaf); !os.IsNotExist(err) {
 		t.Errorf("the dead Halley's cgroup is still there: %v", err)
@@ -622,7 +632,7 @@ func TestSandboxUnreachableWorkDir(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.WorkRoot = filepath.Join(closed, "work")
-	sb := plugin.NewSandbox(cfg)
+	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, plugin.ProtectUser)
 	rep := sb.Report()
 	if rep.PluginsRun || !strings.Contains(rep.Refused, "cannot be entered by the plugin uids") {

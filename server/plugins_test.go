@@ -675,7 +675,10 @@ func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
 	}
 	cfg.WorkRoot = filepath.Join(work, "work")
 	cfg.Logger = quietLogger()
-	sb := plugin.NewSandbox(cfg)
+	sb, err := plugin.NewSandbox(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, n := range []string{plugin.ProtectUser, plugin.ProtectNetwork} {
 		if p := sb.Report().Protection(n); !p.InForce {
 			if os.Getenv("CI") == "true" {

@@ -191,6 +191,9 @@ var settings = []Setting{
 		if v == "" {
 			return errors.New("must not be empty")
 		}
+		if strings.Contains(v, "/") && !filepath.IsAbs(v) {
+			return fmt.Errorf("must be a name looked up on the plugins' PATH or an absolute path (got %q)", v)
+		}
 		c.PluginPython = v
 		return nil
 	}},

@@ -113,6 +113,10 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_SECRET": "short"}, want: "HALLEY_SECRET: must be at least 32 characters"},
 		{env: map[string]string{"HALLEY_BODY_LIMIT": "lots"}, want: "HALLEY_BODY_LIMIT: must be a whole number"},
 		{env: map[string]string{"HALLEY_TOKEN_TTL": "5"}, want: "HALLEY_TOKEN_TTL: must be a duration"},
+		{env: map[string]string{"HALLEY_PLUGIN_PYTHON": "venv/bin/python3"}, want: "HALLEY_PLUGIN_PYTHON: must be a name looked up on the plugins' PATH or an absolute path"},
+		{env: map[string]string{"HALLEY_PLUGIN_CGROUP": "halley"}, want: "HALLEY_PLUGIN_CGROUP: must be an absolute path or off"},
+		{env: map[string]string{"HALLEY_PLUGIN_ALLOW_ROOT": "maybe"}, want: "HALLEY_PLUGIN_ALLOW_ROOT: must be 0 or 1"},
+		{env: map[string]string{"HALLEY_OUTBOUND_ALLOW": "10.0.0.0/33"}, want: "HALLEY_OUTBOUND_ALLOW: \"10.0.0.0/33\" is not a CIDR"},
 		{file: map[string]string{"colour": "blue"}, want: `unknown setting "colour"`},
 		{file: map[string]string{"log_level": "loud"}, want: "log_level (in "},
 	}

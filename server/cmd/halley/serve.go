@@ -47,7 +47,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
 
 	pluginFiles, errFiles := plugin.NewFileStore(cfg.PluginDir)
-	sandbox := pluginSandbox(cfg, lg) // confines every plugin run; logs what is in force
+	sandbox, errSandbox := pluginSandbox(cfg, lg) // confines every plugin run; logs what is in force
 	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap},
 		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: clk.Now})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
@@ -68,7 +68,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
 		FormFrameAncestors: cfg.FormFrameAncestors})
-	if err := errors.Join(errFiles, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
+	if err := errors.Join(errFiles, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
 		return err
 	}
 	if err := subs.Refresh(ctx); err != nil {
