@@ -77,6 +77,10 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		return res
 	}
 	argv[len(argv)-1] = runFile
+	if err := box.checkFormat(spec, runFile); err != nil {
+		res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
+		return res
+	}
 	if spec.Runtime == RuntimePython {
 		if err := os.WriteFile(filepath.Join(workdir, sdk.FileName), sdk.Python(), 0o644); err != nil {
 			res.Err = fmt.Errorf("plugin runner: unable to write the SDK: %w", err)
@@ -94,6 +98,7 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 
 	stdout := newCapWriter(c.outputCap, stderrTailForMessages)
 	stderr := newCapWriter(c.outputCap, stderrTailForMessages)
+	prog := argv[0] // what the sandbox's prlimit(1) executes
 	argv = box.argv(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = workdir
@@ -141,6 +146,13 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	res.Stderr, res.StderrTruncated = stderr.buf, stderr.truncated
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+
+	// In a sandboxed run prlimit(1) executes the plugin: its failure to do so is a run that never started.
+	if why, ok := box.execFailure(res.ExitCode, res.Stderr, prog); ok && !res.TimedOut && canceled == nil {
+		res.ExitCode = -1
+		res.Err = fmt.Errorf("plugin %s v%d: unable to start: %s", spec.Name, spec.Version, why)
+		return res
 	}
 
 	switch {

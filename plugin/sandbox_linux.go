@@ -4,11 +4,13 @@ package plugin
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -855,6 +857,40 @@ func (b *box) sysProcAttr() *syscall.SysProcAttr {
 		a.CgroupFD = int(b.leaf.fd.Fd())
 	}
 	return a
+}
+
+// checkFormat refuses, before the start, a binary plugin the kernel would not execute (ENOEXEC: neither ELF nor
+// #!). prlimit(1) executes the plugin with execvp(3), which would run such a file with /bin/sh instead; without
+// prlimit the start itself fails with ENOEXEC, and so must it here.
+func (b *box) checkFormat(spec Spec, file string) error {
+	if b.s == nil || b.s.prlimit == nil || spec.Runtime != RuntimeBinary {
+		return nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	head := make([]byte, 4)
+	n, _ := io.ReadFull(f, head)
+	if head = head[:n]; bytes.HasPrefix(head, []byte("\x7fELF")) || bytes.HasPrefix(head, []byte("#!")) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w (neither an ELF binary nor a script starting with #!)", file, syscall.ENOEXEC)
+}
+
+// execFailure tells whether prlimit(1) could not execute prog — the plugin never started — and why. prlimit then
+// exits 126 or 127 with the one line "prlimit: failed to execute <prog>: <reason>" on stderr.
+func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, bool) {
+	if b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
+		return "", false
+	}
+	reason, ok := strings.CutPrefix(string(stderr), "prlimit: failed to execute "+prog+": ")
+	reason = strings.TrimSuffix(reason, "\n")
+	if !ok || reason == "" || strings.Contains(reason, "\n") {
+		return "", false
+	}
+	return prog + ": " + reason, true
 }
 
 // start starts cmd; a freshly copied binary may briefly be "text file busy" while a concurrent fork still holds

@@ -641,3 +641,37 @@ func TestSandboxUnreachableWorkDir(t *testing.T) {
 	mustFailWith(t, run(t, &plugin.ProcessRunner{Sandbox: sb}, shellSpec(t, "echo '{}'"), input("run-w", `{}`)),
 		"not run", "cannot be entered by the plugin uids")
 }
+
+// TestSandboxedStartFailures: a sandboxed run whose plugin cannot be executed never started, as without the
+// sandbox: "unable to start" and no exit code, although prlimit(1) is the process that executes it. A file that
+// is neither ELF nor #! is refused rather than run by /bin/sh (execvp's fallback); a plugin that exits 127 by
+// itself keeps its exit code.
+func TestSandboxedStartFailures(t *testing.T) {
+	r := sandboxed(t, sandboxConfig(t, 13), plugin.ProtectLimits)
+	binary := func(content string) plugin.Spec {
+		return plugin.Spec{Name: "broken", Version: 1, Runtime: plugin.RuntimeBinary, Path: writeFile(t, "plugin", content, 0o755)}
+	}
+	for _, tc := range []struct {
+		name  string
+		spec  plugin.Spec
+		parts []string
+	}{
+		{"not a program", binary("this is not a program\necho '{}'\n"), []string{"unable to start", "exec format error"}},
+		{"missing #! interpreter", binary("#!/nonexistent/sh\necho '{}'\n"), []string{"unable to start", "No such file or directory"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := run(t, r, tc.spec, input("run-start", `{}`))
+			mustFailWith(t, res, tc.parts...)
+			if res.ExitCode != -1 {
+				t.Errorf("exit code %d, want -1 (never started); stderr %q", res.ExitCode, res.Stderr)
+			}
+		})
+	}
+	t.Run("a plugin's own exit 127", func(t *testing.T) {
+		res := run(t, r, shellSpec(t, "echo 'prlimit: failed to execute nothing: no' >&2\nexit 127\n"), input("run-127", `{}`))
+		mustFailWith(t, res, "exited with code 127")
+		if res.ExitCode != 127 {
+			t.Errorf("exit code %d, want 127", res.ExitCode)
+		}
+	})
+}
