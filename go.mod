@@ -3,6 +3,7 @@ module github.com/halley-bpm/halley
 go 1.26.8
 
 require (
+	code.dny.dev/ssrf v0.3.0
 	github.com/gin-gonic/gin v1.12.0
 	github.com/glebarez/sqlite v1.11.0
 	github.com/go-co-op/gocron/v2 v2.21.2

@@ -66,7 +66,7 @@ func TestFuzzPublicAPI(t *testing.T) {
 		var router *gin.Engine
 		e := newEnv(t, s, func(d *server.Deps) {
 			withPlugins(t, nil)(d)
-			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger(), Outbound: loopbackOutbound(t)})
 			d.BodyLimit = 1 << 20 // the production default
 			d.Logger = quietLogger()
 			twin, err := server.New(*d) // a twin of the env's server, for its route table
@@ -708,7 +708,7 @@ func TestFuzzWellFormedWrites(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, func(d *server.Deps) {
 			withPlugins(t, nil)(d)
-			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger(), Outbound: loopbackOutbound(t)})
 			d.BodyLimit = 1 << 20
 			d.Logger = quietLogger()
 		})

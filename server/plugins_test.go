@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -105,12 +106,18 @@ func withPlugins(t *testing.T, rec *runs) func(*server.Deps) {
 
 func (e *env) upload(name, runtime, timeout string, file []byte, token string) resp {
 	e.t.Helper()
+	return e.uploadWith(map[string]string{"name": name, "runtime": runtime, "timeout": timeout}, file, token)
+}
+
+// uploadWith uploads a plugin with the given multipart fields (empty ones are left out).
+func (e *env) uploadWith(fields map[string]string, file []byte, token string) resp {
+	e.t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
-	mw.WriteField("name", name)
-	mw.WriteField("runtime", runtime)
-	if timeout != "" {
-		mw.WriteField("timeout", timeout)
+	for _, k := range []string{"name", "runtime", "timeout", "network"} {
+		if v := fields[k]; v != "" {
+			mw.WriteField(k, v)
+		}
 	}
 	fw, _ := mw.CreateFormFile("file", "plugin.py")
 	fw.Write(file)
@@ -146,7 +153,7 @@ func TestPluginUpload(t *testing.T) {
 		if r = e.upload("edit-ctx", "python", "", []byte(editContext+"\n"), e.admin); r.Status != 201 || fmt.Sprint(r.JSON["version"]) != "2" {
 			t.Fatalf("second upload: %s", r.Body)
 		}
-		for _, bad := range []string{"../x", "a/b", "Edit", "", ".", strings.Repeat("a", 65)} {
+		for _, bad := range []string{"../x", "a/b", "Edit", "", ".", strings.Repeat("a", 65), "sandbox"} {
 			assertError(t, e.upload(bad, "python", "", []byte("print(1)"), e.admin), 400, "")
 		}
 		assertError(t, e.upload("ok-name", "ruby", "", []byte("x"), e.admin), 400, "invalid_runtime")
@@ -652,4 +659,117 @@ func (e *env) rowCount(table, where string, args ...any) int64 {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// sandboxFor returns a sandbox as production builds it, with uids of the server package's own (63000 on) and a
+// work root the plugin uids can reach. Under CI (root) every protection the tests rely on must be in force.
+func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
+	t.Helper()
+	cfg := plugin.DefaultSandboxConfig(2)
+	cfg.UID, cfg.GID = uid, uid
+	work := t.TempDir()
+	for _, p := range []string{work, filepath.Dir(work)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.WorkRoot = filepath.Join(work, "work")
+	cfg.Logger = quietLogger()
+	sb, err := plugin.NewSandbox(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{plugin.ProtectUser, plugin.ProtectNetwork} {
+		if p := sb.Report().Protection(n); !p.InForce {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("sandbox protection %s is not in force: %s", n, p.Detail)
+			}
+			t.Skipf("sandbox protection %s is not in force: %s", n, p.Detail)
+		}
+	}
+	return sb
+}
+
+func TestPluginNetworkOptionAndSandboxReport(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		sb := sandboxFor(t, 63000)
+		e := newEnv(t, s, func(d *server.Deps) {
+			d.PluginMaxSize, d.PluginSandbox = 64<<10, sb
+			runExecutor(t, newExecutorWith(t, rec, "w1", d.Engine.Now, &plugin.ProcessRunner{Sandbox: sb}), d.Engine.PluginQueue())
+		})
+		bob := e.mkUser("bob")
+
+		// A loopback listener both plugins try to reach.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hi"))
+				c.Close()
+			}
+		}()
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		src := []byte(`import json, socket
+try:
+    got = socket.create_connection(("127.0.0.1", ` + port + `), timeout=5).recv(2).decode()
+except OSError as e:
+    got = "error: " + (e.strerror or str(e))
+print(json.dumps({"context": {"got": got}}))
+`)
+		r := e.uploadWith(map[string]string{"name": "offline", "runtime": "python", "network": "off"}, src, e.admin)
+		if r.Status != 201 || r.JSON["network"] != "off" {
+			t.Fatalf("upload network=off: %d %s", r.Status, r.Body)
+		}
+		if r = e.uploadWith(map[string]string{"name": "online", "runtime": "python"}, src, e.admin); r.Status != 201 || r.JSON["network"] != "on" {
+			t.Fatalf("upload without network: %d %s", r.Status, r.Body)
+		}
+		assertError(t, e.uploadWith(map[string]string{"name": "odd", "runtime": "python", "network": "sometimes"}, src, e.admin), 400, "invalid_network")
+		if _, err := s.GetPlugin(ctx0, "default", "odd", 0); !model.IsKind(err, model.ENOTFOUND) {
+			t.Fatal("a refused upload left a row")
+		}
+		if r = e.do("GET", "/api/v1/plugins/offline", e.admin, nil, nil); r.JSON["network"] != "off" || r.JSON["versions"].([]any)[0].(M)["network"] != "off" {
+			t.Fatalf("get: %s", r.Body)
+		}
+		if p, err := s.GetPlugin(ctx0, "default", "offline", 1); err != nil || p.Network != model.NetworkOff {
+			t.Fatalf("stored: %+v %v", p, err)
+		}
+
+		// Each runs as an auto node's plugin, through the engine's queue and the sandboxed executor.
+		for name, want := range map[string]string{"offline": "error: Network is unreachable", "online": "hi"} {
+			e.publish("net-"+name, []any{start(M{"kind": "manual"}), M{"id": "call", "type": "auto", "plugins": M{"pre": []string{name}}}, M{"id": "end", "type": "end"}},
+				[]any{edge("start", "call"), edge("call", "end")})
+			id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "net-" + name}, nil).JSON["id"].(string)
+			rec.wait(t, 1)
+			if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["got"] != want {
+				t.Errorf("%s: %s, want context.got %q", name, r.Body, want)
+			}
+		}
+
+		// What is in force, for admins only.
+		r = e.do("GET", "/api/v1/plugins/sandbox", e.admin, nil, nil)
+		if r.Status != 200 || r.JSON["plugins_run"] != true || r.JSON["uids"] != "63000-63001" {
+			t.Fatalf("sandbox: %d %s", r.Status, r.Body)
+		}
+		names := map[string]bool{}
+		for _, p := range r.JSON["protections"].([]any) {
+			p := p.(M)
+			names[p["name"].(string)] = p["in_force"].(bool)
+			if p["detail"] == "" {
+				t.Errorf("protection without a detail: %v", p)
+			}
+		}
+		if len(names) != 8 || !names["user"] || !names["network_off"] || !names["environment"] {
+			t.Errorf("protections: %v", names)
+		}
+		assertError(t, e.do("GET", "/api/v1/plugins/sandbox", bob, nil, nil), 403, "admin_required")
+		assertError(t, e.do("GET", "/api/v1/plugins/sandbox", "", nil, nil), 401, "")
+	})
 }

@@ -40,6 +40,8 @@ type Deps struct {
 	PluginFiles *plugin.FileStore
 	// PluginMaxSize limits plugin uploads (default 10 MiB).
 	PluginMaxSize int64
+	// PluginSandbox answers GET /plugins/sandbox: what confines plugin runs on this replica (nil: nothing).
+	PluginSandbox SandboxReporter
 	// Subscriptions serves /subscriptions when set.
 	Subscriptions *subscription.Service
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
@@ -67,6 +69,7 @@ type Server struct {
 	engine      *engine.Engine
 	triggers    *trigger.Service
 	plugins     model.PluginStore
+	sandbox     SandboxReporter
 	pluginFiles *plugin.FileStore
 	pluginMax   int64
 	subs        *subscription.Service
@@ -109,7 +112,7 @@ func New(d Deps) (*Server, error) {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors}
 	s.router = s.routes()
 	return s, nil
@@ -207,6 +210,7 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/templates/:key/trigger-log", s.triggerLog)
 	admin.POST("/plugins", s.uploadPlugin)
 	admin.GET("/plugins", s.listPlugins)
+	admin.GET("/plugins/sandbox", s.pluginSandbox)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
 	if s.subs != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -31,9 +32,21 @@ import (
 func subsEnv(t *testing.T, s *store.Store) (*env, *subscription.Service, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Now().UTC())
-	svc := subscription.New(s, subscription.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jitter: func() float64 { return 0 }})
+	svc := subscription.New(s, subscription.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jitter: func() float64 { return 0 },
+		Outbound: loopbackOutbound(t)})
 	e := newEnvWith(t, s, wiring{subs: svc}, nil)
 	return e, svc, clk
+}
+
+// loopbackOutbound is the outbound client of a deployment with HALLEY_OUTBOUND_ALLOW=127.0.0.1: the receivers of
+// these tests are httptest servers on loopback, which the default refuses.
+func loopbackOutbound(t *testing.T) *outbound.Client {
+	t.Helper()
+	allow, err := outbound.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outbound.New(outbound.Options{Allow: allow})
 }
 
 // hookReceiver records webhook requests and answers with the statuses of its script (the last repeats).
@@ -127,6 +140,11 @@ func TestSubscriptionsCRUDAndValidation(t *testing.T) {
 			{"secret for a plugin", M{"event": "*", "plugin": "p", "secret": "x"}, 400, "invalid_secret"},
 			{"unknown template", M{"event": "*", "template": "nope", "webhook_url": "https://x.example.com"}, 422, "unknown_template"},
 			{"duplicate", M{"event": "task.created", "template": "leave", "webhook_url": "https://hooks.example.com/a"}, 409, "subscription_exists"},
+			// The outbound guard (this deployment allows 127.0.0.1 only, for its test receivers).
+			{"cloud metadata", M{"event": "*", "webhook_url": "http://169.254.169.254/latest/meta-data/"}, 422, "address_not_allowed"},
+			{"private", M{"event": "*", "webhook_url": "https://10.1.2.3/hook"}, 422, "address_not_allowed"},
+			{"CGNAT", M{"event": "*", "webhook_url": "https://100.64.1.1/hook"}, 422, "address_not_allowed"},
+			{"IPv6 loopback", M{"event": "*", "webhook_url": "http://[::1]:8080/hook"}, 422, "address_not_allowed"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				assertError(t, e.do("POST", "/api/v1/subscriptions", e.admin, tc.body, nil), tc.status, tc.code)
@@ -319,7 +337,8 @@ func TestPluginSubscription(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := subscription.New(s, subscription.Options{Clock: clk, Logger: quietLogger(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: eventPlugins})
+		svc := subscription.New(s, subscription.Options{Clock: clk, Logger: quietLogger(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: eventPlugins,
+			Outbound: loopbackOutbound(t)})
 		e := newEnvWith(t, s, wiring{subs: svc}, withPlugins(t, rec))
 		marker := filepath.Join(t.TempDir(), "events")
 		e.upload("audit", "python", "5s", []byte(fmt.Sprintf(`import json, sys

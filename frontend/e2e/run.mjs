@@ -340,6 +340,25 @@ try {
     await page.locator('[data-test=current-user]').getByText('admin').first().waitFor()
   })
 
+  await step('admin sees the plugin sandbox and uploads a network-off plugin', async () => {
+    await page.goto(`${base}/admin/plugins`)
+    const summary = page.locator('[data-test=sandbox-summary]')
+    await summary.waitFor()
+    expect(/\d+ of \d+ protections in force/.test(await summary.innerText()), `sandbox summary: ${await summary.innerText()}`)
+    await page.click('[data-test=sandbox-toggle]')
+    await page.locator('[data-test=sandbox-table]').getByText('network_off').waitFor()
+    await page.click('[data-test=upload-plugin]')
+    await page.setInputFiles('[data-test=plugin-file]', { name: 'offline-calc.py', mimeType: 'text/x-python', buffer: Buffer.from('print("{}")\n') })
+    expect((await field(page, 'plugin-name').inputValue()) === 'offline-calc', 'the name is not taken from the file name')
+    await page.locator('[data-test=plugin-network]').getByText('off').click()
+    await page.click('[data-test=plugin-submit]')
+    await page.locator('.el-table__row', { hasText: 'offline-calc' }).locator('.el-tag', { hasText: 'off' }).waitFor()
+    const p = await call('GET', '/plugins/offline-calc', adminToken)
+    expect(p.network === 'off', `GET /plugins/offline-calc network = ${p.network}`)
+    const sb = await call('GET', '/plugins/sandbox', adminToken)
+    expect(Array.isArray(sb.protections) && sb.protections.length === 8, `sandbox report: ${JSON.stringify(sb).slice(0, 300)}`)
+  })
+
   await step('admin creates a template', async () => {
     await page.goto(`${base}/admin/templates`)
     await page.click('[data-test=new-template]')

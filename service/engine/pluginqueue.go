@@ -140,7 +140,8 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 	if err := json.Unmarshal(r.Input, &in); err != nil {
 		return plugin.Job{}, fmt.Errorf("corrupt input of run %s: %w", r.ID, err)
 	}
-	return plugin.Job{RunID: r.ID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout},
+	return plugin.Job{RunID: r.ID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout,
+		NetworkOff: p.Network == model.NetworkOff},
 		Input: in}, nil
 }
 

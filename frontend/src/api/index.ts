@@ -165,6 +165,7 @@ export interface PluginVersion {
   created_at?: string
   uploaded_at?: string
   uploaded_by?: string
+  network?: 'on' | 'off'
 }
 
 export interface Plugin {
@@ -175,7 +176,28 @@ export interface Plugin {
   sha256?: string
   size?: number
   timeout?: string
+  network?: 'on' | 'off'
   versions?: PluginVersion[]
+}
+
+/** One protection of the plugin sandbox (GET /plugins/sandbox). */
+export interface SandboxProtection {
+  name: string
+  in_force: boolean
+  detail: string
+}
+
+/** What confines plugin runs on the replica that answered. */
+export interface SandboxReport {
+  plugins_run: boolean
+  refused?: string
+  uids: string
+  gid: number
+  work_dir: string
+  python: string
+  python_error?: string
+  halley_uid: number
+  protections: SandboxProtection[]
 }
 
 export interface PluginRun {
@@ -328,11 +350,13 @@ export const api = {
   plugin: (name: string) => request<Plugin>('GET', `/plugins/${encodeURIComponent(name)}`),
   pluginRuns: async (name: string, q: { date?: string; instance_id?: string }) =>
     items(await request<Page<PluginRun>>('GET', `/plugins/${encodeURIComponent(name)}/runs`, { query: q })),
-  uploadPlugin: (f: { name: string; runtime: string; timeout: string; file: File }, onProgress?: (p: number) => void) => {
+  pluginSandbox: () => request<SandboxReport>('GET', '/plugins/sandbox'),
+  uploadPlugin: (f: { name: string; runtime: string; timeout: string; network?: 'on' | 'off'; file: File }, onProgress?: (p: number) => void) => {
     const fd = new FormData()
     fd.set('name', f.name)
     fd.set('runtime', f.runtime)
     if (f.timeout) fd.set('timeout', f.timeout)
+    if (f.network) fd.set('network', f.network)
     fd.set('file', f.file, f.file.name)
     return upload<Plugin>('/plugins', fd, onProgress)
   },

@@ -150,3 +150,19 @@ func TestBinaryServesWithConfigFile(t *testing.T) {
 	}
 	res.Body.Close()
 }
+
+// TestServeRefusesAnImpossibleSandbox: serve builds the plugin sandbox in its list; a configuration no host could
+// run (a uid range past the largest uid) stops the start with an error naming the settings, before anything listens.
+func TestServeRefusesAnImpossibleSandbox(t *testing.T) {
+	addr := freeAddr(t)
+	env := map[string]string{"HALLEY_DATA_DIR": filepath.Join(t.TempDir(), "data"), "HALLEY_ADDR": addr,
+		"HALLEY_ADMIN_PASSWORD": "sandbox-test-pw", "HALLEY_PLUGIN_UID": "2147483647", "HALLEY_PLUGIN_WORKERS": "4"}
+	_, logs, err := cli(t, env, "serve")
+	if err == nil || !strings.Contains(err.Error(), "HALLEY_PLUGIN_*") || !strings.Contains(err.Error(), "the uid range from 2147483647 for 4 runs") {
+		t.Fatalf("serve: %v, want the sandbox's refusal\n%s", err, logs)
+	}
+	if c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond); err == nil {
+		c.Close()
+		t.Fatal("something listens on HALLEY_ADDR after a refused start")
+	}
+}

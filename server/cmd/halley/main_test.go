@@ -153,7 +153,14 @@ func TestBinaryStopsWithinShutdownTimeout(t *testing.T) {
 	bin := buildBinary(t)
 	cmd, url, logs := start(t, bin, "HALLEY_ADMIN_PASSWORD=stop-test-pw", "HALLEY_SHUTDOWN_TIMEOUT=3s", "HALLEY_LOG_LEVEL=debug")
 	token := login(t, url, "admin", "stop-test-pw")
-	marker := filepath.Join(t.TempDir(), "started")
+	// The plugin runs as a uid of its own (the sandbox): the marker goes where that uid may write.
+	drop := t.TempDir()
+	for p, mode := range map[string]os.FileMode{drop: 0o777, filepath.Dir(drop): 0o711} {
+		if err := os.Chmod(p, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	marker := filepath.Join(drop, "started")
 	src := "import time\nopen(" + strconv.Quote(marker) + ", 'w').write('x')\ntime.sleep(60)\nprint('{}')\n"
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)

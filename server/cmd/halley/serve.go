@@ -21,6 +21,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/lifecycle"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -46,10 +47,12 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
 
 	pluginFiles, errFiles := plugin.NewFileStore(cfg.PluginDir)
-	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{WorkRoot: cfg.PluginWorkDir, OutputCap: cfg.PluginOutputCap},
+	sandbox, errSandbox := pluginSandbox(cfg, lg) // confines every plugin run; logs what is in force
+	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap},
 		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: clk.Now})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
-	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins})
+	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
+	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
 	arm, cancelTimers := engine.TimerOutbox(sched)
 	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: subs.OutboxHandler(), model.OutboxTimerArm: arm,
 		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
@@ -62,10 +65,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), "halley:", lg, housekeeping(cfg, st, sched, subs, pluginLogs, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
-		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
+		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
 		FormFrameAncestors: cfg.FormFrameAncestors})
-	if err := errors.Join(errFiles, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
+	if err := errors.Join(errFiles, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
 		return err
 	}
 	if err := subs.Refresh(ctx); err != nil {
@@ -164,6 +167,14 @@ func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, lg
 		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
 	}
 	return ids, nil
+}
+
+// outboundClient is the guarded HTTP client for every URL an admin configures (webhooks today).
+func outboundClient(cfg *config.Config, lg *slog.Logger) *outbound.Client {
+	if a := cfg.OutboundAllow.String(); a != "" {
+		lg.Info("outbound calls may also reach these non-public addresses", "allow", a)
+	}
+	return outbound.New(outbound.Options{Allow: cfg.OutboundAllow})
 }
 
 // derive is a key for one purpose, derived from HALLEY_SECRET.
