@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -90,7 +92,12 @@ func (s *Server) terminate(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.Terminate(c.Request.Context(), principal(c), c.Param("id"), req.Reason)
+	var v *engine.InstanceView
+	err := s.record(c, model.AuditInstanceTerminate, c.Param("id"), func(ctx context.Context, e *model.AuditEntry) (err error) {
+		e.Reason = req.Reason
+		v, err = s.engine.Terminate(ctx, principal(c), c.Param("id"), req.Reason)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -317,7 +324,12 @@ func (s *Server) jump(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.Jump(c.Request.Context(), principal(c), c.Param("id"), req)
+	var v *engine.InstanceView
+	err := s.record(c, model.AuditInstanceJump, c.Param("id"), func(ctx context.Context, e *model.AuditEntry) (err error) {
+		e.Reason = strings.TrimSpace(req.Reason + " " + req.Comment)
+		v, err = s.engine.Jump(ctx, principal(c), c.Param("id"), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return

@@ -15,6 +15,7 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/subscription"
@@ -39,6 +40,11 @@ type Deps struct {
 	PluginMaxSize int64
 	// Subscriptions serves /subscriptions when set.
 	Subscriptions *subscription.Service
+	// Audit records admin changes, jumps and terminates, and serves GET /audit, when set.
+	Audit *audit.Recorder
+	// TriggerRate limits the API trigger calls (/trigger/...) of one client IP, per second (bursts of twice as
+	// many); 0 = 20, negative = no limit.
+	TriggerRate float64
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
@@ -64,6 +70,8 @@ type Server struct {
 	pluginFiles *plugin.FileStore
 	pluginMax   int64
 	subs        *subscription.Service
+	audit       *audit.Recorder
+	triggerRate *ipLimiter
 	proxies     []string
 	idem        model.IdempotencyStore
 	idemLease   time.Duration
@@ -90,9 +98,12 @@ func New(d Deps) *Server {
 	if d.PluginMaxSize == 0 {
 		d.PluginMaxSize = 10 << 20
 	}
+	if d.TriggerRate == 0 {
+		d.TriggerRate = 20
+	}
 	reg := prometheus.NewRegistry()
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
+		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, audit: d.Audit, triggerRate: newIPLimiter(d.TriggerRate)}
 	s.router = s.routes()
 	return s
 }
@@ -132,8 +143,8 @@ func (s *Server) routes() *gin.Engine {
 	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
 
 	// Triggers authenticate as each trigger says; forms may be anonymous when their template allows it.
-	api.Any("/trigger/sync/:module/:function", s.triggerSync)
-	api.Any("/trigger/async/:module/:function", s.triggerAsync)
+	api.Any("/trigger/sync/:module/:function", s.limitTriggers, s.triggerSync)
+	api.Any("/trigger/async/:module/:function", s.limitTriggers, s.triggerAsync)
 	api.GET("/forms/:key", s.authenticateOptional, s.getForm)
 	api.POST("/forms/:key/submit", s.authenticateOptional, s.idempotent, s.submitForm)
 	api.POST("/plugin-runs/:id/result", s.authenticateOptional, s.pluginResult)
@@ -178,8 +189,11 @@ func (s *Server) routes() *gin.Engine {
 	admin := authed.Group("", adminOnly)
 	admin.POST("/users", s.createUser)
 	admin.PATCH("/users/:username", s.updateUser)
+	admin.DELETE("/users/:username", s.deleteUser)
 	admin.POST("/users/:username/password", s.resetPassword)
 	admin.POST("/tokens", s.createToken)
+	admin.GET("/tokens", s.listTokens)
+	admin.DELETE("/tokens/:id", s.deleteToken)
 	admin.POST("/departments", s.createDepartment)
 	admin.POST("/templates", s.createTemplate)
 	admin.PUT("/templates/:key/draft", s.saveDraft)
@@ -189,6 +203,9 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/plugins", s.listPlugins)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
+	if s.audit != nil {
+		admin.GET("/audit", s.listAudit)
+	}
 	if s.subs != nil {
 		admin.POST("/subscriptions", s.createSubscription)
 		admin.GET("/subscriptions", s.listSubscriptions)

@@ -28,10 +28,12 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/outbox"
+	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/subscription"
@@ -136,7 +138,14 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		cancel()
 	}
 
-	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
+	// Failed logins are counted in Redis when there is one, so that every replica throttles the same attempts.
+	var attempts ratelimit.Counter = ratelimit.NewMemory(identity.LoginWindow, 0)
+	if rdb != nil {
+		attempts = ratelimit.NewRedis(rdb, "halley:", identity.LoginWindow)
+	}
+	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg, Attempts: attempts,
+		HashConcurrency: cfg.HashConcurrency})
+	auditLog := audit.New(st, nil, lg)
 	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
 	if err != nil {
 		return fmt.Errorf("bootstrap admin: %w", err)
@@ -241,6 +250,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
 			return err
 		}},
+		{"purge-audit-log", time.Hour, func(ctx context.Context) error {
+			_, err := auditLog.Purge(ctx, cfg.AuditRetention)
+			return err
+		}},
 		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
 			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
 			return err
@@ -304,7 +317,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if !frontend.Built() {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui,
+		Audit: auditLog, TriggerRate: triggerRate(cfg.TriggerRateLimit)})
 
 	hs := &http.Server{
 		Handler:           srv.Handler(),
@@ -333,6 +347,14 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	}
 	lg.Info("stopped")
 	return nil
+}
+
+// triggerRate maps HALLEY_TRIGGER_RATE_LIMIT (0 = no limit) to server.Deps.TriggerRate (negative = no limit).
+func triggerRate(perSecond float64) float64 {
+	if perSecond == 0 {
+		return -1
+	}
+	return perSecond
 }
 
 type redisPinger struct{ c *redis.Client }
