@@ -19,6 +19,7 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
@@ -67,7 +68,8 @@ func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 	tpl.SetPublisher(trg)
 	eng.SetCronHandler(trg.HandleCron)
 	e.engine = eng
-	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
+		Audit: audit.New(s, e.clock.Now, quietLogger())}
 	if mod != nil {
 		mod(&d)
 	}
