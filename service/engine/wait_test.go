@@ -171,3 +171,43 @@ func TestWaitPollsLessAndLess(t *testing.T) {
 	}
 	cancel()
 }
+
+// TestAuditedSteps: an audit entry in the context of a start or of an instance action is written with the step,
+// in its transaction (what POST /instances with override_trigger and jump/terminate rely on), once per request,
+// with the instance's status and active nodes before and after.
+func TestAuditedSteps(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("bob")
+		h.publish("wait", waitDef)
+		start := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceOverride, Target: "wait"}
+		v, err := h.eng.Start(model.WithAudit(h.ctx, start), admin, engine.StartRequest{Template: "wait"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !start.Written() || string(start.After) != `{"active_nodes":["lead"],"status":"running"}` {
+			t.Fatalf("the start's entry: written %v, after %s", start.Written(), start.After)
+		}
+		term := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceTerminate, Target: v.ID, Reason: "dup"}
+		if _, err := h.eng.Terminate(model.WithAudit(h.ctx, term), admin, v.ID, "dup"); err != nil {
+			t.Fatal(err)
+		}
+		items, _, err := s.ListAudit(h.ctx, model.AuditFilter{TenantID: model.DefaultTenant, Page: model.Page{Limit: 10}})
+		if err != nil || len(items) != 2 {
+			t.Fatalf("entries: %+v %v", items, err)
+		}
+		got := items[0]
+		if got.Action != model.AuditInstanceTerminate || string(got.Before) != `{"active_nodes":["lead"],"status":"running"}` ||
+			string(got.After) != `{"active_nodes":[],"status":"terminated"}` || got.Reason != "dup" {
+			t.Fatalf("terminate entry: %+v before %s after %s", got, got.Before, got.After)
+		}
+		// A refused action writes nothing.
+		again := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceTerminate, Target: v.ID}
+		if _, err := h.eng.Terminate(model.WithAudit(h.ctx, again), admin, v.ID, "again"); err == nil {
+			t.Fatal("terminating twice")
+		}
+		if n, _, _ := s.ListAudit(h.ctx, model.AuditFilter{TenantID: model.DefaultTenant, Page: model.Page{Limit: 10}}); len(n) != 2 || again.Written() {
+			t.Fatalf("a refused terminate was recorded: %d entries", len(n))
+		}
+	})
+}
