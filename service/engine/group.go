@@ -122,6 +122,10 @@ func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) 
 		}()
 	}
 	if a := model.AuditFrom(ctx); a != nil {
+		// A start recorded as a change (an admin's override_trigger): its target is the new instance.
+		if a.Target == "" {
+			a.Target = w.Instance.ID
+		}
 		a.Fill(nil, auditState(w.Instance))
 		w.Audit = a
 		defer func() {

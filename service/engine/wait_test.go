@@ -180,13 +180,13 @@ func TestAuditedSteps(t *testing.T) {
 		h := newHarness(t, s)
 		h.users("bob")
 		h.publish("wait", waitDef)
-		start := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceOverride, Target: "wait"}
+		start := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceOverride}
 		v, err := h.eng.Start(model.WithAudit(h.ctx, start), admin, engine.StartRequest{Template: "wait"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !start.Written() || string(start.After) != `{"active_nodes":["lead"],"status":"running"}` {
-			t.Fatalf("the start's entry: written %v, after %s", start.Written(), start.After)
+		if !start.Written() || start.Target != v.ID || string(start.After) != `{"active_nodes":["lead"],"status":"running"}` {
+			t.Fatalf("the start's entry: written %v, target %s, after %s", start.Written(), start.Target, start.After)
 		}
 		term := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceTerminate, Target: v.ID, Reason: "dup"}
 		if _, err := h.eng.Terminate(model.WithAudit(h.ctx, term), admin, v.ID, "dup"); err != nil {
