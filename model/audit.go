@@ -50,8 +50,9 @@ type AuditEntry struct {
 	IP        string `json:"ip,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
 
-	staged  atomic.Bool // written in a transaction not committed yet
-	written atomic.Bool // committed
+	staged    atomic.Bool // written in a transaction not committed yet
+	written   atomic.Bool // committed
+	discarded atomic.Bool // not to be written (Discard)
 }
 
 // SetBefore records the target's state before the change (marshalled now; nil leaves it empty).
@@ -102,6 +103,13 @@ func (e *AuditEntry) Committed() {
 // Written reports whether the entry was committed (then nobody writes it again).
 func (e *AuditEntry) Written() bool { return e.written.Load() }
 
+// Discard drops the entry: the request turned out to change nothing the log records (an admin's start with
+// override_trigger of a template started by hand bypassed no trigger). Nobody writes it then.
+func (e *AuditEntry) Discard() { e.discarded.Store(true) }
+
+// Discarded reports whether Discard was called.
+func (e *AuditEntry) Discarded() bool { return e.discarded.Load() }
+
 type auditKey struct{}
 
 // WithAudit returns a context whose change is recorded by e: the store transaction making the change writes e
@@ -111,10 +119,10 @@ func WithAudit(ctx context.Context, e *AuditEntry) context.Context {
 }
 
 // AuditFrom returns the audit entry a change made with ctx is to write, or nil. It returns nil once the entry is
-// written, so the first committed transaction of a request carries it and later ones do not.
+// written (or discarded), so the first committed transaction of a request carries it and later ones do not.
 func AuditFrom(ctx context.Context) *AuditEntry {
 	e, _ := ctx.Value(auditKey{}).(*AuditEntry)
-	if e == nil || e.Written() {
+	if e == nil || e.Written() || e.Discarded() {
 		return nil
 	}
 	return e

@@ -27,10 +27,12 @@ const (
 	NodeTerminate = "terminate" // ends the instance at once
 )
 
-// Join modes: how a node with several incoming edges activates.
+// Join modes: how a node with several incoming edges activates (API.md "Semantics changes"). Every incoming
+// edge ends up taken, pruned (routing did not choose it) or killed (a rejection or failure upstream).
 const (
-	JoinAnd = "and" // every incoming edge taken (the default)
-	JoinOr  = "or"  // the first incoming edge taken
+	JoinAnd = "and" // the default: every incoming edge taken or pruned, at least one taken (synchronizing merge)
+	JoinOr  = "or"  // the first taken incoming edge; later arrivals are absorbed
+	JoinMin = "min" // {"min":N}: N taken incoming edges (partial join)
 )
 
 // Sign modes of an approval node.
@@ -48,6 +50,7 @@ const (
 	TriggerSyncAPI  = "sync-api"
 	TriggerAsyncAPI = "async-api"
 	TriggerForm     = "form"
+	TriggerMessage  = "message" // 消息开始: POST /messages with the trigger's message name starts an instance
 )
 
 // Login verification of an API trigger.
@@ -92,6 +95,8 @@ const (
 	CodeBadCondition   = "bad_condition"
 	CodeBadCron        = "bad_cron"
 	CodeBadNode        = "bad_node"
+	// CodeUnknownUser is a warning, not an error: a static approver or cc user that does not exist (yet).
+	CodeUnknownUser = "unknown_user"
 )
 
 // Lengths the stores keep (in characters) for what a definition names: longer values are refused by validation
@@ -275,6 +280,71 @@ func (o *OnTimeout) UnmarshalJSON(b []byte) error {
 	return fmt.Errorf(`on_timeout must be "approve", "reject", "remind" or {"branch":"node-id"}, got %s`, jsonKind(b))
 }
 
+// Join is how a node with several incoming edges activates: "and" (the default), "or" (JSON: the string), or
+// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}: cancel the
+// branches still running into the node once it activated) is read so that validation can refuse it by name; the
+// engine does not implement it yet.
+type Join struct {
+	Mode       string // JoinAnd, JoinOr or JoinMin; "" means JoinAnd
+	Min        int    // with JoinMin: how many taken incoming edges activate the node
+	CancelRest bool
+}
+
+// IsZero reports whether no join was given.
+func (j Join) IsZero() bool { return j.Mode == "" && j.Min == 0 && !j.CancelRest }
+
+// String names the join for messages: and, or, min 2.
+func (j Join) String() string {
+	if j.Mode == JoinMin {
+		return fmt.Sprintf("min %d", j.Min)
+	}
+	if j.Mode == "" {
+		return JoinAnd
+	}
+	return j.Mode
+}
+
+// MarshalJSON writes the string form, or {"min":N} for a partial join.
+func (j Join) MarshalJSON() ([]byte, error) {
+	if j.Mode == JoinMin {
+		return json.Marshal(struct {
+			Min        int  `json:"min"`
+			CancelRest bool `json:"cancel_rest,omitempty"`
+		}{j.Min, j.CancelRest})
+	}
+	if j.Mode == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(j.Mode)
+}
+
+// UnmarshalJSON reads a string (the mode; its value is checked by validation so that drafts still load) or an
+// object {"min":N} with an optional cancel_rest.
+func (j *Join) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*j = Join{}
+	switch {
+	case string(b) == "null":
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &j.Mode)
+	case len(b) > 0 && b[0] == '{':
+		var v struct {
+			Min        *int  `json:"min"`
+			CancelRest *bool `json:"cancel_rest"`
+		}
+		if err := strictUnmarshal(b, &v); err != nil {
+			return fmt.Errorf("join: %s", describeJSONError(err))
+		}
+		if v.Min == nil {
+			return errors.New(`join: {"min": N} needs N, the number of taken incoming edges that activate the node`)
+		}
+		j.Mode, j.Min, j.CancelRest = JoinMin, *v.Min, deref(v.CancelRest)
+		return nil
+	}
+	return fmt.Errorf(`join must be "and", "or" or {"min": N}, got %s`, jsonKind(b))
+}
+
 // Plugins are the plugin names a node runs before it waits (pre) and after it finished (after).
 type Plugins struct {
 	Pre   []string `json:"pre,omitempty"`
@@ -351,6 +421,10 @@ type Trigger struct {
 	Form         json.RawMessage `json:"form,omitempty"`
 	Members      []string        `json:"members,omitempty"`
 	RequireLogin bool            `json:"require_login,omitempty"`
+
+	// message: the message name; POST /messages with it starts an instance (context = its data, correlation id
+	// = its correlation id, initiator = its sender)
+	Message string `json:"message,omitempty"`
 }
 
 // IsZero reports whether no trigger was given.
@@ -358,7 +432,7 @@ func (t Trigger) IsZero() bool {
 	return t.Kind == "" && t.Expr == "" && !t.AllowRepeated && t.StartAt == "" && t.EndAt == "" &&
 		t.Module == "" && t.Function == "" && t.Method == "" && t.LoginVerification == "" &&
 		t.HeaderToken == "" && t.HeaderUser == "" && t.HeaderPassword == "" && t.AllowRemoteIPs == "" &&
-		len(t.Form) == 0 && len(t.Members) == 0 && !t.RequireLogin
+		len(t.Form) == 0 && len(t.Members) == 0 && !t.RequireLogin && t.Message == ""
 }
 
 // HTTPMethod returns the upper-case HTTP method of an API trigger, POST by default.
@@ -424,7 +498,7 @@ type Node struct {
 	ID           string       `json:"id"`
 	Type         string       `json:"type"`
 	Name         string       `json:"name,omitempty"`
-	Join         string       `json:"join,omitempty"` // JoinAnd (default) or JoinOr
+	Join         Join         `json:"join,omitzero"` // "and" (default), "or" or {"min":N}
 	Plugins      Plugins      `json:"plugins,omitzero"`
 	Timeout      Duration     `json:"timeout,omitzero"` // 0 = none
 	ErrorHandler ErrorHandler `json:"error_handler,omitzero"`
@@ -461,12 +535,12 @@ func (n *Node) Label() string {
 	return n.ID
 }
 
-// JoinMode returns the join mode, JoinAnd by default.
+// JoinMode returns the join mode (JoinAnd, JoinOr or JoinMin), JoinAnd by default.
 func (n *Node) JoinMode() string {
-	if n.Join == "" {
+	if n.Join.Mode == "" {
 		return JoinAnd
 	}
-	return n.Join
+	return n.Join.Mode
 }
 
 // SignMode returns the sign mode, SignOr by default.
@@ -553,6 +627,8 @@ func TriggerFieldOwner(field string) (kinds []string, ok bool) {
 		return []string{TriggerSyncAPI, TriggerAsyncAPI}, true
 	case "form", "members", "require_login":
 		return []string{TriggerForm}, true
+	case "message":
+		return []string{TriggerMessage}, true
 	}
 	return nil, false
 }
@@ -560,7 +636,7 @@ func TriggerFieldOwner(field string) (kinds []string, ok bool) {
 // KnownTriggerKind reports whether k is a trigger kind.
 func KnownTriggerKind(k string) bool {
 	switch k {
-	case TriggerManual, TriggerCrontab, TriggerSyncAPI, TriggerAsyncAPI, TriggerForm:
+	case TriggerManual, TriggerCrontab, TriggerSyncAPI, TriggerAsyncAPI, TriggerForm, TriggerMessage:
 		return true
 	}
 	return false
@@ -580,6 +656,7 @@ func (t Trigger) ForeignFields() []string {
 		{"login_verification", t.LoginVerification != ""}, {"header_token", t.HeaderToken != ""},
 		{"header_user", t.HeaderUser != ""}, {"header_password", t.HeaderPassword != ""}, {"allow_remote_ips", t.AllowRemoteIPs != ""},
 		{"form", len(t.Form) > 0}, {"members", len(t.Members) > 0}, {"require_login", t.RequireLogin},
+		{"message", t.Message != ""},
 	}
 	var out []string
 	for _, f := range set {
@@ -839,6 +916,7 @@ type wireTrigger struct {
 	Form              json.RawMessage `json:"form"`
 	Members           *[]string       `json:"members"`
 	RequireLogin      *bool           `json:"require_login"`
+	Message           *string         `json:"message"`
 }
 
 // parseClean reads a definition in one strict pass. It reports false at the first problem of any kind, and
@@ -910,11 +988,13 @@ func (w *wireTrigger) trigger() (Trigger, bool) {
 	cron := !known || t.Kind == TriggerCrontab
 	api := !known || t.Kind == TriggerSyncAPI || t.Kind == TriggerAsyncAPI
 	isForm := !known || t.Kind == TriggerForm
+	isMessage := !known || t.Kind == TriggerMessage
 	switch {
 	case !cron && (w.Expr != nil || w.AllowRepeated != nil || w.StartAt != nil || w.EndAt != nil),
 		!api && (w.Module != nil || w.Function != nil || w.Method != nil || w.LoginVerification != nil ||
 			w.HeaderToken != nil || w.HeaderUser != nil || w.HeaderPassword != nil || w.AllowRemoteIPs != nil),
-		!isForm && (form != nil || w.Members != nil || w.RequireLogin != nil):
+		!isForm && (form != nil || w.Members != nil || w.RequireLogin != nil),
+		!isMessage && w.Message != nil:
 		return t, false
 	}
 	t.Expr, t.AllowRepeated, t.StartAt, t.EndAt = deref(w.Expr), deref(w.AllowRepeated), deref(w.StartAt), deref(w.EndAt)
@@ -922,6 +1002,7 @@ func (w *wireTrigger) trigger() (Trigger, bool) {
 	t.LoginVerification, t.HeaderToken, t.HeaderUser = deref(w.LoginVerification), deref(w.HeaderToken), deref(w.HeaderUser)
 	t.HeaderPassword, t.AllowRemoteIPs = deref(w.HeaderPassword), deref(w.AllowRemoteIPs)
 	t.Form, t.Members, t.RequireLogin = form, deref(w.Members), deref(w.RequireLogin)
+	t.Message = deref(w.Message)
 	return t, true
 }
 
@@ -971,7 +1052,7 @@ func nodeFieldNames() []string {
 func triggerFieldNames() []string {
 	return []string{"kind", "expr", "allow_repeated", "start_at", "end_at", "module", "function", "method",
 		"login_verification", "header_token", "header_user", "header_password", "allow_remote_ips", "form",
-		"members", "require_login"}
+		"members", "require_login", "message"}
 }
 
 // foldFields renames the keys of fields to the names they match; unknown keys are kept as they are.
@@ -1224,6 +1305,8 @@ func (t *Trigger) decodeField(k string, v json.RawMessage) error {
 		dst = &t.Members
 	case "require_login":
 		dst = &t.RequireLogin
+	case "message":
+		dst = &t.Message
 	default:
 		return errors.New("unknown field")
 	}

@@ -60,7 +60,7 @@ func TestParseDefinitionReadsEveryField(t *testing.T) {
 		t.Fatal("Node(lead) = nil")
 	}
 	want := model.Node{
-		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.JoinOr,
+		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.Join{Mode: model.JoinOr},
 		Plugins:      model.Plugins{Pre: []string{"notify"}, After: []string{"audit"}},
 		Timeout:      model.Duration(90 * time.Minute),
 		ErrorHandler: model.ErrorHandler{Operation: model.ErrorOpRetry, Retry: model.RetryPolicy{Count: 3, Period: model.Duration(2 * time.Second)}},
@@ -322,6 +322,60 @@ func TestOnTimeoutJSON(t *testing.T) {
 	var o model.OnTimeout
 	if err := json.Unmarshal([]byte(`"escalate"`), &o); err != nil || o.Action != "escalate" {
 		t.Errorf(`Unmarshal("escalate") = %+v, %v`, o, err)
+	}
+}
+
+func TestJoinJSON(t *testing.T) {
+	tests := []struct {
+		in   string
+		want model.Join
+		out  string
+	}{
+		{`"and"`, model.Join{Mode: model.JoinAnd}, `"and"`},
+		{`"or"`, model.Join{Mode: model.JoinOr}, `"or"`},
+		{`{"min": 2}`, model.Join{Mode: model.JoinMin, Min: 2}, `{"min":2}`},
+		{`{"min": 1, "cancel_rest": true}`, model.Join{Mode: model.JoinMin, Min: 1, CancelRest: true}, `{"min":1,"cancel_rest":true}`},
+		{`null`, model.Join{}, `null`},
+	}
+	for _, tt := range tests {
+		var j model.Join
+		if err := json.Unmarshal([]byte(tt.in), &j); err != nil {
+			t.Errorf("Unmarshal(%s): %v", tt.in, err)
+			continue
+		}
+		if j != tt.want {
+			t.Errorf("Unmarshal(%s) = %+v, want %+v", tt.in, j, tt.want)
+		}
+		out, err := json.Marshal(j)
+		if err != nil || string(out) != tt.out {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", j, out, err, tt.out)
+		}
+	}
+	for _, bad := range []string{`{}`, `{"min": "2"}`, `{"min": 2, "max": 3}`, `2`, `["and"]`, `true`} {
+		var j model.Join
+		if err := json.Unmarshal([]byte(bad), &j); err == nil {
+			t.Errorf("Unmarshal(%s) = %+v, want an error", bad, j)
+		}
+	}
+	// A node without a join writes none, and reads back with the default.
+	d, errs := model.ParseDefinition([]byte(`{"nodes":[{"id":"s","type":"start","trigger":{"kind":"message","message":"order.paid"}},
+		{"id":"m","type":"auto","join":{"min":2}},{"id":"e","type":"end"}],"edges":[{"from":"s","to":"m"},{"from":"m","to":"e"}]}`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if m := d.Node("m"); m.JoinMode() != model.JoinMin || m.Join.Min != 2 || d.Node("e").JoinMode() != model.JoinAnd {
+		t.Errorf("joins %+v %+v", m.Join, d.Node("e").Join)
+	}
+	if tr := d.Node("s").Trigger; tr.Kind != model.TriggerMessage || tr.Message != "order.paid" {
+		t.Errorf("trigger %+v", tr)
+	}
+	out, _ := json.Marshal(d)
+	if !strings.Contains(string(out), `"join":{"min":2}`) || strings.Count(string(out), `"join"`) != 1 {
+		t.Errorf("marshalled %s", out)
+	}
+	// The message field belongs to message triggers only.
+	if _, errs := model.ParseDefinition([]byte(`{"nodes":[{"id":"s","type":"start","trigger":{"kind":"manual","message":"x"}}],"edges":[]}`)); len(errs) == 0 {
+		t.Error("a manual trigger took a message")
 	}
 }
 

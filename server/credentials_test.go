@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,15 +15,11 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
-	"github.com/halley-bpm/halley/service/audit"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/subscription"
-	"github.com/halley-bpm/halley/service/template"
-	"github.com/halley-bpm/halley/service/trigger"
 )
 
 // TestDeleteUserHTTP: DELETE /users/{username} is 204; the user's instances and history keep the name; their
@@ -200,12 +195,8 @@ func (e *env) audit(query string) ([]auditItem, resp) {
 // route changes or deletes an entry.
 func TestAuditHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		var subs *subscription.Service
-		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			subs = subscription.New(s, subscription.Options{Logger: quietLogger(), SecretKey: []byte("subscription-key-subscription-key")})
-			d.Subscriptions = subs
-		})
+		subs := subscription.New(s, subscription.Options{Logger: quietLogger(), SecretKey: []byte("subscription-key-subscription-key")})
+		e := newEnvWith(t, s, wiring{subs: subs}, withPlugins(t, nil))
 		bob := e.mkUser("bob")
 		do := func(method, path string, body any, want int) resp {
 			t.Helper()
@@ -523,16 +514,8 @@ func newReplica(t *testing.T, s *store.Store, attempts ratelimit.Counter) *repli
 	t.Helper()
 	clk := &testClock{t: time.Now()}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost, Now: clk.Now, Attempts: attempts})
-	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1", false); err != nil {
-		t.Fatal(err)
-	}
-	tpl := template.New(s, clk.Now)
-	eng := engine.New(s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("test-callback-key")})
-	trg := trigger.New(s, tpl, eng, clk, nil)
-	ts := httptest.NewServer(server.New(server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Idempotency: s,
-		Logger: quietLogger(), Audit: audit.New(s, clk.Now, quietLogger())}).Handler())
-	t.Cleanup(ts.Close)
-	return &replica{url: ts.URL, clock: clk}
+	e := newEnvWith(t, s, wiring{clock: clk}, func(d *server.Deps) { d.Identity = ids })
+	return &replica{url: e.url, clock: clk}
 }
 
 // TestTwoReplicas (MySQL + Redis): a user disabled through one replica is refused by the other within the

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +24,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/templates"
 	exampleplugins "github.com/halley-bpm/halley/templates/plugins"
 )
@@ -57,46 +59,46 @@ func (r *runs) wait(t *testing.T, n int) {
 	}
 }
 
-// startExecutor runs a real executor (real child processes) for the env's engine until the test ends.
-// now is the env's clock: leases are set and checked on the same clock the test moves.
-func startExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time) {
+// newExecutor returns a real executor (real child processes) reporting to rec, not yet running; now is the env's
+// clock: leases are set and checked on the same clock the test moves.
+func newExecutor(t *testing.T, rec *runs, worker string, now func() time.Time) *plugin.Executor {
 	t.Helper()
-	runExecutor(t, d, st, files, rec, worker, now, false)
+	return newExecutorWith(t, rec, worker, now, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
 }
 
-// runExecutor is startExecutor; attach makes it the engine's local executor (runs handed over at commit).
-func runExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time, attach bool) {
+// newExecutorWith is newExecutor with a runner of the test's.
+func newExecutorWith(t *testing.T, rec *runs, worker string, now func() time.Time, runner plugin.Runner) *plugin.Executor {
 	t.Helper()
-	runExecutorWith(t, d, st, files, rec, worker, now, attach, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
-}
-
-// runExecutorWith is runExecutor with a runner of the test's.
-func runExecutorWith(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time, attach bool, runner plugin.Runner) {
-	t.Helper()
-	q := engine.NewPluginQueue(d.Engine, st, files)
-	ex := plugin.NewExecutor(q, runner,
+	ex, err := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
 			Logger: quietLogger(), Now: now})
-	if attach {
-		q.Attach(ex)
-		t.Cleanup(func() { d.Engine.SetPluginHandOver(nil) })
+	if err != nil {
+		t.Fatal(err)
 	}
+	return ex
+}
+
+// runExecutor runs ex on the queue until the test ends.
+func runExecutor(t *testing.T, ex *plugin.Executor, q plugin.Queue) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { ex.Run(ctx); close(done) }()
+	go func() { ex.Run(ctx, q); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func withPlugins(t *testing.T, s *store.Store, rec *runs) func(*server.Deps) {
+// startExecutor runs a real executor that claims the env's engine's runs until the test ends.
+func startExecutor(t *testing.T, d *server.Deps, rec *runs, worker string, now func() time.Time) {
+	t.Helper()
+	runExecutor(t, newExecutor(t, rec, worker, now), d.Engine.PluginQueue())
+}
+
+// withPlugins allows small plugin uploads and, with rec, runs an executor that claims the runs.
+func withPlugins(t *testing.T, rec *runs) func(*server.Deps) {
 	return func(d *server.Deps) {
-		now := d.Engine.Now
-		files, err := plugin.NewFileStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Plugins, d.PluginFiles, d.PluginMaxSize = s, files, 64<<10
+		d.PluginMaxSize = 64 << 10
 		if rec != nil {
-			startExecutor(t, d, s, files, rec, "w1", now)
+			startExecutor(t, d, rec, "w1", d.Engine.Now)
 		}
 	}
 }
@@ -134,7 +136,7 @@ print(json.dumps({"context": {"checked_by": "plugin", "phase_seen": d["phase"], 
 
 func TestPluginUpload(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		e := newEnv(t, s, withPlugins(t, s, nil))
+		e := newEnv(t, s, withPlugins(t, nil))
 		bob := e.mkUser("bob")
 		r := e.upload("edit-ctx", "python", "5s", []byte(editContext), e.admin)
 		sum := sha256.Sum256([]byte(editContext))
@@ -169,7 +171,7 @@ func TestPluginUpload(t *testing.T) {
 func TestPluginsInNodes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		bob := e.mkUser("bob")
 		e.upload("edit-ctx", "python", "5s", []byte(editContext), e.admin)
 		e.upload("say-no", "python", "5s", []byte(`print('{"decision": "reject"}')`), e.admin)
@@ -228,7 +230,7 @@ func TestPluginsInNodes(t *testing.T) {
 func TestPluginFailuresAndAsync(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		e.mkUser("bob")
 		marker := filepath.Join(t.TempDir(), "attempts")
 		flaky := fmt.Sprintf(`import json, os, sys
@@ -299,6 +301,12 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		path := strings.TrimPrefix(in.CallbackURL, "http://halley.test")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/"+runID+"/result?token=forged", "", M{"status": "succeeded"}, nil), 401, "invalid_result_token")
 		assertError(t, e.do("POST", path, "", M{"status": "maybe"}, nil), 400, "invalid_status")
+		// A decision other than approve or reject was stored and read as approve.
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": "maybe"}}, nil), 400, "invalid_decision")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": 1}}, nil), 400, "invalid_decision")
+		if r := e.instance(id); nodeState(r, "work") != "active" {
+			t.Fatalf("a refused result moved the node: %s", r.Body)
+		}
 		r := e.do("POST", path, "", M{"status": "succeeded", "data": M{"ticket": "T-1"}}, nil)
 		if r.Status != 200 || r.JSON["status"] != "succeeded" {
 			t.Fatalf("result: %d %s", r.Status, r.Body)
@@ -306,7 +314,7 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["ticket"] != "T-1" {
 			t.Fatalf("after the result: %s", r.Body)
 		}
-		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_not_waiting")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_closed")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/nope/result", e.admin, M{"status": "failed"}, nil), 404, "")
 	})
 }
@@ -344,9 +352,9 @@ func TestRunErrorBeforeStart(t *testing.T) {
 				rec := newRuns()
 				var files *plugin.FileStore
 				e := newEnv(t, s, func(d *server.Deps) {
-					withPlugins(t, s, nil)(d)
+					withPlugins(t, nil)(d)
 					files = d.PluginFiles
-					runExecutorWith(t, d, s, files, rec, "w1", d.Engine.Now, false, tc.runner(t))
+					runExecutor(t, newExecutorWith(t, rec, "w1", d.Engine.Now, tc.runner(t)), d.Engine.PluginQueue())
 				})
 				up := e.upload("probe", "python", "5s", []byte(editContext), e.admin)
 				if up.Status != 201 {
@@ -406,11 +414,17 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	rec := newRuns()
 	var files *plugin.FileStore
 	e := newEnv(t, s1, func(d *server.Deps) {
-		withPlugins(t, s1, nil)(d)
+		withPlugins(t, nil)(d)
 		files = d.PluginFiles
-		startExecutor(t, d, s1, files, rec, "w1", d.Engine.Now)
-		startExecutor(t, d, s2, files, rec, "w2", d.Engine.Now)
+		startExecutor(t, d, rec, "w1", d.Engine.Now)
 	})
+	// The second executor is another process's: its own engine on its own connections, the same files.
+	eng2, err := engine.New(engine.Deps{Store: s2, Templates: template.New(s2, e.clock.Now), Directory: s2, Events: noEvents{}, Outbox: nobody{},
+		PluginFiles: files, Executor: engine.NoExecutor}, engine.Options{Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runExecutor(t, newExecutor(t, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
 	os.WriteFile(count, nil, 0o644)
 	e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`open(%q, "a").write("x")
@@ -446,7 +460,7 @@ func TestRunRescue(t *testing.T) {
 		rec := newRuns()
 		var deps server.Deps
 		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
+			withPlugins(t, nil)(d)
 			deps = *d
 		})
 		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
@@ -457,7 +471,7 @@ func TestRunRescue(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("dead worker claim: %v %v", claimed, err)
 		}
-		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
+		startExecutor(t, &deps, rec, "live", deps.Engine.Now)
 		// While the lease holds, the live executor leaves the run alone.
 		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed again: %v", again)
@@ -480,7 +494,7 @@ func TestRunRescue(t *testing.T) {
 func TestCacheTemplateEndToEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		mgr := e.mkUser("mgr")
 		lee := e.mkUser("lee", "sre-lead")
 		r := e.do("POST", "/api/v1/users", e.admin, M{"username": "alice", "password": "pw-alice-123", "manager": "mgr"}, nil)
@@ -524,10 +538,12 @@ func TestCacheTemplateEndToEnd(t *testing.T) {
 func TestHandOver(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			runExecutor(t, d, s, d.PluginFiles, rec, "local", d.Engine.Now, true)
-			runExecutor(t, d, s, d.PluginFiles, rec, "poller", d.Engine.Now, false)
+		clk := &testClock{t: time.Now()}
+		local := newExecutor(t, rec, "local", clk.Now) // the engine's own: runs are handed to it at the commit
+		e := newEnvWith(t, s, wiring{clock: clk, executor: local}, func(d *server.Deps) {
+			withPlugins(t, nil)(d)
+			runExecutor(t, local, d.Engine.PluginQueue())
+			startExecutor(t, d, rec, "poller", d.Engine.Now)
 		})
 		count := filepath.Join(t.TempDir(), "count")
 		os.WriteFile(count, nil, 0o644)
@@ -583,13 +599,14 @@ print(json.dumps({"context": {"echo": d["context"].get("n")}}))
 	})
 }
 
-// deadHandOver leases every run to a worker that dies between the commit and the hand-over.
-type deadHandOver struct{ now func() time.Time }
+// deadExecutor is a local executor that takes every run (until it is off) and dies between the commit and the
+// hand-over: offered runs are never run.
+type deadExecutor struct{ off atomic.Bool }
 
-func (d deadHandOver) Lease() (string, time.Time, bool) {
-	return "dead", d.now().Add(time.Minute), true
-}
-func (deadHandOver) HandOver([]*model.PluginRun) {}
+func (d *deadExecutor) Available() bool        { return !d.off.Load() }
+func (*deadExecutor) WorkerID() string         { return "dead" }
+func (*deadExecutor) Lease() time.Duration     { return time.Minute }
+func (*deadExecutor) Offer(jobs ...plugin.Job) {}
 
 // TestHandOverLost: a run written leased to the local executor whose process dies before the hand-over is left
 // alone while its lease holds, then claimed by another executor as attempt 2.
@@ -597,21 +614,21 @@ func TestHandOverLost(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
 		var deps server.Deps
-		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			d.Engine.SetPluginHandOver(deadHandOver{d.Engine.Now})
+		dead := &deadExecutor{}
+		e := newEnvWith(t, s, wiring{executor: dead}, func(d *server.Deps) {
+			withPlugins(t, nil)(d)
 			deps = *d
 		})
 		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
 		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
 			[]any{edge("start", "work"), edge("work", "end")})
 		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil).JSON["id"].(string)
-		deps.Engine.SetPluginHandOver(nil)
+		dead.off.Store(true)
 		if n := e.rowCount("plugin_runs", "instance_id = ? AND status = ? AND lease_owner = ? AND started_at IS NOT NULL AND lease_until IS NOT NULL",
 			id, model.RunRunning, "dead"); n != 1 {
 			t.Fatalf("the run is not written leased: %d", n)
 		}
-		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
+		startExecutor(t, &deps, rec, "live", deps.Engine.Now)
 		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed: %v", again)
 		}

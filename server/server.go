@@ -6,8 +6,10 @@ package server
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -28,7 +30,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Deps are what the server needs; the composition root builds them.
+// Deps are what the server needs; the composition root builds them. Identity, Templates, Engine, Triggers,
+// Plugins, PluginFiles, Idempotency and Audit are required; the rest is optional.
 type Deps struct {
 	Identity    *identity.Service
 	Templates   *template.Service
@@ -40,7 +43,7 @@ type Deps struct {
 	PluginMaxSize int64
 	// Subscriptions serves /subscriptions when set.
 	Subscriptions *subscription.Service
-	// Audit records admin changes, jumps and terminates, and serves GET /audit, when set.
+	// Audit records admin changes, jumps, terminates and trigger overrides, and serves GET /audit.
 	Audit *audit.Recorder
 	// TriggerRate limits the API trigger calls (/trigger/...) of one client IP, per second (bursts of twice as
 	// many); 0 = 20, negative = no limit.
@@ -58,6 +61,9 @@ type Deps struct {
 	BodyLimit int64
 	// UI serves the web app at / when set (frontend.Dist()).
 	UI http.FileSystem
+	// FormFrameAncestors are the origins that may frame the start-form pages (HALLEY_FORM_FRAME_ANCESTORS);
+	// empty = none.
+	FormFrameAncestors []string
 }
 
 // Server holds the handlers' dependencies.
@@ -81,11 +87,24 @@ type Server struct {
 	metrics     *metrics
 	registry    *prometheus.Registry
 	ui          http.FileSystem
+	frameFrom   []string
 	router      *gin.Engine
 }
 
-// New builds the server and its routes.
-func New(d Deps) *Server {
+// New builds the server and its routes, or says which required dependency is missing.
+func New(d Deps) (*Server, error) {
+	for _, m := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Identity", d.Identity == nil}, {"Templates", d.Templates == nil}, {"Engine", d.Engine == nil}, {"Triggers", d.Triggers == nil},
+		{"Plugins", d.Plugins == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Idempotency", d.Idempotency == nil},
+		{"Audit", d.Audit == nil},
+	} {
+		if m.missing {
+			return nil, fmt.Errorf("server: %s is required", m.name)
+		}
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -103,9 +122,10 @@ func New(d Deps) *Server {
 	}
 	reg := prometheus.NewRegistry()
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, audit: d.Audit, triggerRate: newIPLimiter(d.TriggerRate)}
+		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
+		triggerRate: newIPLimiter(d.TriggerRate)}
 	s.router = s.routes()
-	return s
+	return s, nil
 }
 
 // Handler returns the HTTP handler.
@@ -121,7 +141,7 @@ func (s *Server) routes() *gin.Engine {
 		r.SetTrustedProxies(nil)
 	}
 	r.ContextWithFallback = true
-	r.Use(requestID(), s.metrics.middleware, accessLog(s.log), recoverer())
+	r.Use(requestID(), securityHeaders(s.frameFrom), s.metrics.middleware, accessLog(s.log), recoverer())
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		fail(c, model.CodedError("method_not_allowed", "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
@@ -138,6 +158,7 @@ func (s *Server) routes() *gin.Engine {
 		return s.bodyLimit
 	}))
 	api.POST("/auth/login", s.login)
+	api.GET(strings.TrimPrefix(formFramePath, "/api/v1"), s.formFrame)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
 	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
@@ -203,9 +224,7 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/plugins", s.listPlugins)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
-	if s.audit != nil {
-		admin.GET("/audit", s.listAudit)
-	}
+	admin.GET("/audit", s.listAudit)
 	if s.subs != nil {
 		admin.POST("/subscriptions", s.createSubscription)
 		admin.GET("/subscriptions", s.listSubscriptions)

@@ -81,7 +81,12 @@ func (s *Server) validateTemplate(c *gin.Context) {
 		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
 		return
 	}
-	c.JSON(http.StatusOK, template.Validate(req.Definition))
+	r, err := s.templates.ValidateFor(c.Request.Context(), principal(c).TenantID, req.Definition)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, r)
 }
 
 func (s *Server) listTemplates(c *gin.Context) {
@@ -115,9 +120,27 @@ func versionParam(c *gin.Context) (int, error) {
 	return n, nil
 }
 
+// readableTemplate refuses (404, as if it did not exist) a hidden template to whoever may not read it.
+func (s *Server) readableTemplate(c *gin.Context, key string) error {
+	p := principal(c)
+	hidden, err := s.templates.Hidden(c.Request.Context(), p.TenantID, key)
+	if err != nil || !hidden {
+		return err
+	}
+	ok, err := s.engine.MayReadHidden(c.Request.Context(), p, key)
+	if err == nil && !ok {
+		err = model.CodedError(model.ENOTFOUND, "template_not_found", "template %q not found", key)
+	}
+	return err
+}
+
 func (s *Server) getVersion(c *gin.Context) {
 	n, err := versionParam(c)
 	if err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.readableTemplate(c, c.Param("key")); err != nil {
 		fail(c, err)
 		return
 	}
@@ -132,6 +155,10 @@ func (s *Server) getVersion(c *gin.Context) {
 func (s *Server) versionDiagram(c *gin.Context) {
 	n, err := versionParam(c)
 	if err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.readableTemplate(c, c.Param("key")); err != nil {
 		fail(c, err)
 		return
 	}

@@ -3,6 +3,9 @@
 // its form; the approvers approve on a 390×844 phone viewport; the request shows completed with a green diagram.
 // Then (issue 16) a plugin run that never started shows its error, the admin edits, disables and resets users, the
 // reset user must choose a new password, switches the UI to 中文 and back, and a phone user saves their profile.
+// Then (issue 18) the attacks on the approver's browser: a javascript: URL submitted through a form is refused, one
+// stored in a request runs nothing when the approver opens and clicks it, injected markup is stopped by the
+// Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
 // Then (issue 20) an API token is created with an expiry, shown once and deleted, a user is deleted, and the audit
 // log shows a change with its before/after.
 //
@@ -265,6 +268,31 @@ async function noHorizontalScroll() {
 const key = `leave-e2e-${Date.now().toString(36)}`
 let adminToken
 let instanceId
+const cspViolations = []
+let expectViolations = false
+const dialogs = []
+
+// raw calls the API and returns the status and the JSON body, whatever the status.
+async function raw(method, path, token, body) {
+  const r = await fetch(`${base}/api/v1${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await r.text()
+  let json
+  try {
+    json = text ? JSON.parse(text) : undefined
+  } catch {
+    json = text
+  }
+  return { status: r.status, json }
+}
+
+async function publishTemplate(token, tkey, definition) {
+  await call('POST', '/templates', token, { key: tkey, name: tkey, definition })
+  await call('POST', `/templates/${tkey}/publish`, token)
+}
 
 try {
   await step('halley starts and is ready', async () => {
@@ -296,8 +324,16 @@ try {
   browser.setDefaultTimeout(STEP_TIMEOUT)
   page = browser.pages()[0] ?? (await browser.newPage())
   const consoleLog = createWriteStream(join(artifacts, 'browser-console.log'))
-  page.on('console', (m) => consoleLog.write(`[${m.type()}] ${m.text()}\n`))
+  page.on('console', (m) => {
+    consoleLog.write(`[${m.type()}] ${m.text()}\n`)
+    // Chromium reports every Content-Security-Policy violation on the console; the app must cause none.
+    if (/Content Security Policy/i.test(m.text())) cspViolations.push({ text: m.text(), expected: expectViolations })
+  })
   page.on('pageerror', (e) => consoleLog.write(`[pageerror] ${e.message}\n`))
+  page.on('dialog', (d) => {
+    dialogs.push(d.message())
+    d.dismiss().catch(() => {})
+  })
 
   await step('admin signs in and sees the header', async () => {
     await page.goto(`${base}/`)
@@ -352,6 +388,19 @@ try {
     expect((await page.locator('.vue-flow__edge').count()) === 3, 'expected 3 edges')
   })
 
+  await step('the join picker explains all chosen / first / at least N', async () => {
+    await page.click('.vue-flow__node[data-id="end"] .name')
+    const picker = page.locator('[data-test=node-join]')
+    await picker.waitFor()
+    const helps = await picker.locator('.join-help').allInnerTexts()
+    expect(helps.length === 3 && helps.every((h) => h.trim().length > 20), `join help texts: ${JSON.stringify(helps)}`)
+    await page.click('[data-test=join-min]')
+    await page.locator('[data-test=join-min-n]').waitFor()
+    await page.locator('.vue-flow__node[data-id="end"] [data-test=join-badge]').waitFor()
+    await page.click('[data-test=join-and]')
+    await page.waitForFunction(() => !document.querySelector('.vue-flow__node[data-id="end"] [data-test=join-badge]'))
+  })
+
   await step('live validation names the approvals without approvers', async () => {
     await page.locator('[data-test=validation-status][data-valid=false]').waitFor()
     await page.locator('.vue-flow__node[data-id="approval"] [data-invalid=true]').waitFor()
@@ -377,6 +426,15 @@ try {
     await pickOption('carol')
     await page.keyboard.press('Escape')
     await page.locator('.vue-flow__node[data-id="approval_2"]').getByText('Manager').waitFor()
+  })
+
+  await step('the start node can start on a message', async () => {
+    await page.click('.vue-flow__node[data-id="start"] .name')
+    await page.click('[data-test=trigger-kind]')
+    await pickOption(/Message|消息/)
+    await field(page, 'trigger-message').fill('order.paid')
+    await page.locator('[data-test=trigger-message-help]').waitFor()
+    await page.locator('.vue-flow__node[data-id="start"]').getByText('trigger: message').waitFor()
   })
 
   await step('make the start node a form with days and reason', async () => {
@@ -500,6 +558,157 @@ try {
     expect(inst.status === 'completed', `instance status is ${inst.status}`)
     const hist = await call('GET', `/instances/${instanceId}/history`, adminToken)
     expect((hist.items ?? []).length > 0, 'the history is empty')
+  })
+
+  await step('a failed request says why and highlights the failing step', async () => {
+    const ghostKey = `${key}-ghost`
+    const def = {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'review', type: 'approval', name: 'Ghost review', approvers: { users: ['ghost'] } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [{ from: 'start', to: 'review' }, { from: 'review', to: 'end' }],
+    }
+    const v = await call('POST', '/templates/validate', adminToken, { definition: def })
+    expect(v.valid && v.warnings?.[0]?.code === 'unknown_user', `validation of unknown users: ${JSON.stringify(v)}`)
+    await call('POST', '/templates', adminToken, { key: ghostKey, name: 'Ghost review', definition: def })
+    await call('POST', `/templates/${ghostKey}/publish`, adminToken)
+    const aliceToken = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-pw-123' })).token
+    const inst = await call('POST', '/instances', aliceToken, { template: ghostKey })
+    expect(inst.status === 'failed' && inst.error?.code === 'no_approver', `instance ${JSON.stringify(inst.error)} ${inst.status}`)
+    await login('alice', 'alice-pw-123')
+    await page.goto(`${base}/instances/${inst.id}`)
+    await page.locator('[data-test=instance-error][data-code=no_approver]').waitFor()
+    const text = await page.locator('[data-test=instance-error-text]').innerText()
+    expect(text.trim().length > 10, `error text: ${text}`)
+    await page.locator('[data-failing=true]').getByText('Ghost review').waitFor()
+    await page.locator('[data-test=diagram] svg').waitFor()
+    const highlighted = await page.evaluate(() => document.querySelector('[data-test=diagram] svg')?.innerHTML.includes('stroke-width:4px'))
+    expect(highlighted, 'the failing node is not highlighted in the diagram')
+    await page.locator('[data-test=edge-legend]').waitFor()
+  })
+
+  await step('the app is served under a strict Content-Security-Policy', async () => {
+    const r = await fetch(`${base}/inbox`)
+    const csp = r.headers.get('content-security-policy') ?? ''
+    const scriptSrc = csp.split(';').map((x) => x.trim()).find((x) => x.startsWith('script-src')) ?? ''
+    expect(scriptSrc === "script-src 'self'", `script-src is "${scriptSrc}" (CSP: ${csp})`)
+    expect(csp.includes("frame-ancestors 'none'") && r.headers.get('x-frame-options') === 'DENY', `the app may be framed: ${csp}`)
+    expect(r.headers.get('x-content-type-options') === 'nosniff', 'no nosniff')
+    expect(r.headers.get('referrer-policy') === 'no-referrer', `referrer policy ${r.headers.get('referrer-policy')}`)
+  })
+
+  const aliceToken = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-pw-123' })).token
+  const files = { id: 'files', type: 'attachment', label: 'Files', field: 'files', readonly: true }
+  const pwn = [
+    { name: 'evil.pdf', size: 10, type: 'application/pdf', data_url: "javascript:window.__pwned='href';alert('xss')" },
+    { name: 'page.html', size: 40, type: 'text/html', data_url: 'data:text/html;base64,' + Buffer.from('<script>parent.__pwned="data"</script>').toString('base64') },
+  ]
+
+  await step('a javascript: URL submitted through a form is refused', async () => {
+    await publishTemplate(adminToken, 'xss-form', {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'form', form: { kind: 'components', fields: [{ ...files, readonly: false }] } } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [{ from: 'start', to: 'end' }],
+    })
+    const r = await raw('POST', '/forms/xss-form/submit', undefined, { files: [pwn[0]] })
+    expect(r.status === 422 && r.json?.error?.code === 'invalid_file', `anonymous submit with a javascript: URL: ${r.status} ${JSON.stringify(r.json)}`)
+  })
+
+  let xssTask
+  await step('a javascript: URL in a request runs nothing in the approver\'s browser', async () => {
+    // Stored by a manual start (its context is free JSON), shown to bob through his form's file field.
+    await publishTemplate(adminToken, 'xss', {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        {
+          id: 'check',
+          type: 'approval',
+          name: 'Check',
+          approvers: { users: ['bob'] },
+          form: {
+            kind: 'components',
+            fields: [files, { id: 'note', type: 'input', label: 'Note', field: 'note', readonly: true }, { id: 'ok', type: 'input', label: 'Your remark', field: 'check.remark' }],
+          },
+        },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [
+        { from: 'start', to: 'check' },
+        { from: 'check', to: 'end' },
+      ],
+    })
+    const inst = await call('POST', '/instances', aliceToken, {
+      template: 'xss',
+      context: { files: pwn, note: '<img src=x onerror="window.__pwned=\'img\'">', link: "javascript:window.__pwned='link'" },
+    })
+    xssTask = inst.tasks[0].id
+    await login('bob', 'bob-pw-123')
+    await page.goto(`${base}/tasks/${xssTask}`)
+    await page.locator('[data-field=files]').waitFor()
+    const hrefs = await page.evaluate(() => [...document.querySelectorAll('[href], [src]')].map((e) => e.getAttribute('href') ?? e.getAttribute('src')))
+    const bad = hrefs.filter((h) => /^\s*(javascript|data|vbscript):/i.test(h ?? ''))
+    expect(bad.length === 0, `context values became links: ${JSON.stringify(bad)}`)
+    await page.locator('[data-field=files]').getByText('evil.pdf').click()
+    await page.locator('[data-field=files]').getByText('page.html').click()
+    await page.locator('[data-field=note]').waitFor()
+    await page.waitForTimeout(500)
+    const pwned = await page.evaluate(() => window.__pwned)
+    expect(pwned === undefined, `script ran: window.__pwned = ${pwned}`)
+    expect(dialogs.length === 0, `dialogs opened: ${JSON.stringify(dialogs)}`)
+    expect(new URL(page.url()).pathname === `/tasks/${xssTask}`, `the page navigated to ${page.url()}`)
+    // And were markup injected anyway, the policy stops its script.
+    expectViolations = true
+    const blocked = await page.evaluate(
+      () =>
+        new Promise((res) => {
+          document.addEventListener('securitypolicyviolation', (e) => res(e.violatedDirective), { once: true })
+          document.body.insertAdjacentHTML('beforeend', '<img src="data:," onerror="window.__pwned=\'inline\'">')
+          setTimeout(() => res(null), 2000)
+        }),
+    )
+    await page.waitForTimeout(200)
+    expectViolations = false
+    expect(String(blocked).startsWith('script-src'), `an injected inline handler was not blocked by the policy (${blocked})`)
+    expect((await page.evaluate(() => window.__pwned)) === undefined, 'the injected inline handler ran')
+    // bob fills in his field and approves: only it is sent.
+    await page.locator('[data-field="check.remark"] input').fill('looked at it')
+    await page.click('[data-test=approve]')
+    await page.click('[data-test=confirm]')
+    await page.locator('[data-test=task-status]').getByText('approved').waitFor()
+    const after = await call('GET', `/instances/${inst.id}`, adminToken)
+    expect(after.context?.check?.remark === 'looked at it' && after.context?.note?.startsWith('<img'), `context after approve: ${JSON.stringify(after.context)}`)
+  })
+
+  await step('an HTML form template runs in its sandboxed frame', async () => {
+    const html = `<p id="amount"></p><p id="token"></p>
+<script>
+  document.getElementById('amount').textContent = 'Amount: ' + window.halley.context.amount;
+  var t = 'no access';
+  try { t = String(window.parent.localStorage.length); } catch (e) {}
+  document.getElementById('token').textContent = 'Parent storage: ' + t;
+</script>`
+    await publishTemplate(adminToken, 'html-form', {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'look', type: 'approval', name: 'Look', approvers: { users: ['bob'] }, form: { kind: 'html', html } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [
+        { from: 'start', to: 'look' },
+        { from: 'look', to: 'end' },
+      ],
+    })
+    const inst = await call('POST', '/instances', aliceToken, { template: 'html-form', context: { amount: 42 } })
+    await page.goto(`${base}/tasks/${inst.tasks[0].id}`)
+    await page.locator('[data-test=html-form]').waitFor()
+    const frame = page.frameLocator('[data-test=html-form]')
+    await frame.locator('#amount', { hasText: 'Amount: 42' }).waitFor()
+    const token = await frame.locator('#token').textContent()
+    expect(token === 'Parent storage: no access', `the form's script reached the app's storage: ${token}`)
   })
 
   // ---- issue 16: a plugin run that never started, people, profile, the forced password change ----
@@ -650,6 +859,11 @@ try {
     await diffTable.getByText('display_name').waitFor()
     const entries = (await call('GET', '/audit?action=token.*', adminToken)).items.map((x) => x.action)
     expect(entries.includes('token.create') && entries.includes('token.delete'), JSON.stringify(entries))
+  })
+
+  await step('no Content-Security-Policy violation in the whole run', async () => {
+    const unexpected = cspViolations.filter((v) => !v.expected)
+    expect(unexpected.length === 0, `CSP violations: ${unexpected.map((v) => v.text).join(' | ')}`)
   })
 } catch (e) {
   if (!(e instanceof StopError)) {

@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -48,13 +49,14 @@ type Config struct {
 	PluginDir          string
 	// PluginWorkDir holds the plugin runs' working directories and PluginLogDir their logs, both in the data
 	// dir. Like DataDir and PluginDir they are absolute once Load returns.
-	PluginWorkDir   string
-	PluginLogDir    string
-	PluginMaxSize   int64
-	PluginWorkers   int
-	PluginOutputCap int
-	RetentionDays   int
-	TrustedProxies  []string
+	PluginWorkDir      string
+	PluginLogDir       string
+	PluginMaxSize      int64
+	PluginWorkers      int
+	PluginOutputCap    int
+	RetentionDays      int
+	TrustedProxies     []string
+	FormFrameAncestors []string
 	// AuditRetention is how long audit entries are kept (0 = forever).
 	AuditRetention time.Duration
 	// TriggerRateLimit is API trigger calls a second per client IP (0 = no limit).
@@ -188,6 +190,20 @@ var settings = []Setting{
 		}
 		return nil
 	}},
+	{"HALLEY_FORM_FRAME_ANCESTORS", "form_frame_ancestors", "", "Comma-separated origins (https://portal.example.com, https://*.example.com, 'self') that may show the start-form pages (/start/...) in an iframe; unset = no site may frame any page of Halley (frame-ancestors 'none').", func(c *Config, v string) error {
+		c.FormFrameAncestors = nil
+		for _, o := range strings.Split(v, ",") {
+			o = strings.TrimSpace(o)
+			if o == "" {
+				continue
+			}
+			if o != "'self'" && !frameOriginRe.MatchString(o) {
+				return fmt.Errorf("%q is not an origin like https://portal.example.com, https://*.example.com or 'self'", o)
+			}
+			c.FormFrameAncestors = append(c.FormFrameAncestors, o)
+		}
+		return nil
+	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
 	{"HALLEY_AUDIT_RETENTION", "audit_retention", "8760h", "How long audit log entries are kept (GET /api/v1/audit); older ones are purged hourly, oldest first. 0 = keep forever.", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
@@ -207,6 +223,10 @@ var settings = []Setting{
 	}},
 	{"HALLEY_PASSWORD_HASH_CONCURRENCY", "password_hash_concurrency", "0", "Password checks and hashes (bcrypt: sign-ins, password changes) run at once; more wait up to 2s, then get 503 busy with Retry-After. 0 = the number of CPUs.", intSetter(func(c *Config, n int64) { c.HashConcurrency = int(n) }, 0, 1024)},
 }
+
+// frameOriginRe is an origin a Content-Security-Policy frame-ancestors source may name: http(s), a host (its
+// first label may be "*"), an optional port.
+var frameOriginRe = regexp.MustCompile(`^https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?$`)
 
 func intSetter(set func(*Config, int64), min, max int64) func(*Config, string) error {
 	return func(c *Config, v string) error {

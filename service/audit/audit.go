@@ -41,7 +41,7 @@ type Meta struct {
 // Record runs change with a context carrying an entry for (actor, action, target) and records it: in the
 // store transaction of the change when the change is one, else right after change succeeded. change may set
 // the entry's Before, After and Reason; stores fill in what it leaves empty. Nothing is recorded when change
-// fails. An entry that could not be written after a successful change is logged as an error (the change is
+// fails or discards the entry. An entry that could not be written after a successful change is logged as an error (the change is
 // done; failing the request would make the client retry it).
 func (r *Recorder) Record(ctx context.Context, actor *model.Principal, action, target string, meta Meta,
 	change func(ctx context.Context, e *model.AuditEntry) error) error {
@@ -53,7 +53,7 @@ func (r *Recorder) Record(ctx context.Context, actor *model.Principal, action, t
 	if err := change(model.WithAudit(ctx, e), e); err != nil {
 		return err
 	}
-	if e.Written() {
+	if e.Written() || e.Discarded() {
 		return nil
 	}
 	if err := r.store.AppendAudit(context.WithoutCancel(ctx), e); err != nil {

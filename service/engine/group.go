@@ -45,8 +45,7 @@ type groupStep struct {
 var errGroupFailed = errors.New("engine: the group's transaction failed")
 
 type grouper struct {
-	single model.InstanceStore
-	batch  model.BatchInstanceStore
+	store Store
 
 	mu       sync.Mutex
 	queue    []*groupStep
@@ -62,7 +61,7 @@ type GroupStats struct {
 	Fallbacks int64 // groups whose transaction failed, their steps then run alone
 }
 
-// GroupStats returns the group-commit counters (zero when the store cannot group).
+// GroupStats returns the group-commit counters (zero with Options.NoGroupCommit).
 func (e *Engine) GroupStats() GroupStats {
 	if e.group == nil {
 		return GroupStats{}
@@ -72,7 +71,7 @@ func (e *Engine) GroupStats() GroupStats {
 	return e.group.stats
 }
 
-// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group when the store can.
+// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit is off.
 // The first step of a request made with an Idempotency-Key carries the key's fence (model.IdempotencyFence).
 func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) (err error) {
 	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
@@ -111,7 +110,7 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 	return err
 }
 
-// createInstance stores a started instance like the store's CreateInstance, in a group when the store can.
+// createInstance stores a started instance like the store's CreateInstance, in a group unless group commit is off.
 func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) {
 	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
 		w.Fence = f
@@ -228,9 +227,9 @@ func (g *grouper) run(steps []*groupStep) {
 		// Alone: on the request's own context, exactly as without grouping.
 		st := steps[0]
 		if st.create != nil {
-			st.done <- g.single.CreateInstance(st.ctx, st.create)
+			st.done <- g.store.CreateInstance(st.ctx, st.create)
 		} else {
-			st.done <- g.single.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
 		}
 		return
 	}
@@ -249,7 +248,7 @@ func (g *grouper) run(steps []*groupStep) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
 	defer cancel()
-	res, err := g.batch.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
+	res, err := g.store.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
 		return safeFn(byID[w.Instance.ID].fn)(w)
 	}, creates...)
 	g.mu.Lock()

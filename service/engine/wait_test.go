@@ -31,7 +31,7 @@ func TestStartCompiledAndWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replica := engine.New(s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+		replica := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 
 		type result struct {
 			v    *engine.InstanceView
@@ -134,7 +134,7 @@ func TestWaitPollsLessAndLess(t *testing.T) {
 	h.users("bob")
 	h.publish("wait", waitDef)
 	cs := &readCountingStore{Store: s}
-	eng := engine.New(cs, h.tpl, s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+	eng := newEngine(t, cs, h.tpl, s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 	v, err := eng.Start(h.ctx, as("alice"), engine.StartRequest{Template: "wait"})
 	if err != nil {
 		t.Fatal(err)

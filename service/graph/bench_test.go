@@ -14,20 +14,20 @@ import (
 func bigDefinition(n int) *model.Definition {
 	d := &model.Definition{Nodes: make([]model.Node, n), Edges: make([]model.Edge, 0, 2*n)}
 	d.Nodes[0] = model.Node{ID: "start", Type: model.NodeStart, Trigger: model.Trigger{Kind: model.TriggerManual}}
-	d.Nodes[n-1] = model.Node{ID: "end", Type: model.NodeEnd, Join: model.JoinOr}
+	d.Nodes[n-1] = model.Node{ID: "end", Type: model.NodeEnd, Join: model.Join{Mode: model.JoinOr}}
 	for i := 1; i < n-1; i++ {
 		id := fmt.Sprintf("n%d", i)
 		switch i % 4 {
 		case 0:
-			d.Nodes[i] = model.Node{ID: id, Type: model.NodeApproval, Name: "Approve " + id, Join: model.JoinOr,
+			d.Nodes[i] = model.Node{ID: id, Type: model.NodeApproval, Name: "Approve " + id, Join: model.Join{Mode: model.JoinOr},
 				Approvers: model.Approvers{Roles: []string{"dba"}}, Sign: model.SignVote, PassRatio: 0.5}
 		case 1:
-			d.Nodes[i] = model.Node{ID: id, Type: model.NodeAuto, Join: model.JoinOr, Plugins: model.Plugins{After: []string{"grant"}},
+			d.Nodes[i] = model.Node{ID: id, Type: model.NodeAuto, Join: model.Join{Mode: model.JoinOr}, Plugins: model.Plugins{After: []string{"grant"}},
 				ErrorHandler: model.ErrorHandler{Operation: model.ErrorOpRetry, Retry: model.RetryPolicy{Count: 3, Period: model.Duration(2e9)}}}
 		case 2:
-			d.Nodes[i] = model.Node{ID: id, Type: model.NodeDelay, Join: model.JoinOr, Interval: model.Duration(60e9)}
+			d.Nodes[i] = model.Node{ID: id, Type: model.NodeDelay, Join: model.Join{Mode: model.JoinOr}, Interval: model.Duration(60e9)}
 		case 3:
-			d.Nodes[i] = model.Node{ID: id, Type: model.NodeCallback, Join: model.JoinOr, Timeout: model.Duration(3600e9)}
+			d.Nodes[i] = model.Node{ID: id, Type: model.NodeCallback, Join: model.Join{Mode: model.JoinOr}, Timeout: model.Duration(3600e9)}
 		}
 	}
 	id := func(i int) string { return d.Nodes[i].ID }

@@ -28,6 +28,8 @@ type Options struct {
 type Result struct {
 	Valid  bool                    `json:"valid"`
 	Errors []model.ValidationError `json:"errors"` // never null
+	// Warnings do not stop publishing (e.g. unknown_user: a static approver that is no user today); never null.
+	Warnings []model.ValidationError `json:"warnings"`
 }
 
 // Validate parses raw strictly (model.ParseDefinition) and validates what it could parse.
@@ -37,7 +39,7 @@ func Validate(raw []byte, opts Options) Result {
 		errs = append(errs, ValidateDefinition(d, opts)...)
 	}
 	errs = dedupe(errs)
-	return Result{Valid: len(errs) == 0, Errors: errs}
+	return Result{Valid: len(errs) == 0, Errors: errs, Warnings: []model.ValidationError{}}
 }
 
 // ValidateDefinition validates an already parsed definition and returns every problem found (an empty, non-nil

@@ -22,11 +22,7 @@ func (v *validator) checkNode(i int, n *model.Node) {
 	for _, f := range n.ForeignFields() {
 		bad("%s", model.ForeignFieldMessage(name, n.Type, f))
 	}
-	switch n.Join {
-	case "", model.JoinAnd, model.JoinOr:
-	default:
-		bad("node %q: join must be \"and\" or \"or\", not %q", name, n.Join)
-	}
+	v.checkJoin(n, name, bad)
 	if utf8.RuneCountInString(n.Name) > model.MaxNodeNameLen {
 		bad("node %q: name may be at most %d characters long", name, model.MaxNodeNameLen)
 	}
@@ -71,6 +67,35 @@ func (v *validator) checkNode(i int, n *model.Node) {
 		if n.Message != "" && strings.TrimSpace(n.Message) != n.Message {
 			bad("node %q: message %q has leading or trailing spaces", name, n.Message)
 		}
+	}
+}
+
+// checkJoin checks a node's join: "and", "or" or {"min":N} with 1 <= N <= its number of incoming edges.
+// cancel_rest is refused: it is reserved for the discriminator of the sub-process work and not implemented yet.
+func (v *validator) checkJoin(n *model.Node, name string, bad func(string, ...any)) {
+	j := n.Join
+	switch j.Mode {
+	case "", model.JoinAnd, model.JoinOr:
+		return
+	case model.JoinMin:
+	default:
+		bad("node %q: join must be \"and\", \"or\" or {\"min\": N}, not %q", name, j.Mode)
+		return
+	}
+	if j.CancelRest {
+		bad("node %q: join cancel_rest is not supported yet; use {\"min\": %d} (the other branches then run on and are absorbed)", name, j.Min)
+	}
+	in := 0
+	for i := range v.d.Edges {
+		if v.d.Edges[i].To == n.ID {
+			in++
+		}
+	}
+	switch {
+	case j.Min < 1:
+		bad("node %q: join {\"min\": %d} needs N of at least 1", name, j.Min)
+	case j.Min > in:
+		bad("node %q: join {\"min\": %d} can never activate: the node has %d incoming edges", name, j.Min, in)
 	}
 }
 
@@ -177,8 +202,17 @@ func (v *validator) checkTrigger(name string, n *model.Node, bad func(string, ..
 				break
 			}
 		}
+	case model.TriggerMessage:
+		switch {
+		case t.Message == "":
+			bad("node %q: a message trigger needs message, the message name that POST /messages sends", name)
+		case utf8.RuneCountInString(t.Message) > model.MaxMessageLen:
+			bad("node %q: trigger message may be at most %d characters long", name, model.MaxMessageLen)
+		case strings.TrimSpace(t.Message) != t.Message:
+			bad("node %q: trigger message %q has leading or trailing spaces", name, t.Message)
+		}
 	default:
-		bad("node %q: unknown trigger kind %q (one of manual, crontab, sync-api, async-api, form)", name, t.Kind)
+		bad("node %q: unknown trigger kind %q (one of manual, crontab, sync-api, async-api, form, message)", name, t.Kind)
 	}
 }
 

@@ -154,7 +154,7 @@ func TestValidateAcceptsAValidDefinition(t *testing.T) {
 	res := graph.Validate([]byte(raw), graph.Options{CheckCondition: checkCondition})
 	assertErrors(t, res)
 	b, _ := json.Marshal(res)
-	if string(b) != `{"valid":true,"errors":[]}` {
+	if string(b) != `{"valid":true,"errors":[],"warnings":[]}` {
 		t.Errorf("JSON = %s", b)
 	}
 }
@@ -374,6 +374,13 @@ func TestValidateBadNode(t *testing.T) {
 		{"crontab end before start", startWith(`{"kind": "crontab", "expr": "0 * * * *", "start_at": "2025-02-01T00:00:00Z", "end_at": "2025-01-01T00:00:00Z"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, "is not after start_at"}}},
 		{"form trigger without form", startWith(`{"kind": "form", "members": ["x"]}`), []want{{model.CodeBadNode, []string{"start"}, "needs form"}}},
+		{"good message trigger", startWith(`{"kind": "message", "message": "order.paid"}`), nil},
+		{"good min join", def([]string{start, node("a", "auto"), node("b", "auto"), node("c", "auto"), node("m", "auto", `"join": {"min": 2}`), end},
+			edge("start", "a"), edge("start", "b"), edge("start", "c"), edge("a", "m"), edge("b", "m"), edge("c", "m"), edge("m", "end")), nil},
+		{"message trigger without a message", startWith(`{"kind": "message"}`), []want{{model.CodeBadNode, []string{"start"}, "needs message"}}},
+		{"message trigger with spaces", startWith(`{"kind": "message", "message": " order.paid"}`), []want{{model.CodeBadNode, []string{"start"}, "leading or trailing spaces"}}},
+		{"message field on a manual trigger", startWith(`{"kind": "manual", "message": "m"}`),
+			[]want{{model.CodeBadNode, []string{"start"}, `trigger field "message" does not apply to a manual trigger`}}},
 		{"trigger field of another kind", startWith(`{"kind": "manual", "module": "m"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, `trigger field "module" does not apply to a manual trigger`}}},
 		// edges
@@ -396,7 +403,19 @@ func TestValidateBadNode(t *testing.T) {
 		{"two error nodes", def([]string{start, node("e1", "error"), node("e2", "error"), end}, edge("start", "end"), edge("e1", "end"), edge("e2", "end")),
 			[]want{{model.CodeBadNode, []string{"e1", "e2"}, "2 error nodes"}}},
 		// common fields
-		{"join xor", linear(node("a", "auto", `"join": "xor"`)), []want{{model.CodeBadNode, a, `join must be "and" or "or"`}}},
+		{"join xor", linear(node("a", "auto", `"join": "xor"`)), []want{{model.CodeBadNode, a, `join must be "and", "or" or {"min": N}`}}},
+		{"join min 0", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 0}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `needs N of at least 1`}}},
+		{"join min above the in-degree", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 3}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `can never activate: the node has 2 incoming edges`}}},
+		{"join min with cancel_rest", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 1, "cancel_rest": true}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `cancel_rest is not supported yet`}}},
+		{"join object without min", linear(node("a", "auto", `"join": {"cancel_rest": false}`)), []want{{model.CodeBadNode, a, `needs N`}}},
+		{"join object with another field", linear(node("a", "auto", `"join": {"max": 2}`)), []want{{model.CodeBadNode, a, `unknown field "max"`}}},
+		{"join as a number", linear(node("a", "auto", `"join": 2`)), []want{{model.CodeBadNode, a, `join must be "and", "or" or {"min": N}`}}},
 		{"id with a space", def([]string{start, node("a b", "auto"), end}, edge("start", "a b"), edge("a b", "end")),
 			[]want{{model.CodeBadNode, []string{"a b"}, "letters, digits"}}},
 		{"id with a dot", def([]string{start, node("a.b", "auto"), end}, edge("start", "a.b"), edge("a.b", "end")),

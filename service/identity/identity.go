@@ -471,6 +471,11 @@ func (s *Service) CreateUser(ctx context.Context, tenant string, req CreateUserR
 	if err := u.Validate(); err != nil {
 		return nil, err
 	}
+	// Names of synthetic actors (and names that differ from them only in case) would read as them in lists
+	// and history: refused.
+	if slices.ContainsFunc(model.ReservedUsernames, func(r string) bool { return strings.EqualFold(r, u.Username) }) {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "reserved_username", "username %q is reserved for what Halley does by itself", u.Username)
+	}
 	if u.DisplayName == "" {
 		u.DisplayName = u.Username
 	}

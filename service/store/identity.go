@@ -129,6 +129,28 @@ func (s *Store) ListUsers(ctx context.Context, tenant, role string, page model.P
 	return out, next, nil
 }
 
+// UserStates answers, for each of names that is a user of the tenant, whether that user is disabled; names that
+// are no user are left out. One query (names come in batches of at most 500).
+func (s *Store) UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(names))
+	for len(names) > 0 {
+		n := min(len(names), 500)
+		var rows []struct {
+			Username string
+			Disabled bool
+		}
+		if err := s.db.WithContext(ctx).Model(&userRow{}).Select("username, disabled").
+			Where("tenant_id = ? AND username IN ?", tenant, names[:n]).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("store: unable to look up users: %w", err)
+		}
+		for _, r := range rows {
+			out[r.Username] = r.Disabled
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
 // UsersWithRole lists the usernames holding role, sorted.
 func (s *Store) UsersWithRole(ctx context.Context, tenant, role string) ([]string, error) {
 	var names []string

@@ -232,9 +232,20 @@ func (s *Store) FinishRunOnly(ctx context.Context, r *model.PluginRun) error {
 const runUpdateSQL = "UPDATE plugin_runs SET status = ?, exit_code = ?, output = ?, error = ?, stdout = ?, stderr = ?, started_at = ?, " +
 	"ended_at = ?, duration_ms = ?, lease_until = NULL WHERE id = ? AND status IN "
 
+const runCloseSQL = "UPDATE plugin_runs SET status = ?, error = ?, ended_at = ?, lease_until = NULL WHERE id = ? AND status IN "
+
 // applyRunUpdateRaw is applyRunUpdate on database/sql with prebuilt SQL (the step's hot path).
 func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
 	r := u.Run
+	if u.Close {
+		// Closing by the engine (timed out, cancelled): what the run printed stays; a run already finished is
+		// left as it is.
+		args := []any{r.Status, r.Error, utcPtr(r.EndedAt), r.ID}
+		if _, err := c.ExecContext(ctx, runCloseSQL+"("+placeholders(len(u.From))+")", append(args, strArgs(u.From)...)...); err != nil {
+			return fmt.Errorf("store: unable to close plugin run %s: %w", r.ID, err)
+		}
+		return nil
+	}
 	out := ""
 	if len(r.Output) > 0 {
 		out = string(r.Output)
@@ -253,6 +264,14 @@ func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
 // applyRunUpdate writes a run's result if it is still in one of the From statuses; ECONFLICT otherwise.
 func applyRunUpdate(tx *gorm.DB, u model.RunUpdate) error {
 	r := u.Run
+	if u.Close {
+		res := tx.Model(&pluginRunRow{}).Where("id = ? AND status IN ?", r.ID, u.From).Updates(map[string]any{
+			"status": r.Status, "error": r.Error, "ended_at": r.EndedAt, "lease_until": nil})
+		if res.Error != nil {
+			return fmt.Errorf("store: unable to close plugin run %s: %w", r.ID, res.Error)
+		}
+		return nil
+	}
 	out := ""
 	if len(r.Output) > 0 {
 		out = string(r.Output)

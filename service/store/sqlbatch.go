@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/halley-bpm/halley/model"
 )
 
 // The hot path of the engine (lock an instance, write back a step) runs on database/sql with prebuilt SQL instead
@@ -41,6 +43,8 @@ type batch struct {
 	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with
 	// its COMMIT (in the same round trip as the last writes).
 	commit *hotConn
+	// claims are the new instances whose correlation ids the batch claims (claimCorrelations).
+	claims []*model.Work
 }
 
 func (b *batch) add(query string, args ...any) {

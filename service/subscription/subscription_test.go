@@ -195,8 +195,10 @@ func TestThroughTheOutboxDispatcher(t *testing.T) {
 		if err := s.CreateInstance(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
-		d := outbox.New(s, outbox.Options{Logger: quiet()})
-		d.Handle(model.OutboxEvent, f.svc.OutboxHandler())
+		d, err := outbox.New(s, outbox.Handlers{model.OutboxEvent: f.svc.OutboxHandler()}, outbox.Options{Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
 		// On SQLite the dispatch holds the write lock while the handler runs: the handler can only write inside
 		// the dispatch's own transaction, which DispatchOutbox hands over in the context. Without that, the
 		// insert waits for a lock that is never released; the deadline turns the hang into a clear failure.

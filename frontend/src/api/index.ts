@@ -5,6 +5,7 @@ import type { FormSchema } from '@/lib/form'
 import { formOf } from '@/lib/form'
 import type { ValidationResult } from '@/lib/validation'
 import { newIdempotencyKey, request, upload, type Query } from './client'
+import type { NodeErrorInfo } from '@/lib/semantics'
 
 export interface Page<T> {
   items: T[]
@@ -61,6 +62,8 @@ export interface TemplateSummary {
   name: string
   description?: string
   latest_version: number | null
+  /** the published version's start trigger: manual, form, crontab, sync-api, async-api */
+  start_kind?: string
 }
 
 export interface VersionSummary {
@@ -91,6 +94,9 @@ export interface NodeState {
   state: string
   started_at?: string
   ended_at?: string
+  /** the node's error message and code, when it failed */
+  error?: string
+  error_code?: string
 }
 
 export interface Task {
@@ -100,6 +106,8 @@ export interface Task {
   node_name?: string
   assignee: string
   status: string
+  /** approval, resubmit (the initiator's, after a return to start), sign_before, sign_after */
+  kind?: string
   comment?: string
   created_at?: string
   decided_at?: string
@@ -123,6 +131,8 @@ export interface Instance {
   ended_at?: string
   nodes?: NodeState[]
   tasks?: Task[]
+  /** the last unhandled node error (null when there was none) */
+  error?: NodeErrorInfo | null
 }
 
 export interface HistoryItem {
@@ -312,7 +322,15 @@ export const api = {
     request<{ result: boolean }>('POST', '/conditions/evaluate', { body: { condition, context } }),
 
   // Instances
-  startInstance: (b: { template: string; version?: number; context: Record<string, unknown>; correlation_id?: string; title?: string }) =>
+  startInstance: (b: {
+    template: string
+    version?: number
+    context: Record<string, unknown>
+    correlation_id?: string
+    title?: string
+    /** admins only: start a template whose trigger is not manual (recorded in its history) */
+    override_trigger?: boolean
+  }) =>
     request<Instance>('POST', '/instances', { body: b, idempotencyKey: newIdempotencyKey() }),
   startLinear: (b: { title: string; steps: { name: string; approvers: Approvers; sign: SignMode }[]; context: Record<string, unknown> }) =>
     request<Instance>('POST', '/instances/linear', { body: b, idempotencyKey: newIdempotencyKey() }),

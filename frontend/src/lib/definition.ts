@@ -9,7 +9,7 @@ export type NodeType = (typeof NODE_TYPES)[number]
 export const SIGN_MODES = ['or', 'all', 'sequential', 'vote'] as const
 export type SignMode = (typeof SIGN_MODES)[number]
 
-export const TRIGGER_KINDS = ['manual', 'crontab', 'sync-api', 'async-api', 'form'] as const
+export const TRIGGER_KINDS = ['manual', 'crontab', 'sync-api', 'async-api', 'form', 'message'] as const
 export type TriggerKind = (typeof TRIGGER_KINDS)[number]
 
 export const RELATIONS = ['initiator.manager', 'initiator.department.leader'] as const
@@ -43,6 +43,17 @@ export interface Trigger {
   form?: FormSchema
   members?: string[]
   require_login?: boolean
+  // message: the message name POST /messages starts the template with
+  message?: string
+}
+
+/** Join is how a node with several incoming edges activates: "and" (default), "or", or {min: N}. */
+export type Join = 'and' | 'or' | { min: number }
+
+/** joinMode names a join's kind. */
+export function joinMode(j: Join | undefined): 'and' | 'or' | 'min' {
+  if (j && typeof j === 'object') return 'min'
+  return j === 'or' ? 'or' : 'and'
 }
 
 export interface ErrorHandler {
@@ -57,7 +68,7 @@ export interface DefNode {
   id: string
   type: NodeType
   name?: string
-  join?: 'and' | 'or'
+  join?: Join
   plugins?: { pre?: string[]; after?: string[] }
   timeout?: string | number
   error_handler?: ErrorHandler
@@ -144,6 +155,7 @@ const TRIGGER_FIELDS: Record<TriggerKind, readonly (keyof Trigger)[]> = {
   'sync-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
   'async-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
   form: ['form', 'members', 'require_login'],
+  message: ['message'],
 }
 
 function isEmpty(v: unknown): boolean {
@@ -202,6 +214,7 @@ export function cleanNode(n: DefNode): DefNode {
     switch (k) {
       case 'join':
         if (v === 'or') out.join = 'or'
+        else if (v && typeof v === 'object' && Number.isInteger((v as { min?: number }).min)) out.join = { min: (v as { min: number }).min }
         break
       case 'is_ignore':
         if (v === true) out.is_ignore = true

@@ -123,7 +123,8 @@ func loadTemplates(ctx context.Context, args []string, cfgPath string, getenv fu
 	return nil
 }
 
-// sameAsLatest reports whether the template's latest published version already holds this definition.
+// sameAsLatest reports whether the template's latest published version already holds this definition. Trigger
+// secrets are compared as the server shows them ("***" when set): a changed secret alone does not republish.
 func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (bool, int) {
 	var tv struct {
 		LatestVersion *int `json:"latest_version"`
@@ -138,7 +139,7 @@ func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (boo
 		return false, 0
 	}
 	var a, b bytes.Buffer
-	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, template.HashSecrets(t.Definition)) != nil {
+	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, template.RedactSecrets(t.Definition)) != nil {
 		return false, 0
 	}
 	var x, y any

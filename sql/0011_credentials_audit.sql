@@ -1,4 +1,4 @@
--- Halley schema, migration 8: credentials with a lifecycle, and the audit log (API.md, "People and credentials",
+-- Halley schema: credentials with a lifecycle, and the audit log (API.md, "People and credentials",
 -- "Operations").
 -- users.token_version: every login token carries the version it was signed at; a password change, an admin
 -- reset, disabling the user or taking a role away bumps it, and tokens signed before stop working.
