@@ -174,7 +174,7 @@ export default {
   },
   audit: {
     title: 'Audit log',
-    intro: 'Who changed templates, plugins, users, tokens, departments and subscriptions, and who jumped or terminated requests. Entries cannot be changed or deleted; they are kept for the configured retention.',
+    intro: 'Who changed templates, plugins, users, tokens, departments and subscriptions, and who jumped or terminated requests or started them past their trigger. Entries cannot be changed or deleted; they are kept for the configured retention.',
     actor: 'Who',
     actorHint: 'Username or token:name',
     action: 'Action',
