@@ -388,7 +388,7 @@ func TestLoginThrottleHTTP(t *testing.T) {
 // other routes are not limited.
 func TestTriggerRateLimit(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
-	e := newEnv(t, s, func(d *server.Deps) { d.TriggerRate = 0.01 }) // one call, then one per 100 s
+	e := newEnv(t, s, func(d *server.Deps) { d.TriggerLimit = ratelimit.NewBuckets(0.01) }) // one call, then one per 100 s
 	e.publish("open", []any{start(M{"kind": "async-api", "module": "erp", "function": "order"}), M{"id": "end", "type": "end"}}, []any{edge("start", "end")})
 	if r := e.do("POST", "/api/v1/trigger/async/erp/order", "", M{}, nil); r.Status != 202 {
 		t.Fatalf("first call: %d %s", r.Status, r.Body)

@@ -20,6 +20,7 @@ import (
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
@@ -45,9 +46,9 @@ type Deps struct {
 	Subscriptions *subscription.Service
 	// Audit records admin changes, jumps, terminates and trigger overrides, and serves GET /audit.
 	Audit *audit.Recorder
-	// TriggerRate limits the API trigger calls (/trigger/...) of one client IP, per second (bursts of twice as
-	// many); 0 = 20, negative = no limit.
-	TriggerRate float64
+	// TriggerLimit limits the API trigger calls (/trigger/...) per client IP (HALLEY_TRIGGER_RATE_LIMIT); nil = no
+	// limit.
+	TriggerLimit *ratelimit.Buckets
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
@@ -68,27 +69,27 @@ type Deps struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	identity    *identity.Service
-	templates   *template.Service
-	engine      *engine.Engine
-	triggers    *trigger.Service
-	plugins     model.PluginStore
-	pluginFiles *plugin.FileStore
-	pluginMax   int64
-	subs        *subscription.Service
-	audit       *audit.Recorder
-	triggerRate *ipLimiter
-	proxies     []string
-	idem        model.IdempotencyStore
-	idemLease   time.Duration
-	ready       map[string]Pinger
-	log         *slog.Logger
-	bodyLimit   int64
-	metrics     *metrics
-	registry    *prometheus.Registry
-	ui          http.FileSystem
-	frameFrom   []string
-	router      *gin.Engine
+	identity     *identity.Service
+	templates    *template.Service
+	engine       *engine.Engine
+	triggers     *trigger.Service
+	plugins      model.PluginStore
+	pluginFiles  *plugin.FileStore
+	pluginMax    int64
+	subs         *subscription.Service
+	audit        *audit.Recorder
+	triggerLimit *ratelimit.Buckets
+	proxies      []string
+	idem         model.IdempotencyStore
+	idemLease    time.Duration
+	ready        map[string]Pinger
+	log          *slog.Logger
+	bodyLimit    int64
+	metrics      *metrics
+	registry     *prometheus.Registry
+	ui           http.FileSystem
+	frameFrom    []string
+	router       *gin.Engine
 }
 
 // New builds the server and its routes, or says which required dependency is missing.
@@ -117,13 +118,10 @@ func New(d Deps) (*Server, error) {
 	if d.PluginMaxSize == 0 {
 		d.PluginMaxSize = 10 << 20
 	}
-	if d.TriggerRate == 0 {
-		d.TriggerRate = 20
-	}
 	reg := prometheus.NewRegistry()
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
-		triggerRate: newIPLimiter(d.TriggerRate)}
+		triggerLimit: d.TriggerLimit}
 	s.router = s.routes()
 	return s, nil
 }

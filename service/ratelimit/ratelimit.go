@@ -1,6 +1,7 @@
 // Package ratelimit counts attempts over a sliding window, per key, in this process or in Redis (shared by every
 // replica). Login throttling builds on it: an attempt is taken before a password is checked and given back when
-// the password was right, so that concurrent guesses cannot slip past the limit.
+// the password was right, so that concurrent guesses cannot slip past the limit. Buckets, a token bucket per key
+// in this process, limits a rate instead (API trigger calls per client IP).
 package ratelimit
 
 import (

@@ -67,7 +67,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerRate: triggerRate(cfg.TriggerRateLimit)})
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
 	if err := errors.Join(errFiles, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -154,14 +154,6 @@ func loginAttempts(rdb *redis.Client) ratelimit.Counter {
 		return ratelimit.NewMemory(identity.LoginWindow, 0)
 	}
 	return ratelimit.NewRedis(rdb, "halley:", identity.LoginWindow)
-}
-
-// triggerRate maps HALLEY_TRIGGER_RATE_LIMIT (0 = no limit) to server.Deps.TriggerRate (negative = no limit).
-func triggerRate(perSecond float64) float64 {
-	if perSecond == 0 {
-		return -1
-	}
-	return perSecond
 }
 
 // bootstrapAdmin returns the identity service, after creating user admin in an empty database. Failed sign-ins
