@@ -39,6 +39,8 @@ var bodylessWrites = map[string]bool{
 	"POST /api/v1/templates/:key/publish": true,
 	"DELETE /api/v1/subscriptions/:id":    true,
 	"POST /api/v1/cc/:id/read":            true,
+	"DELETE /api/v1/users/:username":      true,
+	"DELETE /api/v1/tokens/:id":           true,
 }
 
 // freeForm are the routes whose body is any JSON the caller likes (a callback's output, form values, a

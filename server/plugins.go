@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -91,7 +92,12 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 	}
 	pl := &model.Plugin{TenantID: p.TenantID, Name: name, Version: version, Runtime: string(runtime), Timeout: timeout, TimeoutStr: timeout.String(),
 		SHA256: sf.SHA256, Size: sf.Size, UploadedBy: p.Username, Network: network}
-	if err := s.plugins.CreatePlugin(ctx, pl); err != nil {
+	// Recorded right after the version row is written (the file is stored before it, outside any transaction).
+	err = s.record(c, model.AuditPluginUpload, name, func(ctx context.Context, e *model.AuditEntry) error {
+		e.SetAfter(map[string]any{"name": pl.Name, "version": pl.Version, "runtime": pl.Runtime, "timeout": pl.TimeoutStr, "sha256": pl.SHA256, "size": pl.Size, "network": pl.Network})
+		return s.plugins.CreatePlugin(ctx, pl)
+	})
+	if err != nil {
 		fail(c, err)
 		return
 	}

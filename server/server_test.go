@@ -20,6 +20,7 @@ import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
@@ -117,7 +118,8 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	}
 	e.engine, e.triggers = eng, trg
 	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, PluginFiles: files, Subscriptions: w.subs, Idempotency: s,
-		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
+		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
+		Audit: audit.New(s, opts.Clock.Now, quietLogger())}
 	if mod != nil {
 		mod(&d)
 	}
@@ -495,6 +497,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 		"Plugins":     func(d *server.Deps) { d.Plugins = nil },
 		"PluginFiles": func(d *server.Deps) { d.PluginFiles = nil },
 		"Idempotency": func(d *server.Deps) { d.Idempotency = nil },
+		"Audit":       func(d *server.Deps) { d.Audit = nil },
 	} {
 		d := full
 		drop(&d)

@@ -6,6 +6,8 @@
 // Then (issue 18) the attacks on the approver's browser: a javascript: URL submitted through a form is refused, one
 // stored in a request runs nothing when the approver opens and clicks it, injected markup is stopped by the
 // Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
+// Then (issue 20) an API token is created with an expiry, shown once and deleted, a user is deleted, and the audit
+// log shows a change with its before/after.
 //
 //   HALLEY_BIN=../halley npm run test:e2e      # the binary built from ./server/cmd/halley (it embeds dist/)
 //   HALLEY_E2E_MOCK=1 npm run test:e2e        # rehearse against e2e/mock-server.mjs (never in CI)
@@ -850,6 +852,60 @@ try {
     const tok = (await call('POST', '/auth/login', undefined, { username: 'bob', password: 'bob-pw-123' })).token
     expect((await call('GET', '/me', tok)).email === 'bob@example.com', 'the email is saved')
     await noHorizontalScroll()
+  })
+
+  // ---- issue 20: API tokens, deleting a user, the audit log ----
+  await step('admin creates an API token with an expiry, sees it once, and deletes it', async () => {
+    await login('admin', ADMIN_PASSWORD)
+    await page.goto(`${base}/admin/tokens`)
+    await page.click('[data-test=new-token]')
+    await field(page, 'token-name').fill('e2e-erp')
+    const expiry = field(page, 'token-expires')
+    await expiry.click()
+    await expiry.fill('2031-01-02 03:04:05')
+    await expiry.press('Enter')
+    await page.click('[data-test=create-token]')
+    const value = await field(page, 'token-value').inputValue()
+    expect(value.startsWith('hly_'), `the token is shown once: ${value}`)
+    const me = await call('GET', '/me', value)
+    expect(me.token === true && me.username === 'token:e2e-erp', JSON.stringify(me))
+    await page.click('[data-test=token-done]')
+    const listed = (await call('GET', '/tokens', adminToken)).items.find((x) => x.name === 'e2e-erp')
+    expect(listed && listed.owner === 'admin' && listed.expires_at?.startsWith('2031-01-0') && !('token' in listed), JSON.stringify(listed))
+    await page.locator('[data-test=expires-e2e-erp]', { hasText: '2031' }).waitFor()
+    await page.click('[data-test=delete-token-e2e-erp]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delete-token-e2e-erp]').waitFor({ state: 'detached' })
+    const r = await fetch(`${base}/api/v1/me`, { headers: { authorization: `Bearer ${value}` } })
+    expect(r.status === 401, `a deleted token: ${r.status}`)
+  })
+
+  await step('admin deletes a user on the Users page; they cannot sign in any more', async () => {
+    await call('POST', '/users', adminToken, { username: 'dave', password: 'dave-pw-123', display_name: 'Dave Leaving' })
+    await page.goto(`${base}/admin/users`)
+    await page.click('[data-test=delete-dave]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delete-dave]').waitFor({ state: 'detached' })
+    const r = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'dave', password: 'dave-pw-123' }) })
+    expect(r.status === 401, `a deleted user's login: ${r.status}`)
+    expect((await page.locator('[data-test=delete-admin]').count()) === 0, 'no delete button for oneself')
+  })
+
+  await step('the audit log lists the changes and shows a before/after diff', async () => {
+    await page.goto(`${base}/admin/audit`)
+    await page.locator('[data-test=audit-table] .el-table__row').first().waitFor()
+    await field(page, 'audit-actor').fill('admin')
+    await page.click('[data-test=audit-action]')
+    await page.locator('.el-select-dropdown__item:visible', { hasText: 'User changed' }).click()
+    await page.click('[data-test=audit-search]')
+    await page.locator('[data-test=audit-table] .el-table__row', { hasText: 'carol' }).first().waitFor()
+    // The oldest of carol's three changes (edit, disable, enable) is the edit of her name and email.
+    await page.locator('[data-test="audit-open-user.update"]').last().click()
+    const diffTable = page.locator('[data-test=audit-diff]')
+    await diffTable.getByText('Carol the Manager').waitFor()
+    await diffTable.getByText('display_name').waitFor()
+    const entries = (await call('GET', '/audit?action=token.*', adminToken)).items.map((x) => x.action)
+    expect(entries.includes('token.create') && entries.includes('token.delete'), JSON.stringify(entries))
   })
 
   await step('no Content-Security-Policy violation in the whole run', async () => {

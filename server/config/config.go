@@ -76,6 +76,12 @@ type Config struct {
 	// File is the YAML file the settings were read from ("" when none), absolute: the sandbox closes it to
 	// plugins.
 	File string
+	// AuditRetention is how long audit entries are kept (0 = forever).
+	AuditRetention time.Duration
+	// TriggerRateLimit is API trigger calls a second per client IP (0 = no limit).
+	TriggerRateLimit float64
+	// HashConcurrency bounds concurrent bcrypt work (0 = the number of CPUs).
+	HashConcurrency int
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
@@ -262,6 +268,23 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
+	{"HALLEY_AUDIT_RETENTION", "audit_retention", "8760h", "How long audit log entries are kept (GET /api/v1/audit); older ones are purged hourly, oldest first. 0 = keep forever.", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (d > 0 && d < time.Hour) {
+			return fmt.Errorf("must be 0 (forever) or a duration of at least 1h, like 8760h for a year (got %q)", v)
+		}
+		c.AuditRetention = d
+		return nil
+	}},
+	{"HALLEY_TRIGGER_RATE_LIMIT", "trigger_rate_limit", "20", "API trigger calls (/api/v1/trigger/...) allowed per second from one client IP, per replica, in bursts of twice that; beyond, 429 with Retry-After. 0 = no limit.", func(c *Config, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || n > 1e6 {
+			return fmt.Errorf("must be a number of calls a second from 0 (no limit) to 1000000, like 20 or 0.5 (got %q)", v)
+		}
+		c.TriggerRateLimit = n
+		return nil
+	}},
+	{"HALLEY_PASSWORD_HASH_CONCURRENCY", "password_hash_concurrency", "0", "Password checks and hashes (bcrypt: sign-ins, password changes) run at once; more wait up to 2s, then get 503 busy with Retry-After. 0 = the number of CPUs.", intSetter(func(c *Config, n int64) { c.HashConcurrency = int(n) }, 0, 1024)},
 }
 
 // frameOriginRe is an origin a Content-Security-Policy frame-ancestors source may name: http(s), a host (its

@@ -337,6 +337,10 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 		}
 		// The audit reads this: who bypassed which trigger.
 		opts.info["override_trigger"] = kind
+	} else if a := model.AuditFrom(ctx); a != nil && req.OverrideTrigger {
+		// override_trigger on a template started by hand bypasses nothing: no override to audit (as the history
+		// records none).
+		a.Discard()
 	}
 	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, initiator, c, doc, req.CorrelationID, req.Title, opts)
 }
@@ -797,9 +801,17 @@ func (e *Engine) WaitEnd(ctx context.Context, tenant, id string) (*model.Instanc
 	return e.waitEnd(ctx, tenant, id, x, true)
 }
 
-// waitEnd waits for x (the end committed by this process, which carries the instance: no read) while polling
-// every 250 ms (another replica may end it); readFirst reads once at once. When ctx is done it returns the
-// instance as it is then.
+// Polling for an end committed by another replica starts at waitPollFirst and grows by half at every read up to
+// waitPollMax: a sync call that is answered quickly (the usual case, and then by this process's own signal) costs
+// no read, and one waiting for minutes costs a read every few seconds, not four a second.
+const (
+	waitPollFirst = 250 * time.Millisecond
+	waitPollMax   = 5 * time.Second
+)
+
+// waitEnd waits for x, the end committed by this process, which carries the instance (no read). Another replica
+// may end it instead, so it also reads the instance now and then (waitPollFirst, growing to waitPollMax, on the
+// engine's clock); readFirst reads once at once. When ctx is done it returns the instance as it is then.
 func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, readFirst bool) (*model.Instance, error) {
 	get := func() (*model.Instance, error) {
 		// Read with a context of its own: the last look after ctx's deadline must still succeed.
@@ -808,8 +820,9 @@ func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, r
 		inst, _, err := e.store.GetInstance(rctx, tenant, id)
 		return inst, err
 	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	every := waitPollFirst
+	poll := e.clock.NewTimer(every)
+	defer poll.Stop()
 	read := readFirst
 	for {
 		if read {
@@ -817,14 +830,17 @@ func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, r
 			if err != nil || inst.Ended() || ctx.Err() != nil {
 				return inst, err
 			}
+			read = false
 		}
 		select {
 		case <-ctx.Done():
 			read = true // the last look
 		case <-x.done:
 			return x.inst, nil
-		case <-tick.C:
+		case <-poll.C():
 			read = true
+			every = min(every*3/2, waitPollMax)
+			poll.Reset(every)
 		}
 	}
 }

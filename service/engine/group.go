@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"time"
 
@@ -88,6 +89,15 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 			}
 		}()
 	}
+	if a := model.AuditFrom(ctx); a != nil {
+		fn = audited(a, fn)
+		defer func() {
+			if err == nil {
+				a.Stage()
+				a.Committed()
+			}
+		}()
+	}
 	if e.group == nil {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
@@ -110,6 +120,20 @@ func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) 
 			}
 		}()
 	}
+	if a := model.AuditFrom(ctx); a != nil {
+		// A start recorded as a change (an admin's override_trigger): its target is the new instance.
+		if a.Target == "" {
+			a.Target = w.Instance.ID
+		}
+		a.Fill(nil, auditState(w.Instance))
+		w.Audit = a
+		defer func() {
+			if err == nil {
+				a.Stage()
+				a.Committed()
+			}
+		}()
+	}
 	if e.group == nil {
 		return e.store.CreateInstance(ctx, w)
 	}
@@ -120,6 +144,33 @@ func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) 
 		return e.store.CreateInstance(ctx, w)
 	}
 	return err
+}
+
+// audited makes a step write the request's audit entry (model.WithAudit: an admin's jump, a terminate) with its
+// other writes, in its transaction, with the instance's status and active nodes before and after the step.
+func audited(a *model.AuditEntry, fn func(w *model.Work) error) func(w *model.Work) error {
+	return func(w *model.Work) error {
+		before := auditState(w.Instance)
+		if err := fn(w); err != nil {
+			return err
+		}
+		a.SetBefore(before)
+		a.SetAfter(auditState(w.Instance))
+		w.Audit = a
+		return nil
+	}
+}
+
+// auditState is what the audit log shows of an instance.
+func auditState(inst *model.Instance) map[string]any {
+	active := []string{}
+	for id, n := range inst.State.Nodes {
+		if n.Active() {
+			active = append(active, id)
+		}
+	}
+	sort.Strings(active)
+	return map[string]any{"status": inst.Status, "active_nodes": active}
 }
 
 func (g *grouper) submit(st *groupStep) {

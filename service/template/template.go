@@ -216,6 +216,9 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 	if len(name) > maxNameLen || len(req.Description) > 10000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_field", "name must be at most 200 characters and description at most 10000")
 	}
+	if err := model.CheckName("name", name, maxNameLen); err != nil {
+		return nil, err
+	}
 	def, err := normaliseDefinition(req.Definition)
 	if err != nil {
 		return nil, err
@@ -454,6 +457,14 @@ func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, versi
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
 
+// A dynamic linear process lists its approvers by name in the request: at most MaxLinearStepApprovers per step
+// and MaxLinearApprovers in all (422 too_many_approvers). Thousands of named people in one ad-hoc request is a
+// mistake or an abuse, and each becomes a task row; a role reaches any number of people.
+const (
+	MaxLinearStepApprovers = 200
+	MaxLinearApprovers     = 1000
+)
+
 // LinearStep is one step of a dynamic linear process.
 type LinearStep struct {
 	Name      string          `json:"name"`
@@ -467,6 +478,28 @@ type LinearStep struct {
 func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, title string, steps []LinearStep) (*Compiled, error) {
 	if len(steps) == 0 || len(steps) > 100 {
 		return nil, model.CodedError(model.EINVALID, "invalid_steps", "steps must hold 1 to 100 steps")
+	}
+	if err := model.CheckName("title", title, 500); err != nil {
+		return nil, err
+	}
+	total := 0
+	for i, st := range steps {
+		if model.HasControl(st.Name) {
+			return nil, model.CodedError(model.EINVALID, "invalid_steps", "step %d: name must not contain control characters", i+1)
+		}
+		n := len(st.Approvers.Users) + len(st.Approvers.Roles)
+		for _, g := range st.Approvers.Groups {
+			n += len(g)
+		}
+		if n > MaxLinearStepApprovers {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "too_many_approvers", "step %d lists %d approvers; a step may list at most %d (use a role for more)", i+1, n, MaxLinearStepApprovers).
+				WithDetails(map[string]any{"step": i + 1, "approvers": n, "max": MaxLinearStepApprovers})
+		}
+		total += n
+	}
+	if total > MaxLinearApprovers {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "too_many_approvers", "the steps list %d approvers; a linear process may list at most %d", total, MaxLinearApprovers).
+			WithDetails(map[string]any{"approvers": total, "max": MaxLinearApprovers})
 	}
 	def := linearDefinition(steps)
 	raw, err := json.Marshal(&def)

@@ -223,6 +223,50 @@ export interface ReturnTarget {
   name?: string
 }
 
+/** An API token as GET /tokens lists it: never its value. */
+export interface ApiToken {
+  id: string
+  name: string
+  roles: string[]
+  /** the admin whose authority it carries: it works while they are an enabled admin */
+  owner: string
+  created_by: string
+  created_at: string
+  expires_at: string | null
+  last_used_at: string | null
+}
+
+/** POST /tokens' answer: the token's fields and, this once, its value. */
+export interface CreatedToken extends ApiToken {
+  token: string
+}
+
+/** One line of GET /audit. before/after are the target's state (secrets shown as "***"), null where none applies. */
+export interface AuditEntry {
+  id: number
+  at: string
+  actor: string
+  actor_token?: string
+  action: string
+  target: string
+  before: unknown
+  after: unknown
+  reason?: string
+  ip?: string
+  request_id?: string
+}
+
+export interface AuditQuery {
+  actor?: string
+  /** one action, or a prefix ending in '*' ("template.*") */
+  action?: string
+  /** RFC 3339; from inclusive, to exclusive */
+  from?: string
+  to?: string
+  limit?: number
+  cursor?: string
+}
+
 export interface Me extends User {
   /** an API token, not a person: no profile, no password */
   token?: boolean
@@ -270,8 +314,18 @@ export const api = {
     im_id?: string
   }) =>
     request<User>('POST', '/users', { body: u, idempotencyKey: newIdempotencyKey() }),
+  deleteUser: (username: string) => request<void>('DELETE', `/users/${encodeURIComponent(username)}`),
   departments: () => listAll<Department>('/departments'),
   createDepartment: (d: Department) => request<Department>('POST', '/departments', { body: d, idempotencyKey: newIdempotencyKey() }),
+
+  // API tokens (admins)
+  tokens: () => listAll<ApiToken>('/tokens'),
+  createToken: (b: { name: string; roles: string[]; expires_at?: string }) =>
+    request<CreatedToken>('POST', '/tokens', { body: b, idempotencyKey: newIdempotencyKey() }),
+  deleteToken: (id: string) => request<void>('DELETE', `/tokens/${encodeURIComponent(id)}`),
+
+  // Audit log (admins)
+  audit: (q: AuditQuery) => request<Page<AuditEntry>>('GET', '/audit', { query: { ...q } }),
 
   // Templates
   templates: () => listAll<TemplateSummary>('/templates'),

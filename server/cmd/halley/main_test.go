@@ -307,3 +307,34 @@ func TestTemplatesLoadFindsTheServer(t *testing.T) {
 		}
 	})
 }
+
+// TestBinaryWiresCredentials: serve builds what the credentials issue needs from the configuration — the trigger
+// rate limit (HALLEY_TRIGGER_RATE_LIMIT), login throttling and the audit recorder (GET /audit lists a change).
+func TestBinaryWiresCredentials(t *testing.T) {
+	bin := buildBinary(t)
+	_, url, logs := start(t, bin, "HALLEY_ADMIN_PASSWORD=wire-me-pw", "HALLEY_TRIGGER_RATE_LIMIT=0.5") // bursts of 1
+	if st, body := call(t, "POST", url+"/api/v1/trigger/async/erp/none", "", "application/json", strings.NewReader(`{}`)); st == 429 {
+		t.Fatalf("first trigger call: %d %s", st, body)
+	}
+	if st, body := call(t, "POST", url+"/api/v1/trigger/async/erp/none", "", "application/json", strings.NewReader(`{}`)); st != 429 || !strings.Contains(body, "rate_limited") {
+		t.Fatalf("second trigger call within 2 s: %d %s", st, body)
+	}
+
+	admin := login(t, url, "admin", "wire-me-pw")
+	if st, body := call(t, "POST", url+"/api/v1/users", admin, "application/json", strings.NewReader(`{"username":"wendy","password":"wendy-pw-123"}`)); st != 201 {
+		t.Fatalf("create user: %d %s", st, body)
+	}
+	st, body := call(t, "GET", url+"/api/v1/audit?action=user.create", admin, "", nil)
+	if st != 200 || !strings.Contains(body, `"target":"wendy"`) || !strings.Contains(body, `"actor":"admin"`) {
+		t.Fatalf("audit: %d %s", st, body)
+	}
+
+	for i := range 5 {
+		if st, body := call(t, "POST", url+"/api/v1/auth/login", "", "application/json", strings.NewReader(`{"username":"wendy","password":"wrong-pw"}`)); st != 401 {
+			t.Fatalf("failed login %d: %d %s", i+1, st, body)
+		}
+	}
+	if st, body := call(t, "POST", url+"/api/v1/auth/login", "", "application/json", strings.NewReader(`{"username":"wendy","password":"wendy-pw-123"}`)); st != 429 || !strings.Contains(body, "too_many_attempts") {
+		t.Fatalf("the right password after 5 failures: %d %s\n%s", st, body, logs)
+	}
+}

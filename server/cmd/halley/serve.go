@@ -17,12 +17,14 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/lifecycle"
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
+	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/subscription"
@@ -38,10 +40,11 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	clk := clock.Real{}
 	rdb := openRedis(ctx, cfg.RedisURL, lg) // nil without HALLEY_REDIS_URL: one process, in-process timers
 	defer closeRedis(rdb)
-	ids, err := bootstrapAdmin(ctx, cfg, st, lg)
+	ids, err := bootstrapAdmin(ctx, cfg, st, loginAttempts(rdb), lg)
 	if err != nil {
 		return err
 	}
+	auditLog := audit.New(st, clk.Now, lg)
 	sched := newScheduler(cfg, rdb, clk, lg)
 	defer sched.Close()
 	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
@@ -63,11 +66,11 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		Executor: executor}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), PublicURL: cfg.PublicURL})
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, clk, lg)
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), "halley:", lg, housekeeping(cfg, st, sched, subs, pluginLogs, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), "halley:", lg, housekeeping(cfg, st, sched, subs, pluginLogs, auditLog, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors})
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
 	if err := errors.Join(errFiles, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -147,9 +150,20 @@ type redisPinger struct{ c *redis.Client }
 
 func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }
 
-// bootstrapAdmin returns the identity service, after creating user admin in an empty database.
-func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) (*identity.Service, error) {
-	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
+// loginAttempts counts failed sign-ins: in Redis when there is one, so that every replica throttles the same
+// attempts, else in this process.
+func loginAttempts(rdb *redis.Client) ratelimit.Counter {
+	if rdb == nil {
+		return ratelimit.NewMemory(identity.LoginWindow, 0)
+	}
+	return ratelimit.NewRedis(rdb, "halley:", identity.LoginWindow)
+}
+
+// bootstrapAdmin returns the identity service, after creating user admin in an empty database. Failed sign-ins
+// are counted in attempts.
+func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, attempts ratelimit.Counter, lg *slog.Logger) (*identity.Service, error) {
+	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg, Attempts: attempts,
+		HashConcurrency: cfg.HashConcurrency})
 	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap admin: %w", err)
@@ -201,7 +215,7 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
 func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, logs *plugin.LogStore,
-	lg *slog.Logger) []scheduler.Job {
+	auditLog *audit.Recorder, lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
 	return []scheduler.Job{
 		{Name: "rearm-timers", Every: 5 * time.Minute, Run: func(ctx context.Context) error {
@@ -231,6 +245,10 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 		}},
 		{Name: "purge-deliveries", Every: time.Hour, Run: func(ctx context.Context) error {
 			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-retention))
+			return err
+		}},
+		{Name: "purge-audit-log", Every: time.Hour, Run: func(ctx context.Context) error {
+			_, err := auditLog.Purge(ctx, cfg.AuditRetention) // HALLEY_AUDIT_RETENTION, 0 = kept forever
 			return err
 		}},
 		{Name: "purge-idempotency-keys", Every: time.Hour, Run: func(ctx context.Context) error {
