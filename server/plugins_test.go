@@ -495,6 +495,28 @@ func TestRunRescue(t *testing.T) {
 	})
 }
 
+// TestStaleClaimLeavesNewerRuns: a claim is taken as of its now. A claim whose transaction runs late (here: its
+// now is before the run existed, as when the clock moved on while the claim waited for a lock) must not lease the
+// newer run until a time already past — the next claim would take it again while it still executes (two
+// processes of one run). Found as a flaky TestPluginFailuresAndAsync under load.
+func TestStaleClaimLeavesNewerRuns(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, withPlugins(t, nil))
+		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
+		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		before := e.clock.Now()
+		e.advance(time.Minute)
+		e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil)
+		if stale, err := s.ClaimRuns(context.Background(), "late", 10, before, before.Add(30*time.Second)); err != nil || len(stale) != 0 {
+			t.Fatalf("a claim as of a time before the run existed took it: %v %v", stale, err)
+		}
+		if now, err := s.ClaimRuns(context.Background(), "w", 10, e.clock.Now(), e.clock.Now().Add(30*time.Second)); err != nil || len(now) != 1 {
+			t.Fatalf("a current claim: %v %v", now, err)
+		}
+	})
+}
+
 // TestCacheTemplateEndToEnd runs the ready-made cache-resource-change template (seeds/003) with its example
 // plugin create-cache: a large request goes through the owner and the SRE lead, then the auto node's plugin
 // creates the cache and writes it into the context.
