@@ -124,7 +124,7 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		if err := seed.CreatePluginRun(ctx, &model.PluginRun{ID: "run-1", TenantID: tenant, Plugin: "p", Version: 2, Phase: "event", Input: []byte(`{}`)}); err != nil {
 			t.Fatal(err)
 		}
-		now := at
+		now := time.Now().UTC() // after the run was created: a claim is taken as of its now
 		runs, err := st.ClaimRuns(ctx, "w1", 5, now, now.Add(time.Minute))
 		if err != nil || len(runs) != 1 || runs[0].ID != "run-1" || runs[0].Status != model.RunRunning || runs[0].LeaseOwner != "w1" {
 			t.Fatalf("claim = %+v %v", runs, err)
