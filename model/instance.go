@@ -335,6 +335,8 @@ type Work struct {
 	RunUpdates []RunUpdate
 	// Fence, when set, is written with the work (idempotency_commits): the request's Idempotency-Key did it.
 	Fence *IdempotencyFence
+	// Audit, when set, is written with the work (audit_log): an admin's jump, a terminate, an override start.
+	Audit *AuditEntry
 }
 
 // RunUpdate is a plugin run's new state, applied when its status is one of From.

@@ -86,10 +86,24 @@ func TestStartTriggerCannotBeBypassed(t *testing.T) {
 		if h[0].Get("action").String() != "instance.started" || h[0].Get("data.override_trigger").String() != "form" || h[0].Get("actor").String() != "admin" {
 			t.Fatalf("override not recorded: %s", h[0].Raw)
 		}
+		overridden := r.JSON["id"].(string)
 		// A manual start records no override.
 		r = e.do("POST", "/api/v1/instances", e.admin, M{"template": "by-hand", "override_trigger": true}, nil)
 		if r.Status != 201 || e.historyItems(r.JSON["id"].(string))[0].Get("data.override_trigger").Exists() {
 			t.Fatalf("manual start with override_trigger: %d %s", r.Status, r.Body)
+		}
+		if r := e.do("POST", "/api/v1/instances", e.admin, M{"template": "by-hand"}, nil); r.Status != 201 {
+			t.Fatalf("admin's manual start: %d %s", r.Status, r.Body)
+		}
+		// The audit log has the override, and only it: not the refused overrides, not the starts that bypassed
+		// nothing (carol's, bob's form, the admin's by hand with or without override_trigger).
+		entries, ar := e.audit("action=instance.*")
+		if ar.Status != 200 || len(entries) != 1 {
+			t.Fatalf("audit entries of instance starts: %d %s", ar.Status, ar.Body)
+		}
+		if a := entries[0]; a.Action != "instance.start_override" || a.Target != overridden || a.Actor != "admin" ||
+			string(a.Before) != "null" || !strings.Contains(string(a.After), `"status":"completed"`) {
+			t.Fatalf("the override's audit entry: %+v after %s", a, a.After)
 		}
 	})
 }
@@ -649,7 +663,11 @@ func TestSecurityDocCoversEveryRoute(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
 	newEnv(t, s, func(d *server.Deps) {
 		d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
-		router = server.New(*d).Handler().(*gin.Engine)
+		twin, err := server.New(*d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		router = twin.Handler().(*gin.Engine)
 	})
 	methods := map[string][]string{}
 	for _, r := range router.Routes() {

@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -30,7 +32,7 @@ func (s *Server) login(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	tok, u, exp, err := s.identity.Login(c.Request.Context(), req.Username, req.Password)
+	tok, u, exp, err := s.identity.LoginFrom(c.Request.Context(), req.Username, req.Password, c.ClientIP())
 	if err != nil {
 		fail(c, err)
 		return
@@ -102,7 +104,11 @@ func (s *Server) changeMyPassword(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.identity.ChangePassword(c.Request.Context(), principal(c), req.OldPassword, req.NewPassword); err != nil {
+	p := principal(c)
+	err := s.record(c, model.AuditUserPassword, p.Username, func(ctx context.Context, _ *model.AuditEntry) error {
+		return s.identity.ChangePassword(ctx, p, req.OldPassword, req.NewPassword)
+	})
+	if err != nil {
 		fail(c, err)
 		return
 	}
@@ -116,7 +122,11 @@ func (s *Server) updateUser(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	u, err := s.identity.UpdateUser(c.Request.Context(), principal(c), c.Param("username"), req)
+	var u *model.User
+	err := s.record(c, model.AuditUserUpdate, c.Param("username"), func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		u, err = s.identity.UpdateUser(ctx, principal(c), c.Param("username"), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -135,7 +145,22 @@ func (s *Server) resetPassword(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	if err := s.identity.ResetPassword(c.Request.Context(), principal(c), c.Param("username"), req.NewPassword); err != nil {
+	err := s.record(c, model.AuditUserPasswordReset, c.Param("username"), func(ctx context.Context, _ *model.AuditEntry) error {
+		return s.identity.ResetPassword(ctx, principal(c), c.Param("username"), req.NewPassword)
+	})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
+}
+
+// deleteUser is DELETE /users/{username} (admins): 204; 409 last_admin; 422 cannot_delete_self.
+func (s *Server) deleteUser(c *gin.Context) {
+	err := s.record(c, model.AuditUserDelete, c.Param("username"), func(ctx context.Context, _ *model.AuditEntry) error {
+		return s.identity.DeleteUser(ctx, principal(c), c.Param("username"))
+	})
+	if err != nil {
 		fail(c, err)
 		return
 	}
@@ -148,7 +173,11 @@ func (s *Server) createUser(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	u, err := s.identity.CreateUser(c.Request.Context(), principal(c).TenantID, req)
+	var u *model.User
+	err := s.record(c, model.AuditUserCreate, req.Username, func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		u, err = s.identity.CreateUser(ctx, principal(c).TenantID, req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -194,32 +223,63 @@ func (s *Server) getUser(c *gin.Context) {
 	c.JSON(http.StatusOK, visibleUser(principal(c), u))
 }
 
-type tokenRequest struct {
-	Name  string   `json:"name"`
-	Roles []string `json:"roles"`
-}
-
+// tokenResponse is POST /tokens' answer: the token's fields and, this once, its value.
 type tokenResponse struct {
-	ID        string    `json:"id"`
-	Name      string    `json:"name"`
-	Roles     []string  `json:"roles"`
-	Token     string    `json:"token"`
-	CreatedAt time.Time `json:"created_at"`
+	*model.APIToken
+	Token string `json:"token"`
 }
 
+// createToken is POST /tokens (admins): 201 {"id","token",...}; the value is shown once and never stored.
 func (s *Server) createToken(c *gin.Context) {
-	var req tokenRequest
+	var req identity.TokenRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	plain, t, err := s.identity.CreateAPIToken(c.Request.Context(), principal(c), req.Name, req.Roles)
+	var (
+		plain string
+		t     *model.APIToken
+	)
+	err := s.record(c, model.AuditTokenCreate, req.Name, func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		plain, t, err = s.identity.CreateAPIToken(ctx, principal(c), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	c.Header("Cache-Control", "no-store")
-	c.JSON(http.StatusCreated, tokenResponse{ID: t.ID, Name: t.Name, Roles: t.Roles, Token: plain, CreatedAt: t.CreatedAt})
+	c.JSON(http.StatusCreated, tokenResponse{APIToken: t, Token: plain})
+}
+
+// listTokens is GET /tokens (admins): id, name, owner, roles, created, last used, expiry; never the value.
+func (s *Server) listTokens(c *gin.Context) {
+	pg, err := page(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	items, next, err := s.identity.ListAPITokens(c.Request.Context(), principal(c).TenantID, pg)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	if items == nil {
+		items = []*model.APIToken{}
+	}
+	c.JSON(http.StatusOK, List[*model.APIToken]{Items: items, NextCursor: next})
+}
+
+// deleteToken is DELETE /tokens/{id} (admins): 204; the token stops working at once.
+func (s *Server) deleteToken(c *gin.Context) {
+	err := s.record(c, model.AuditTokenDelete, c.Param("id"), func(ctx context.Context, _ *model.AuditEntry) error {
+		return s.identity.DeleteAPIToken(ctx, principal(c), c.Param("id"))
+	})
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.Status(http.StatusNoContent)
 }
 
 type departmentRequest struct {
@@ -235,7 +295,10 @@ func (s *Server) createDepartment(c *gin.Context) {
 		return
 	}
 	d := &model.Department{Name: req.Name, Leader: req.Leader, Parent: req.Parent}
-	if err := s.identity.CreateDepartment(c.Request.Context(), principal(c).TenantID, d); err != nil {
+	err := s.record(c, model.AuditDepartmentCreate, strings.TrimSpace(req.Name), func(ctx context.Context, _ *model.AuditEntry) error {
+		return s.identity.CreateDepartment(ctx, principal(c).TenantID, d)
+	})
+	if err != nil {
 		fail(c, err)
 		return
 	}

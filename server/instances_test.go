@@ -18,7 +18,6 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
-	"github.com/halley-bpm/halley/service/template"
 )
 
 // flowEnv is the HTTP server with the template service and the engine on a real store; the engine runs on a
@@ -33,10 +32,7 @@ type flowEnv struct {
 func newFlowEnv(t *testing.T, s *store.Store) *flowEnv {
 	t.Helper()
 	f := &flowEnv{clk: clock.NewFake(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)), key: []byte("callback-key-for-tests"), tokens: map[string]string{}}
-	f.env = newEnv(t, s, func(d *server.Deps) {
-		tpl := template.New(s, f.clk.Now)
-		d.Templates = tpl
-		d.Engine = engine.New(s, tpl, s, engine.Options{Clock: f.clk, CallbackKey: f.key})
+	f.env = newEnvWith(t, s, wiring{engine: &engine.Options{Clock: f.clk, CallbackKey: f.key}}, func(d *server.Deps) {
 		d.BodyLimit = 64 << 10
 	})
 	f.tokens["admin"] = f.admin

@@ -91,9 +91,12 @@ func TestPasswords(t *testing.T) {
 			t.Fatalf("change: %d %s", r.Status, r.Body)
 		}
 		assertError(t, e.login("bob", "pw-bob-123"), 401, "invalid_credentials")
+		// The change ended bob's sessions, the one that made it too: the UI signs in again with the new password.
+		assertError(t, e.do("GET", "/api/v1/me", bob, nil, nil), 401, "token_revoked")
 		if r := e.login("bob", "bobs new password"); r.Status != 200 || r.JSON["password_change_required"] != false {
 			t.Fatalf("login with the new password: %d %s", r.Status, r.Body)
 		}
+		bob = e.token("bob", "bobs new password")
 
 		// Admin reset: 204, the owner must change it; not for non-admins; the policy holds.
 		assertError(t, e.do("POST", "/api/v1/users/bob/password", bob, M{"new_password": "from-bob-himself"}, nil), 403, "admin_required")
@@ -123,6 +126,7 @@ func TestPasswords(t *testing.T) {
 		if r := e.do("POST", "/api/v1/me/password", bob, M{"old_password": "reset-by-admin", "new_password": "bob's own again"}, nil); r.Status != 204 {
 			t.Fatalf("change after reset: %d %s", r.Status, r.Body)
 		}
+		bob = e.token("bob", "bob's own again")
 		if me := e.do("GET", "/api/v1/me", bob, nil, nil); me.JSON["password_change_required"] != false {
 			t.Fatalf("the change clears it: %s", me.Body)
 		}
@@ -138,7 +142,8 @@ func TestPasswords(t *testing.T) {
 
 // TestPatchUser: an admin edits any subset of a user's fields, each checked; the last enabled admin can neither
 // be disabled nor lose the role; a disabled user cannot sign in and their tokens stop working at once on this
-// server; role changes apply to existing tokens.
+// server (for good: enabled again, they sign in again); a role given applies to existing tokens, a role taken
+// away ends them.
 func TestPatchUser(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, nil)
@@ -190,12 +195,15 @@ func TestPatchUser(t *testing.T) {
 		bob := e.token("bob", "pw-bob-123")
 		assertError(t, e.do("PATCH", "/api/v1/users/carol", bob, M{"display_name": "C"}, nil), 403, "admin_required")
 
-		// Roles apply to existing tokens: bob made admin can manage at once; demoted, he cannot.
+		// Roles are read from the store, not the token: bob made admin can manage at once. Demoted, his sessions
+		// end (a role taken away bumps his token version); signed in again, he is not an admin.
 		e.do("PATCH", "/api/v1/users/bob", e.admin, M{"roles": []string{"admin"}}, nil)
 		if r := e.do("POST", "/api/v1/departments", bob, M{"name": "made-by-bob"}, nil); r.Status != 201 {
 			t.Fatalf("bob made admin: %d %s", r.Status, r.Body)
 		}
 		e.do("PATCH", "/api/v1/users/bob", e.admin, M{"roles": []string{}}, nil)
+		assertError(t, e.do("POST", "/api/v1/departments", bob, M{"name": "made-by-bob-2"}, nil), 401, "token_revoked")
+		bob = e.token("bob", "pw-bob-123")
 		assertError(t, e.do("POST", "/api/v1/departments", bob, M{"name": "made-by-bob-2"}, nil), 403, "admin_required")
 
 		// Disabled: no sign-in, and the token bob holds stops working.
@@ -210,8 +218,9 @@ func TestPatchUser(t *testing.T) {
 			t.Fatal("the admin is not affected")
 		}
 		e.do("PATCH", "/api/v1/users/bob", e.admin, M{"disabled": false}, nil)
-		if r := e.do("GET", "/api/v1/me", bob, nil, nil); r.Status != 200 {
-			t.Fatalf("enabled again, the token works again: %d %s", r.Status, r.Body)
+		assertError(t, e.do("GET", "/api/v1/me", bob, nil, nil), 401, "token_revoked") // disabling ended it for good
+		if r := e.do("GET", "/api/v1/me", e.token("bob", "pw-bob-123"), nil, nil); r.Status != 200 {
+			t.Fatalf("enabled again, bob signs in again: %d %s", r.Status, r.Body)
 		}
 
 		// The only enabled admin cannot disable or demote themselves.

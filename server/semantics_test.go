@@ -145,10 +145,9 @@ func TestNodeErrorsHTTP(t *testing.T) {
 			t.Fatalf("history: %s", hr.Raw)
 		}
 		// The instance.failed webhook carries the code.
-		d := outbox.New(s, outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		d.Handle(model.OutboxEvent, svc.OutboxHandler())
-		d.Handle(model.OutboxTimerArm, func(context.Context, []model.OutboxItem) error { return nil })
-		d.Handle(model.OutboxTimerCancel, func(context.Context, []model.OutboxItem) error { return nil })
+		ignore := func(context.Context, []model.OutboxItem) error { return nil }
+		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler(), model.OutboxTimerArm: ignore, model.OutboxTimerCancel: ignore},
+			outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		dispatch(t, d)
 		if _, err := svc.DeliverOnce(context.Background()); err != nil {
 			t.Fatal(err)
@@ -163,7 +162,7 @@ func TestNodeErrorsHTTP(t *testing.T) {
 func TestNodeTimeoutAndClosedRunsHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		e.upload("later", "python", "5s", []byte(`print('{"async": true}')`), e.admin)
 		e.publish("bounded", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "timeout": "30s", "plugins": M{"after": []string{"later"}}},
 			M{"id": "end", "type": "end"}}, []any{edge("start", "work"), edge("work", "end")})

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -23,7 +24,11 @@ func (s *Server) createTemplate(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.templates.Create(c.Request.Context(), principal(c), req)
+	var v *template.View
+	err := s.record(c, model.AuditTemplateCreate, req.Key, func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.templates.Create(ctx, principal(c), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -41,7 +46,11 @@ func (s *Server) saveDraft(c *gin.Context) {
 		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
 		return
 	}
-	v, err := s.templates.SaveDraft(c.Request.Context(), principal(c), c.Param("key"), req.Definition)
+	var v *template.View
+	err := s.record(c, model.AuditTemplateDraft, c.Param("key"), func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.templates.SaveDraft(ctx, principal(c), c.Param("key"), req.Definition)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -50,7 +59,11 @@ func (s *Server) saveDraft(c *gin.Context) {
 }
 
 func (s *Server) publish(c *gin.Context) {
-	v, err := s.templates.Publish(c.Request.Context(), principal(c), c.Param("key"))
+	var v *model.TemplateVersion
+	err := s.record(c, model.AuditTemplatePublish, c.Param("key"), func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.templates.Publish(ctx, principal(c), c.Param("key"))
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return

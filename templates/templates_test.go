@@ -51,7 +51,7 @@ func TestTemplatesValidate(t *testing.T) {
 			if !res.Valid || len(res.Errors) != 0 {
 				t.Fatalf("invalid: %+v", res.Errors)
 			}
-			d, _ := model.ParseDefinition(tpl.Definition)
+			d, _ := graph.Parse(tpl.Definition)
 			if src := graph.Mermaid(d, nil, nil); strings.Count(src, "\n") < len(d.Nodes)+len(d.Edges) {
 				t.Errorf("diagram too short:\n%s", src)
 			}
@@ -68,7 +68,7 @@ func TestTemplatesValidate(t *testing.T) {
 // approval designer expects: no template needs "or" to make a default edge and a condition branch meet.
 func TestTemplatesMergeWithoutExplicitJoins(t *testing.T) {
 	for key, tpl := range all(t) {
-		d, _ := model.ParseDefinition(tpl.Definition)
+		d, _ := graph.Parse(tpl.Definition)
 		for _, n := range d.Nodes {
 			if len(d.Incoming(n.ID)) > 1 && !n.Join.IsZero() {
 				t.Errorf("%s: node %s has join %s; merges use the default", key, n.ID, n.Join)
@@ -82,7 +82,7 @@ func TestTemplatesScenarios(t *testing.T) {
 	m := all(t)
 	def := func(key string) *model.Definition {
 		t.Helper()
-		d, errs := model.ParseDefinition(m[key].Definition)
+		d, errs := graph.Parse(m[key].Definition)
 		if d == nil || len(errs) > 0 {
 			t.Fatalf("%s: %v", key, errs)
 		}
@@ -185,7 +185,7 @@ func TestTemplatesScenarios(t *testing.T) {
 // later step needs from them: no approval form leaves a field the start form asks for editable.
 func TestTemplateForms(t *testing.T) {
 	for key, tpl := range all(t) {
-		d, _ := model.ParseDefinition(tpl.Definition)
+		d, _ := graph.Parse(tpl.Definition)
 		startFields := map[string]bool{}
 		if tr := d.Start().Trigger; tr.Kind == model.TriggerForm {
 			f := model.ParseForm(tr.Form)

@@ -6,8 +6,11 @@
 // Then (issue 18) the attacks on the approver's browser: a javascript: URL submitted through a form is refused, one
 // stored in a request runs nothing when the approver opens and clicks it, injected markup is stopped by the
 // Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
-// Last (the languages) a Chinese user, approver and admin walk the main pages, desktop and phone, and read no
-// English on them but data: no message key, no English label, the diagram's edge labels in Chinese.
+// Then (issue 20) an API token is created with an expiry, shown once and deleted, a user is deleted, and the audit
+// log shows a change with its before/after.
+// Then (the languages) a Chinese user, approver and admin walk the main pages, desktop and phone, and read no
+// English on them but data: no message key, no English label, the diagram's edge labels in Chinese. Last, the whole
+// run logged no Content-Security-Policy violation.
 //
 //   HALLEY_BIN=../halley npm run test:e2e      # the binary built from ./server/cmd/halley (it embeds dist/)
 //   HALLEY_E2E_MOCK=1 npm run test:e2e        # rehearse against e2e/mock-server.mjs (never in CI)
@@ -342,6 +345,25 @@ try {
     await page.locator('[data-test=current-user]').getByText('admin').first().waitFor()
   })
 
+  await step('admin sees the plugin sandbox and uploads a network-off plugin', async () => {
+    await page.goto(`${base}/admin/plugins`)
+    const summary = page.locator('[data-test=sandbox-summary]')
+    await summary.waitFor()
+    expect(/\d+ of \d+ protections in force/.test(await summary.innerText()), `sandbox summary: ${await summary.innerText()}`)
+    await page.click('[data-test=sandbox-toggle]')
+    await page.locator('[data-test=sandbox-table]').getByText('network_off').waitFor()
+    await page.click('[data-test=upload-plugin]')
+    await page.setInputFiles('[data-test=plugin-file]', { name: 'offline-calc.py', mimeType: 'text/x-python', buffer: Buffer.from('print("{}")\n') })
+    expect((await field(page, 'plugin-name').inputValue()) === 'offline-calc', 'the name is not taken from the file name')
+    await page.locator('[data-test=plugin-network]').getByText('off').click()
+    await page.click('[data-test=plugin-submit]')
+    await page.locator('.el-table__row', { hasText: 'offline-calc' }).locator('.el-tag', { hasText: 'off' }).waitFor()
+    const p = await call('GET', '/plugins/offline-calc', adminToken)
+    expect(p.network === 'off', `GET /plugins/offline-calc network = ${p.network}`)
+    const sb = await call('GET', '/plugins/sandbox', adminToken)
+    expect(Array.isArray(sb.protections) && sb.protections.length === 8, `sandbox report: ${JSON.stringify(sb).slice(0, 300)}`)
+  })
+
   await step('admin creates a template', async () => {
     await page.goto(`${base}/admin/templates`)
     await page.click('[data-test=new-template]')
@@ -417,6 +439,21 @@ try {
     await page.locator('.vue-flow__node[data-id="approval"]').getByText('Team lead').waitFor()
   })
 
+  await step('the node panel explains a field with the help text of the Go types (the definition schema)', async () => {
+    await page.click('[data-test=node-panel] h3') // closes the user picker's list
+    // The live validation (debounced) then drops the node's "needs approvers" alert, moving the fields up: wait
+    // for it, or the pointer ends up beside the ⓘ and the tooltip closes.
+    await page.locator('[data-test=node-panel] .el-alert').first().waitFor({ state: 'detached' })
+    await page.hover('[data-test="help-Node-timeout"]')
+    const tip = page.locator('.field-help-popper', { hasText: 'How long the node may take' })
+    await tip.waitFor()
+    // Live validation speaks the schema's language too: a timeout that is no duration is named with its field.
+    await field(page, 'node-timeout').fill('soon')
+    await page.locator('[data-test=node-panel] .el-alert', { hasText: 'timeout "soon" is not a duration' }).waitFor()
+    await field(page, 'node-timeout').fill('')
+    await page.locator('[data-test=node-panel] .el-alert', { hasText: 'is not a duration' }).waitFor({ state: 'detached' })
+  })
+
   await step('configure the second approver (Manager: carol)', async () => {
     await page.click('.vue-flow__node[data-id="approval_2"] .name')
     await page.locator('[data-test=node-panel] h3', { hasText: 'Approval' }).waitFor()
@@ -489,6 +526,19 @@ try {
     await page.waitForURL(new RegExp(`/versions/1$`))
     await page.locator('[data-test=readonly-badge]').waitFor()
     expect((await page.locator('[data-test=palette]').count()) === 0, 'the palette is shown in read-only mode')
+  })
+
+  await step('a Chinese user reads the field help in Chinese', async () => {
+    // The language chosen on this browser (admin's profile names none): the designer's ⓘ speaks it.
+    await page.evaluate(() => localStorage.setItem('halley.language', 'zh-CN'))
+    await page.reload()
+    await page.locator('[data-test=readonly-badge]').waitFor()
+    await page.click('.vue-flow__node[data-id="approval"] .name')
+    await page.hover('[data-test="help-Node-timeout"]')
+    await page.locator('.field-help-popper', { hasText: '节点最多可用多久' }).waitFor()
+    await page.evaluate(() => localStorage.setItem('halley.language', 'en'))
+    await page.reload()
+    await page.locator('[data-test=readonly-badge]').waitFor()
   })
 
   await step('admin signs out', async () => {
@@ -807,6 +857,60 @@ try {
     await noHorizontalScroll()
   })
 
+  // ---- issue 20: API tokens, deleting a user, the audit log ----
+  await step('admin creates an API token with an expiry, sees it once, and deletes it', async () => {
+    await login('admin', ADMIN_PASSWORD)
+    await page.goto(`${base}/admin/tokens`)
+    await page.click('[data-test=new-token]')
+    await field(page, 'token-name').fill('e2e-erp')
+    const expiry = field(page, 'token-expires')
+    await expiry.click()
+    await expiry.fill('2031-01-02 03:04:05')
+    await expiry.press('Enter')
+    await page.click('[data-test=create-token]')
+    const value = await field(page, 'token-value').inputValue()
+    expect(value.startsWith('hly_'), `the token is shown once: ${value}`)
+    const me = await call('GET', '/me', value)
+    expect(me.token === true && me.username === 'token:e2e-erp', JSON.stringify(me))
+    await page.click('[data-test=token-done]')
+    const listed = (await call('GET', '/tokens', adminToken)).items.find((x) => x.name === 'e2e-erp')
+    expect(listed && listed.owner === 'admin' && listed.expires_at?.startsWith('2031-01-0') && !('token' in listed), JSON.stringify(listed))
+    await page.locator('[data-test=expires-e2e-erp]', { hasText: '2031' }).waitFor()
+    await page.click('[data-test=delete-token-e2e-erp]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delete-token-e2e-erp]').waitFor({ state: 'detached' })
+    const r = await fetch(`${base}/api/v1/me`, { headers: { authorization: `Bearer ${value}` } })
+    expect(r.status === 401, `a deleted token: ${r.status}`)
+  })
+
+  await step('admin deletes a user on the Users page; they cannot sign in any more', async () => {
+    await call('POST', '/users', adminToken, { username: 'dave', password: 'dave-pw-123', display_name: 'Dave Leaving' })
+    await page.goto(`${base}/admin/users`)
+    await page.click('[data-test=delete-dave]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delete-dave]').waitFor({ state: 'detached' })
+    const r = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'dave', password: 'dave-pw-123' }) })
+    expect(r.status === 401, `a deleted user's login: ${r.status}`)
+    expect((await page.locator('[data-test=delete-admin]').count()) === 0, 'no delete button for oneself')
+  })
+
+  await step('the audit log lists the changes and shows a before/after diff', async () => {
+    await page.goto(`${base}/admin/audit`)
+    await page.locator('[data-test=audit-table] .el-table__row').first().waitFor()
+    await field(page, 'audit-actor').fill('admin')
+    await page.click('[data-test=audit-action]')
+    await page.locator('.el-select-dropdown__item:visible', { hasText: 'User changed' }).click()
+    await page.click('[data-test=audit-search]')
+    await page.locator('[data-test=audit-table] .el-table__row', { hasText: 'carol' }).first().waitFor()
+    // The oldest of carol's three changes (edit, disable, enable) is the edit of her name and email.
+    await page.locator('[data-test="audit-open-user.update"]').last().click()
+    const diffTable = page.locator('[data-test=audit-diff]')
+    await diffTable.getByText('Carol the Manager').waitFor()
+    await diffTable.getByText('display_name').waitFor()
+    const entries = (await call('GET', '/audit?action=token.*', adminToken)).items.map((x) => x.action)
+    expect(entries.includes('token.create') && entries.includes('token.delete'), JSON.stringify(entries))
+  })
+
   // ---- the whole UI in Chinese: no English left on the main pages (the i18n issue) ----
   await step('a Chinese user and a Chinese admin read no English on the main pages', async () => {
     for (const u of [
@@ -886,6 +990,8 @@ try {
       for (const h of list(await call('GET', `/instances/${i.id}/history`, adminToken))) add([h.actor, h.comment, h.node_id])
     }
     for (const p of list(await call('GET', '/plugins', adminToken))) add(p.name)
+    // The sandbox report's diagnostics (paths, uids, the reasons a protection is not in force) are the server's.
+    add(await call('GET', '/plugins/sandbox', adminToken))
     // Longest first, and only where they stand as words (the user "lead" must not cut "leader" in two).
     const dataPatterns = [...data]
       .sort((a, b) => b.length - a.length)

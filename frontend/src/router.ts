@@ -57,6 +57,8 @@ const routes: RouteRecordRaw[] = [
   { path: '/admin/plugins/:name', name: 'plugin', component: () => import('./views/admin/PluginView.vue'), props: true, meta: { admin: true, title: 'title.plugin' } },
   { path: '/admin/instances', name: 'instances', component: () => import('./views/admin/InstancesView.vue'), meta: { admin: true, title: 'title.instances' } },
   { path: '/admin/users', name: 'users', component: () => import('./views/admin/UsersView.vue'), meta: { admin: true, title: 'title.users' } },
+  { path: '/admin/tokens', name: 'tokens', component: () => import('./views/admin/TokensView.vue'), meta: { admin: true, title: 'title.tokens' } },
+  { path: '/admin/audit', name: 'audit', component: () => import('./views/admin/AuditView.vue'), meta: { admin: true, title: 'title.audit' } },
   { path: '/:pathMatch(.*)*', name: 'not-found', component: () => import('./views/NotFoundView.vue'), meta: { title: 'title.notFound' } },
 ]
 

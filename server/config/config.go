@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/store"
 )
 
@@ -47,7 +48,8 @@ type Config struct {
 	DBMaxIdleConns     int
 	DBConnMaxLifetime  time.Duration
 	PluginDir          string
-	// PluginWorkDir holds the plugin runs' working directories and PluginLogDir their logs, both in the data
+	// PluginWorkDir holds the plugin runs' working directories (HALLEY_PLUGIN_WORK_DIR, outside the data dir
+	// by default: the sandbox closes the data dir to the plugin uids) and PluginLogDir their logs, in the data
 	// dir. Like DataDir and PluginDir they are absolute once Load returns.
 	PluginWorkDir      string
 	PluginLogDir       string
@@ -57,6 +59,29 @@ type Config struct {
 	RetentionDays      int
 	TrustedProxies     []string
 	FormFrameAncestors []string
+	OutboundAllow      outbound.Allow
+
+	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
+	PluginPython       string
+	PluginUID          int
+	PluginGID          int
+	PluginAllowRoot    bool
+	PluginAddressSpace int64
+	PluginProcesses    int64
+	PluginFileSize     int64
+	PluginOpenFiles    int64
+	PluginCPUSeconds   int64
+	PluginCgroup       string
+
+	// File is the YAML file the settings were read from ("" when none), absolute: the sandbox closes it to
+	// plugins.
+	File string
+	// AuditRetention is how long audit entries are kept (0 = forever).
+	AuditRetention time.Duration
+	// TriggerRateLimit is API trigger calls a second per client IP (0 = no limit).
+	TriggerRateLimit float64
+	// HashConcurrency bounds concurrent bcrypt work (0 = the number of CPUs).
+	HashConcurrency int
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
@@ -168,6 +193,50 @@ var settings = []Setting{
 	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond).", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
 	{"HALLEY_PLUGIN_WORKERS", "plugin_workers", "8", "Plugin runs executed at once by this process.", intSetter(func(c *Config, n int64) { c.PluginWorkers = int(n) }, 1, 1024)},
 	{"HALLEY_PLUGIN_OUTPUT_CAP", "plugin_output_cap", "1048576", "Bytes of stdout and of stderr kept per plugin run; the rest is discarded.", intSetter(func(c *Config, n int64) { c.PluginOutputCap = int(n) }, 1024, 1<<30)},
+	{"HALLEY_PLUGIN_PYTHON", "plugin_python", "python3", "Interpreter of runtime=python plugins: a name looked up on the plugins' PATH (not Halley's own, which may hold shims such as pyenv's) or an absolute path. Resolved at start; the plugin uids must be able to execute it (every folder on its path searchable by others).", func(c *Config, v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		if strings.Contains(v, "/") && !filepath.IsAbs(v) {
+			return fmt.Errorf("must be a name looked up on the plugins' PATH or an absolute path (got %q)", v)
+		}
+		c.PluginPython = v
+		return nil
+	}},
+	{"HALLEY_PLUGIN_WORK_DIR", "plugin_work_dir", "", "Parent of the per-run working directories, where each run's copy of its plugin file is executed: reachable by the plugin uids, not mounted noexec, outside the data dir; unset = <system temp dir>/halley-plugins.", func(c *Config, v string) error {
+		c.PluginWorkDir = v
+		return nil
+	}},
+	{"HALLEY_PLUGIN_UID", "plugin_uid", "61000", "First uid plugins run as: each run in flight gets its own, from this uid to this + HALLEY_PLUGIN_WORKERS - 1 (no passwd entry needed). Keep the range for Halley's plugins, one range per Halley process on a host.", intSetter(func(c *Config, n int64) { c.PluginUID = int(n) }, 0, 1<<31-1)},
+	{"HALLEY_PLUGIN_GID", "plugin_gid", "61000", "Group every plugin run has (and no supplementary groups).", intSetter(func(c *Config, n int64) { c.PluginGID = int(n) }, 0, 1<<31-1)},
+	{"HALLEY_PLUGIN_ALLOW_ROOT", "plugin_allow_root", "0", "1 lets plugins run as root where Halley would have to (it runs as root and cannot switch to the plugin uid, or HALLEY_PLUGIN_UID is 0); with 0 such runs are refused, and Halley says so at start.", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be 0 or 1 (got %q)", v)
+		}
+		c.PluginAllowRoot = b
+		return nil
+	}},
+	{"HALLEY_PLUGIN_ADDRESS_SPACE", "plugin_address_space", "536870912", "Virtual memory per plugin process in bytes (RLIMIT_AS; also memory.max of the run's cgroup where the memory controller is available); 0 = no limit. Go binaries reserve about 650 MiB at start: they need 1073741824.", intSetter(func(c *Config, n int64) { c.PluginAddressSpace = n }, 0, 1<<50)},
+	{"HALLEY_PLUGIN_PROCESSES", "plugin_processes", "128", "Processes and threads per plugin run (RLIMIT_NPROC of the run's own uid; pids.max of its cgroup where available); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginProcesses = n }, 0, 1<<22)},
+	{"HALLEY_PLUGIN_FILE_SIZE", "plugin_file_size", "67108864", "Largest file a plugin may write, in bytes (RLIMIT_FSIZE); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginFileSize = n }, 0, 1<<50)},
+	{"HALLEY_PLUGIN_OPEN_FILES", "plugin_open_files", "256", "Open files per plugin process (RLIMIT_NOFILE); 0 = Halley's own limit.", intSetter(func(c *Config, n int64) { c.PluginOpenFiles = n }, 0, 1<<20)},
+	{"HALLEY_PLUGIN_CPU_SECONDS", "plugin_cpu_seconds", "600", "CPU seconds per plugin process (RLIMIT_CPU; the plugin is killed past them, whatever its timeout); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginCPUSeconds = n }, 0, 1<<31)},
+	{"HALLEY_PLUGIN_CGROUP", "plugin_cgroup", "", "cgroup v2 folder in which each plugin run gets a leaf of its own, killed whole at the run's end (memory.max and pids.max too when the folder enables those controllers); unset = Halley's own cgroup; off = none.", func(c *Config, v string) error {
+		if v != "" && v != "off" && !filepath.IsAbs(v) {
+			return fmt.Errorf("must be an absolute path or off (got %q)", v)
+		}
+		c.PluginCgroup = v
+		return nil
+	}},
+	{"HALLEY_OUTBOUND_ALLOW", "outbound_allow", "", "Comma-separated CIDRs, IPs and host names (*.corp.example for a whole domain) that webhooks may reach although they are loopback, link-local, private or otherwise not public; unset = public addresses only.", func(c *Config, v string) error {
+		a, err := outbound.ParseAllow(v)
+		if err != nil {
+			return err
+		}
+		c.OutboundAllow = a
+		return nil
+	}},
 	{"HALLEY_TRUSTED_PROXIES", "trusted_proxies", "", "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is trusted for the client IP; unset = none (the TCP peer is the client).", func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for _, p := range strings.Split(v, ",") {
@@ -199,6 +268,23 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
+	{"HALLEY_AUDIT_RETENTION", "audit_retention", "8760h", "How long audit log entries are kept (GET /api/v1/audit); older ones are purged hourly, oldest first. 0 = keep forever.", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (d > 0 && d < time.Hour) {
+			return fmt.Errorf("must be 0 (forever) or a duration of at least 1h, like 8760h for a year (got %q)", v)
+		}
+		c.AuditRetention = d
+		return nil
+	}},
+	{"HALLEY_TRIGGER_RATE_LIMIT", "trigger_rate_limit", "20", "API trigger calls (/api/v1/trigger/...) allowed per second from one client IP, per replica, in bursts of twice that; beyond, 429 with Retry-After. 0 = no limit.", func(c *Config, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || n > 1e6 {
+			return fmt.Errorf("must be a number of calls a second from 0 (no limit) to 1000000, like 20 or 0.5 (got %q)", v)
+		}
+		c.TriggerRateLimit = n
+		return nil
+	}},
+	{"HALLEY_PASSWORD_HASH_CONCURRENCY", "password_hash_concurrency", "0", "Password checks and hashes (bcrypt: sign-ins, password changes) run at once; more wait up to 2s, then get 503 busy with Retry-After. 0 = the number of CPUs.", intSetter(func(c *Config, n int64) { c.HashConcurrency = int(n) }, 0, 1024)},
 }
 
 // frameOriginRe is an origin a Content-Security-Policy frame-ancestors source may name: http(s), a host (its
@@ -271,7 +357,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 			}
 		}
 	}
-	c := &Config{}
+	c := &Config{File: path}
 	for _, s := range settings {
 		v, ok := vals[s.Key]
 		if !ok {
@@ -337,8 +423,19 @@ func (c *Config) absolutePaths(from map[string]string) error {
 	} else if err := abs("plugin_dir", "HALLEY_PLUGIN_DIR", &c.PluginDir); err != nil {
 		return err
 	}
-	c.PluginWorkDir = filepath.Join(c.DataDir, "plugin-work")
+	if c.PluginWorkDir == "" {
+		// Not in the data dir: the sandbox closes that to the plugin uids, which must enter their run directories.
+		c.PluginWorkDir = filepath.Join(os.TempDir(), "halley-plugins")
+	}
+	if err := abs("plugin_work_dir", "HALLEY_PLUGIN_WORK_DIR", &c.PluginWorkDir); err != nil {
+		return err
+	}
 	c.PluginLogDir = filepath.Join(c.DataDir, "plugin-logs")
+	if c.File != "" {
+		if err := abs("", "--config", &c.File); err != nil {
+			return err
+		}
+	}
 	// A relative SQLite file in the database URL (sqlite://halley.db) is a path setting too.
 	if u, err := url.Parse(c.DatabaseURL); err == nil && u.Scheme == "sqlite" {
 		p := u.Host + u.Path

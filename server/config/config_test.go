@@ -34,20 +34,22 @@ func TestDefaults(t *testing.T) {
 func TestPathsAreAbsolute(t *testing.T) {
 	wd := t.TempDir()
 	t.Chdir(wd)
+	tmpWork := filepath.Join(os.TempDir(), "halley-plugins")
 	cases := []struct {
 		name                                string
 		env                                 map[string]string
 		data, plugins, work, logs, database string
 	}{
-		{"defaults", nil, "data", "data/plugins", "data/plugin-work", "data/plugin-logs", ""},
-		{"relative data and plugin dirs", map[string]string{"HALLEY_DATA_DIR": "var/../state", "HALLEY_PLUGIN_DIR": "./nas/plugins"},
-			"state", "nas/plugins", "state/plugin-work", "state/plugin-logs", ""},
-		{"absolute ones stay", map[string]string{"HALLEY_DATA_DIR": "/srv/halley", "HALLEY_PLUGIN_DIR": "/mnt/nas"},
-			"/srv/halley", "/mnt/nas", "/srv/halley/plugin-work", "/srv/halley/plugin-logs", ""},
+		// The work dir is not in the data dir (the sandbox closes that to the plugin uids).
+		{"defaults", nil, "data", "data/plugins", tmpWork, "data/plugin-logs", ""},
+		{"relative data, plugin and work dirs", map[string]string{"HALLEY_DATA_DIR": "var/../state", "HALLEY_PLUGIN_DIR": "./nas/plugins", "HALLEY_PLUGIN_WORK_DIR": "runs/"},
+			"state", "nas/plugins", "runs", "state/plugin-logs", ""},
+		{"absolute ones stay", map[string]string{"HALLEY_DATA_DIR": "/srv/halley", "HALLEY_PLUGIN_DIR": "/mnt/nas", "HALLEY_PLUGIN_WORK_DIR": "/run/halley"},
+			"/srv/halley", "/mnt/nas", "/run/halley", "/srv/halley/plugin-logs", ""},
 		{"a relative sqlite file", map[string]string{"HALLEY_DATABASE_URL": "sqlite://db/halley.db"},
-			"data", "data/plugins", "data/plugin-work", "data/plugin-logs", "sqlite://" + filepath.Join(wd, "db/halley.db")},
+			"data", "data/plugins", tmpWork, "data/plugin-logs", "sqlite://" + filepath.Join(wd, "db/halley.db")},
 		{"an absolute sqlite file", map[string]string{"HALLEY_DATABASE_URL": "sqlite:///var/lib/h.db"},
-			"data", "data/plugins", "data/plugin-work", "data/plugin-logs", "sqlite:///var/lib/h.db"},
+			"data", "data/plugins", tmpWork, "data/plugin-logs", "sqlite:///var/lib/h.db"},
 	}
 	at := func(p string) string {
 		if filepath.IsAbs(p) {
@@ -75,6 +77,13 @@ func TestPathsAreAbsolute(t *testing.T) {
 				}
 			}
 		})
+	}
+	// The --config file, which the sandbox closes to plugins, is a path too.
+	if err := os.WriteFile("halley.yaml", []byte("log_level: warn\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := config.Load("halley.yaml", env(nil)); err != nil || c.File != filepath.Join(wd, "halley.yaml") {
+		t.Fatalf("config file: %v, %v", c, err)
 	}
 }
 
@@ -104,6 +113,10 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_SECRET": "short"}, want: "HALLEY_SECRET: must be at least 32 characters"},
 		{env: map[string]string{"HALLEY_BODY_LIMIT": "lots"}, want: "HALLEY_BODY_LIMIT: must be a whole number"},
 		{env: map[string]string{"HALLEY_TOKEN_TTL": "5"}, want: "HALLEY_TOKEN_TTL: must be a duration"},
+		{env: map[string]string{"HALLEY_PLUGIN_PYTHON": "venv/bin/python3"}, want: "HALLEY_PLUGIN_PYTHON: must be a name looked up on the plugins' PATH or an absolute path"},
+		{env: map[string]string{"HALLEY_PLUGIN_CGROUP": "halley"}, want: "HALLEY_PLUGIN_CGROUP: must be an absolute path or off"},
+		{env: map[string]string{"HALLEY_PLUGIN_ALLOW_ROOT": "maybe"}, want: "HALLEY_PLUGIN_ALLOW_ROOT: must be 0 or 1"},
+		{env: map[string]string{"HALLEY_OUTBOUND_ALLOW": "10.0.0.0/33"}, want: "HALLEY_OUTBOUND_ALLOW: \"10.0.0.0/33\" is not a CIDR"},
 		{file: map[string]string{"colour": "blue"}, want: `unknown setting "colour"`},
 		{file: map[string]string{"log_level": "loud"}, want: "log_level (in "},
 	}

@@ -48,13 +48,6 @@ type MessageResult struct {
 	Duplicate bool `json:"duplicate"`
 }
 
-func (e *Engine) messageStore() (model.MessageStore, error) {
-	if ms, ok := e.store.(model.MessageStore); ok {
-		return ms, nil
-	}
-	return nil, fmt.Errorf("engine: the store does not keep messages")
-}
-
 // SendMessage resumes every callback node waiting for the message name and correlation id and starts one
 // instance of each template whose latest version starts on the message; when it did neither, the message is
 // queued until its TTL (default 1h) and matched when such a node activates (oldest first, each once). With a
@@ -90,11 +83,7 @@ func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req Me
 	if req.MessageID == "" {
 		return e.sendMessage(ctx, actor, req, data, ttl)
 	}
-	ms, err := e.messageStore()
-	if err != nil {
-		return nil, err
-	}
-	if prev, err := e.claimMessageID(ctx, ms, actor.TenantID, req.MessageID); err != nil || prev != nil {
+	if prev, err := e.claimMessageID(ctx, actor.TenantID, req.MessageID); err != nil || prev != nil {
 		return prev, err
 	}
 	res, err := e.sendMessage(ctx, actor, req, data, ttl)
@@ -102,13 +91,13 @@ func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req Me
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	if err != nil {
-		if aerr := ms.AbandonMessageID(sctx, actor.TenantID, req.MessageID); aerr != nil {
+		if aerr := e.store.AbandonMessageID(sctx, actor.TenantID, req.MessageID); aerr != nil {
 			e.log.Error("engine: unable to release a message id", "message_id", req.MessageID, "err", aerr)
 		}
 		return nil, err
 	}
 	ans, _ := json.Marshal(res)
-	if ferr := ms.FinishMessageID(sctx, actor.TenantID, req.MessageID, ans); ferr != nil {
+	if ferr := e.store.FinishMessageID(sctx, actor.TenantID, req.MessageID, ans); ferr != nil {
 		e.log.Error("engine: unable to store the answer of a message id", "message_id", req.MessageID, "err", ferr)
 	}
 	return res, nil
@@ -117,12 +106,12 @@ func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req Me
 // claimMessageID claims a message id for this request (nil, nil) or returns the first request's answer marked
 // duplicate. While the first request still runs it waits for its answer (up to 10s; then 409
 // message_in_progress).
-func (e *Engine) claimMessageID(ctx context.Context, ms model.MessageStore, tenant, id string) (*MessageResult, error) {
+func (e *Engine) claimMessageID(ctx context.Context, tenant, id string) (*MessageResult, error) {
 	deadline := time.Now().Add(10 * time.Second)
 	wait := 5 * time.Millisecond
 	for {
 		now := e.clock.Now().UTC()
-		ans, claimed, err := ms.ClaimMessageID(ctx, tenant, id, now, now.Add(-messageIDLease))
+		ans, claimed, err := e.store.ClaimMessageID(ctx, tenant, id, now, now.Add(-messageIDLease))
 		switch {
 		case err != nil:
 			return nil, err
@@ -233,11 +222,7 @@ func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash strin
 // initiator. A template with a running instance of that correlation id is reported in Conflicts instead. It
 // returns how many templates start on the message.
 func (e *Engine) startOnMessage(ctx context.Context, actor *model.Principal, req MessageRequest, data json.RawMessage, res *MessageResult) (int, error) {
-	ms, err := e.messageStore()
-	if err != nil {
-		return 0, err
-	}
-	triggers, err := ms.MessageTriggers(ctx, actor.TenantID, req.Name)
+	triggers, err := e.store.MessageTriggers(ctx, actor.TenantID, req.Name)
 	if err != nil {
 		return 0, err
 	}

@@ -9,8 +9,10 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
 
@@ -150,8 +152,16 @@ const onPaidDef = `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"mes
 func TestMessageStart(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
-		triggers := trigger.New(s, h.tpl, h.eng, h.clk, nil)
-		h.tpl.SetPublisher(triggers)
+		// Message starts are indexed when a version is published (trigger.Publisher): the templates and the
+		// engine are built with it, as the composition root builds them.
+		sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
+		t.Cleanup(func() { sched.Close() })
+		pub, err := trigger.NewPublisher(s, sched, h.clk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.tpl = template.New(s, h.clk.Now, template.WithPublishers(pub))
+		h.eng = newEngine(t, s, h.tpl, s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 		h.users("ann", "fin")
 		h.publish("onpaid", onPaidDef)
 		h.publish("wait", waitPaidDef)

@@ -92,7 +92,7 @@ func (h *harness) asyncResult(runID, status string) error {
 func (h *harness) fireDue() {
 	h.t.Helper()
 	due := h.dueTimers()
-	for i, err := range h.eng.HandleTimers(h.ctx, due) {
+	for i, err := range h.fire(h.ctx, due) {
 		if err != nil {
 			h.t.Fatalf("timer %s: %v", due[i].ID, err)
 		}
@@ -209,17 +209,18 @@ func TestAutoNodeTimeout(t *testing.T) {
 			id := h.start("ann", "call-throw", `{}`)
 			h.goAsync(id)
 			// A restart: nothing of the first engine is used; the timer exists only as a row.
-			eng2 := engine.New(s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+			eng2 := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 			sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 			defer sched.Close()
-			if n, err := eng2.RearmTimers(h.ctx, sched, 0); err != nil || n == 0 {
+			if n, err := scheduler.Rearm(h.ctx, s, sched, 0); err != nil || n == 0 {
 				t.Fatalf("re-armed %d timers: %v", n, err)
 			}
 			fired := make(chan struct{}, 16)
 			ctx, cancel := context.WithCancel(h.ctx)
 			defer cancel()
+			route := engineRoute(t, s, eng2)
 			go sched.Run(ctx, func(ctx context.Context, batch []scheduler.Due) []error {
-				errs := eng2.HandleTimers(ctx, batch)
+				errs := route(ctx, batch)
 				fired <- struct{}{}
 				return errs
 			})

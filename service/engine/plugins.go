@@ -46,13 +46,6 @@ func pluginRef(ref string) (string, int, error) {
 	return name, n, nil
 }
 
-func (e *Engine) pluginStore() (model.PluginStore, error) {
-	if ps, ok := e.store.(model.PluginStore); ok {
-		return ps, nil
-	}
-	return nil, fmt.Errorf("engine: the store does not keep plugins")
-}
-
 // ResultToken signs a plugin run's result URL.
 func ResultToken(key []byte, runID string) string {
 	m := hmac.New(sha256.New, key)
@@ -81,12 +74,8 @@ func (r *run) queueRun(ns *model.NodeState) error {
 		return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID, Message: err.Error(),
 			Data: json.RawMessage(`{"reason":"bad_reference"}`)})
 	}
-	ps, err := r.e.pluginStore()
-	if err != nil {
-		return err
-	}
 	v, err := r.read(fmt.Sprintf("plugin\x00%s\x00%d", name, version), func(ctx context.Context) (any, error) {
-		return ps.GetPlugin(ctx, r.inst.TenantID, name, version)
+		return r.e.store.GetPlugin(ctx, r.inst.TenantID, name, version)
 	})
 	if errors.Is(err, errNeedRead) {
 		return err
@@ -129,10 +118,7 @@ func (r *run) queueRun(ns *model.NodeState) error {
 
 // leaseLocal asks this process's executor whether it takes a new run at once.
 func (r *run) leaseLocal() (string, time.Time, bool) {
-	if r.e.handOver == nil {
-		return "", time.Time{}, false
-	}
-	return r.e.handOver.Lease()
+	return r.e.plugins.lease()
 }
 
 // chainNext moves a chain to its next plugin, or finishes it.
@@ -208,9 +194,7 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 	}
 	if pr.NodeID == "" {
 		// An event subscription's run: nothing in an instance waits for it.
-		if ps, perr := e.pluginStore(); perr == nil {
-			return ps.FinishRunOnly(ctx, pr)
-		}
+		return e.store.FinishRunOnly(ctx, pr)
 	}
 	_, err := e.update(ctx, pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(r *run) error {
 		ns := r.node(pr.NodeID)
@@ -254,9 +238,7 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 		return errRunClosed(pr.ID, "its instance is gone")
 	}
 	if model.IsKind(err, model.ENOTFOUND) {
-		if ps, perr := e.pluginStore(); perr == nil {
-			return ps.FinishRunOnly(ctx, pr)
-		}
+		return e.store.FinishRunOnly(ctx, pr)
 	}
 	return err
 }
@@ -346,15 +328,11 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		}
 		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the signed result URL may finish a plugin run")
 	}
-	ps, err := e.pluginStore()
-	if err != nil {
-		return nil, err
-	}
 	tenant := model.DefaultTenant
 	if actor != nil {
 		tenant = actor.TenantID
 	}
-	run, err := ps.GetRun(ctx, tenant, runID)
+	run, err := e.store.GetRun(ctx, tenant, runID)
 	if err != nil {
 		return nil, err
 	}
@@ -390,20 +368,39 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		}
 		return nil, err
 	}
-	return ps.GetRun(ctx, tenant, runID)
+	return e.store.GetRun(ctx, tenant, runID)
 }
 
 // PhaseEvent is the phase of a plugin run for an event subscription.
 const PhaseEvent = "event"
 
+// EventPluginStore is what EventPlugins keeps: plugin versions to look up and the runs it queues.
+type EventPluginStore interface {
+	GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error)
+	// CreatePluginRun queues a run outside an instance's transaction.
+	CreatePluginRun(ctx context.Context, r *model.PluginRun) error
+}
+
+// EventPlugins queues the runs of plugin subscriptions (subscription.PluginRuns): runs of no node, with an event
+// as their context, whose results change no instance. It needs no engine, so the subscription service that uses
+// it is built before the engine that asks the subscription service which events are wanted.
+type EventPlugins struct {
+	store EventPluginStore
+	wake  Notifier
+}
+
+// NewEventPlugins returns the queue of event plugin runs; wake is the plugin executor, woken to claim them.
+func NewEventPlugins(store EventPluginStore, wake Notifier) (*EventPlugins, error) {
+	if store == nil || wake == nil {
+		return nil, fmt.Errorf("engine: event plugins need a store and an executor to wake")
+	}
+	return &EventPlugins{store: store, wake: wake}, nil
+}
+
 // QueueEventPlugin queues a run of the latest version of a plugin with an event as its context (plugin
 // subscriptions). The run belongs to no node: its result is recorded and changes no instance.
-func (e *Engine) QueueEventPlugin(ctx context.Context, tenant, name, instanceID string, event json.RawMessage) (string, error) {
-	ps, err := e.pluginStore()
-	if err != nil {
-		return "", err
-	}
-	p, err := ps.GetPlugin(ctx, tenant, name, 0)
+func (q *EventPlugins) QueueEventPlugin(ctx context.Context, tenant, name, instanceID string, event json.RawMessage) (string, error) {
+	p, err := q.store.GetPlugin(ctx, tenant, name, 0)
 	if err != nil {
 		return "", err
 	}
@@ -414,11 +411,9 @@ func (e *Engine) QueueEventPlugin(ctx context.Context, tenant, name, instanceID 
 		return "", err
 	}
 	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: PhaseEvent, Input: input}
-	if err := ps.CreatePluginRun(ctx, run); err != nil {
+	if err := q.store.CreatePluginRun(ctx, run); err != nil {
 		return "", err
 	}
-	if e.onPluginRun != nil {
-		e.onPluginRun()
-	}
+	q.wake.Notify()
 	return id, nil
 }

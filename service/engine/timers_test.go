@@ -28,7 +28,7 @@ type countingStore struct {
 	failBatches atomic.Int32
 }
 
-var _ model.BatchInstanceStore = (*countingStore)(nil) // or the engine would not batch through it
+var _ engine.Store = (*countingStore)(nil) // the engine takes the whole store interface
 
 func (c *countingStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	c.batches.Add(1)
@@ -50,6 +50,27 @@ const (
 		{"id":"a","type":"approval","approvers":{"users":["bob"]}},{"id":"end","type":"end"}],
 		"edges":[{"from":"start","to":"d1"},{"from":"start","to":"d2"},{"from":"d1","to":"a"},{"from":"d2","to":"a"},{"from":"a","to":"end"}]}`
 )
+
+// fire hands a batch of due timers to the engine as the scheduler's loop does: through scheduler.Route, which
+// reads their rows and gives the engine those of its kinds.
+func (h *harness) fire(ctx context.Context, batch []scheduler.Due) []error {
+	h.t.Helper()
+	return engineRoute(h.t, h.s, h.eng)(ctx, batch)
+}
+
+// engineRoute is the scheduler's handler as the composition root builds it, for the engine's timer kinds only.
+func engineRoute(t *testing.T, s *store.Store, eng *engine.Engine) scheduler.Handler {
+	t.Helper()
+	hs := scheduler.Handlers{}
+	for _, k := range engine.TimerKinds {
+		hs[k] = eng
+	}
+	route, err := scheduler.Route(s, hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return route
+}
 
 // dueTimers lists the pending timers due by the harness's clock, as the scheduler would deliver them.
 func (h *harness) dueTimers() []scheduler.Due {
@@ -82,7 +103,7 @@ func deliverConcurrently(t *testing.T, hs []*harness, due []scheduler.Due, per i
 			r.Shuffle(len(mine), func(i, j int) { mine[i], mine[j] = mine[j], mine[i] })
 			for len(mine) > 0 {
 				n := min(len(mine), 1+r.IntN(40))
-				for i, err := range h.eng.HandleTimers(context.Background(), mine[:n]) {
+				for i, err := range h.fire(context.Background(), mine[:n]) {
 					if err != nil {
 						t.Errorf("timer %s: %v", mine[i].ID, err)
 					}
@@ -102,8 +123,8 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			h1, h2 := twoEngines(t, d)
 			cs1, cs2 := &countingStore{Store: h1.s}, &countingStore{Store: h2.s}
-			h1.eng = engine.New(cs1, template.New(h1.s, h1.clk.Now), h1.s, engine.Options{Clock: h1.clk})
-			h2.eng = engine.New(cs2, template.New(h2.s, h2.clk.Now), h2.s, engine.Options{Clock: h2.clk})
+			h1.eng = newEngine(t, cs1, template.New(h1.s, h1.clk.Now), h1.s, engine.Options{Clock: h1.clk})
+			h2.eng = newEngine(t, cs2, template.New(h2.s, h2.clk.Now), h2.s, engine.Options{Clock: h2.clk})
 			h1.users("ann", "bob")
 			h1.publish("one", delayDef)
 			h1.publish("two", parDef)
@@ -149,7 +170,7 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 				t.Fatalf("%d batched transactions of %d instances in all: want batches of several instances", b, i)
 			}
 			// Delivered again later: nothing happens.
-			for i, err := range h1.eng.HandleTimers(h1.ctx, timers) {
+			for i, err := range h1.fire(h1.ctx, timers) {
 				if err != nil {
 					t.Fatalf("re-delivered timer %s: %v", timers[i].ID, err)
 				}
@@ -167,7 +188,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = engine.New(cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
 		h.users("ann")
 		h.publish("one", delayDef)
 		due := `{"due":"` + t0.Add(time.Minute).Format(time.RFC3339) + `"}`
@@ -181,7 +202,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 		if err := s.DB().Table("timers").Where("id = ?", bad).Update("kind", "bogus").Error; err != nil {
 			t.Fatal(err)
 		}
-		errs := h.eng.HandleTimers(h.ctx, timers)
+		errs := h.fire(h.ctx, timers)
 		for i, err := range errs {
 			if (err != nil) != (timers[i].ID == bad) {
 				t.Fatalf("timer %s: error %v (the failing one is %s)", timers[i].ID, err, bad)
@@ -197,7 +218,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 		if err := s.DB().Table("timers").Where("id = ?", bad).Update("kind", model.TimerDelay).Error; err != nil {
 			t.Fatal(err)
 		}
-		for i, err := range h.eng.HandleTimers(h.ctx, timers) {
+		for i, err := range h.fire(h.ctx, timers) {
 			if err != nil {
 				t.Fatalf("timer %s: %v", timers[i].ID, err)
 			}
@@ -216,7 +237,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 		}
 		h.clk.Advance(2 * time.Minute)
 		cs.failBatches.Store(1)
-		for i, err := range h.eng.HandleTimers(h.ctx, h.dueTimers()) {
+		for i, err := range h.fire(h.ctx, h.dueTimers()) {
 			if err != nil {
 				t.Fatalf("timer %d: %v", i, err)
 			}
@@ -257,7 +278,7 @@ func TestBatchedTimerCancelledConcurrently(t *testing.T) {
 			t.Fatalf("timer of %s: %q %v", ids[0], tid, err)
 		}
 		cancelled := []scheduler.Due{{ID: tid, Due: t0.Add(time.Hour), Attempt: 1}}
-		if err := h.eng.HandleTimers(h.ctx, cancelled)[0]; err != nil {
+		if err := h.fire(h.ctx, cancelled)[0]; err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -305,7 +326,7 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = engine.New(cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
 		h.tpl = template.New(s, h.clk.Now)
 		h.users("ann")
 		h.publish("one", delayDef)
@@ -331,7 +352,7 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 		if len(timers) != 12 {
 			t.Fatalf("%d due timers, want 12", len(timers))
 		}
-		for i, err := range h.eng.HandleTimers(h.ctx, timers) {
+		for i, err := range h.fire(h.ctx, timers) {
 			if err != nil {
 				t.Fatalf("timer %s: %v", timers[i].ID, err)
 			}
@@ -366,13 +387,13 @@ func TestRearmGrace(t *testing.T) {
 	h.start("ann", "one", `{"due":"`+t0.Add(time.Hour).Format(time.RFC3339)+`"}`)
 	sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 	defer sched.Close()
-	if n, err := h.eng.RearmTimers(h.ctx, sched, time.Minute); err != nil || n != 0 {
+	if n, err := scheduler.Rearm(h.ctx, h.s, sched, time.Minute); err != nil || n != 0 {
 		t.Fatalf("re-arm with a grace: %d, %v; want 0 (the timer was just armed)", n, err)
 	}
-	if n, err := h.eng.RearmTimers(h.ctx, sched, 0); err != nil || n != 1 {
+	if n, err := scheduler.Rearm(h.ctx, h.s, sched, 0); err != nil || n != 1 {
 		t.Fatalf("re-arm at start-up: %d, %v; want 1", n, err)
 	}
-	if n, err := h.eng.RearmTimers(h.ctx, sched, 0); err != nil || n != 0 {
+	if n, err := scheduler.Rearm(h.ctx, h.s, sched, 0); err != nil || n != 0 {
 		t.Fatalf("second re-arm: %d, %v; want 0 (already in the scheduler)", n, err)
 	}
 }
@@ -428,8 +449,9 @@ func TestTimersNeverEarly(t *testing.T) {
 		fired := make(chan string, 4)
 		ctx, cancel := context.WithCancel(h.ctx)
 		defer cancel()
+		route := engineRoute(t, s, h.eng)
 		go sched.Run(ctx, func(ctx context.Context, batch []scheduler.Due) []error {
-			errs := h.eng.HandleTimers(ctx, batch)
+			errs := route(ctx, batch)
 			for _, d := range batch {
 				fired <- d.ID
 			}

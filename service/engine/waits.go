@@ -202,7 +202,7 @@ func (r *run) copyTo(n *model.Node, ns *model.NodeState) error {
 
 // event writes an event to the outbox when somebody subscribed to it.
 func (r *run) event(name, nodeID string, t *model.Task) {
-	if r.e.events == nil || !r.e.events.Wants(r.inst.TenantID, name, r.inst.Template) {
+	if !r.e.events.Wants(r.inst.TenantID, name, r.inst.Template) {
 		return
 	}
 	ev := map[string]any{"event": name, "at": r.now, "instance_id": r.inst.ID, "template": r.inst.Template,

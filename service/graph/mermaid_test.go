@@ -11,9 +11,9 @@ import (
 
 func parsed(t *testing.T, raw string) *model.Definition {
 	t.Helper()
-	d, errs := model.ParseDefinition([]byte(raw))
+	d, errs := graph.Parse([]byte(raw))
 	if d == nil || len(errs) > 0 {
-		t.Fatalf("ParseDefinition: %v", errs)
+		t.Fatalf("Parse: %v", errs)
 	}
 	return d
 }
@@ -188,7 +188,7 @@ func TestMermaidDuplicateIDs(t *testing.T) {
 }
 
 func TestMermaidInstanceEdgeStates(t *testing.T) {
-	d, errs := model.ParseDefinition([]byte(`{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	d, errs := graph.Parse([]byte(`{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
 		{"id":"m","type":"approval","approvers":{"users":["mia"]}},{"id":"dir","type":"approval","approvers":{"users":["dan"]}},{"id":"end","type":"end"}],
 		"edges":[{"from":"start","to":"m"},{"from":"m","to":"dir","condition":{"days":{"$gt":3}}},{"from":"m","to":"end","default":true},{"from":"dir","to":"end"}]}`))
 	if len(errs) > 0 {

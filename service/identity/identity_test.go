@@ -125,14 +125,22 @@ func TestDisabledAcrossReplicas(t *testing.T) {
 		if _, _, _, err := b.Login(ctx, "bob", "bob-password"); codeOf(err) != "user_disabled" || !model.IsKind(err, model.EFORBIDDEN) {
 			t.Fatalf("login of a disabled user: %v", err)
 		}
-		// Enabled again: the roles the token carries are the user's current ones, not the signed ones.
+		// Enabled again: disabling ended bob's sessions for good (the token version moved), so the old token stays
+		// refused; a new sign-in works, with the roles the store holds now.
 		no := false
 		if _, err := a.UpdateUser(ctx, admin, "bob", identity.UserPatch{Disabled: &no}); err != nil {
 			t.Fatal(err)
 		}
 		clk.Advance(6 * time.Second)
+		if _, err := b.Authenticate(ctx, tok); codeOf(err) != "token_revoked" || !model.IsKind(err, model.EUNAUTHORIZED) {
+			t.Fatalf("a token from before the disable, after re-enabling: %v", err)
+		}
+		tok, _, _, err = b.Login(ctx, "bob", "bob-password")
+		if err != nil {
+			t.Fatal(err)
+		}
 		if p, err := b.Authenticate(ctx, tok); err != nil || len(p.Roles) != 2 {
-			t.Fatalf("re-enabled: %+v %v", p, err)
+			t.Fatalf("re-enabled, signed in again: %+v %v", p, err)
 		}
 	})
 }

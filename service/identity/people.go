@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"golang.org/x/crypto/bcrypt"
-
 	"github.com/halley-bpm/halley/model"
 )
 
@@ -150,7 +148,11 @@ func (s *Service) ChangePassword(ctx context.Context, p *model.Principal, oldPas
 	if err != nil {
 		return err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(oldPassword)) != nil {
+	ok, err := s.compare(ctx, []byte(u.PasswordHash), oldPassword)
+	if err != nil {
+		return err
+	}
+	if !ok {
 		return model.CodedError(model.EFORBIDDEN, "wrong_password", "the current password is wrong")
 	}
 	if err := CheckPassword(newPassword); err != nil {
@@ -179,7 +181,7 @@ func (s *Service) ResetPassword(ctx context.Context, actor *model.Principal, use
 // setPassword stores a new password hash. With verified set (the hash the old password was checked against), a
 // password changed in the meantime is ECONFLICT instead of being overwritten.
 func (s *Service) setPassword(ctx context.Context, tenant, username, verified, password string, mustChange bool) error {
-	hash, err := bcrypt.GenerateFromPassword([]byte(password), s.cost)
+	hash, err := s.hash(ctx, password)
 	if err != nil {
 		return err
 	}
@@ -192,6 +194,23 @@ func (s *Service) setPassword(ctx context.Context, tenant, username, verified, p
 		return nil
 	})
 	return err
+}
+
+// DeleteUser is DELETE /users/{username} (admins): the user, their roles and the API tokens they own are deleted;
+// instances, tasks and history keep the name. Their tokens stop working at once on this replica and within
+// UserCacheTTL on the others. ECONFLICT last_admin for the last enabled admin; EUNPROCESSABLE cannot_delete_self
+// (another admin must do it); ENOTFOUND for an unknown user.
+func (s *Service) DeleteUser(ctx context.Context, actor *model.Principal, username string) error {
+	if !actor.Token && actor.Username == username {
+		return model.CodedError(model.EUNPROCESSABLE, "cannot_delete_self", "you cannot delete your own account; another admin can")
+	}
+	u, err := s.store.DeleteUser(ctx, actor.TenantID, username)
+	s.forget(actor.TenantID, username)
+	if err != nil {
+		return err
+	}
+	s.log.Info("identity: user deleted", "user", u.Username, "by", actor.Username)
+	return nil
 }
 
 // update runs a store update and forgets what Authenticate cached of the user, so that this replica applies the

@@ -555,6 +555,8 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		nOut      int
 		fences    []*model.IdempotencyFence
 		fenceArgs []any
+		audits    []any
+		nAudit    int
 		released  []any
 		nRelease  int
 	)
@@ -620,6 +622,10 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 				string(r.Input), "", "", "", "", r.LeaseOwner, utcPtr(r.LeaseUntil), utcPtr(r.StartedAt), r.CreatedAt.UTC())
 			nRun++
 		}
+		if a := w.Audit; a != nil {
+			audits = append(audits, auditArgs(a, now)...)
+			nAudit++
+		}
 		if f := w.Fence; f != nil {
 			fences = append(fences, f)
 			fenceArgs = append(fenceArgs, f.TenantID, f.Username, f.Key, w.Instance.ID, now)
@@ -634,7 +640,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		}
 	}
 	if nNew > 0 {
-		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(nNew, 21), newTasks...)
+		b.addRows("INSERT INTO tasks ("+taskCols+")", 21, "", newTasks)
 	}
 	if len(changed) > 0 {
 		// Changed tasks (of locked instances) in one upsert, as for the instance rows.
@@ -643,11 +649,11 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			r := toTaskRow(t)
 			args = append(args, taskArgs(&r)...)
 		}
-		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(len(changed), 21)+
-			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at"), args...)
+		b.addRows("INSERT INTO tasks ("+taskCols+")", 21,
+			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at"), args)
 	}
 	if nHist > 0 {
-		b.add("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data) VALUES "+rowsOf(nHist, 9), history...)
+		b.addRows("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data)", 9, "", history)
 	}
 	if nBook > 0 {
 		b.add("INSERT INTO bookmarks (id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at) VALUES "+
@@ -690,6 +696,9 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		// were claimed, the others hold none.
 		b.add("DELETE FROM running_correlations WHERE "+
 			strings.TrimSuffix(strings.Repeat("(tenant_id = ? AND tkey = ? AND correlation_id = ? AND instance_id = ?) OR ", nRelease), " OR "), released...)
+	}
+	if nAudit > 0 {
+		b.add("INSERT INTO audit_log ("+auditCols+") VALUES "+rowsOf(nAudit, 11), audits...)
 	}
 	if len(fences) > 0 {
 		// The fence: a second commit of the same key's work fails on the primary key, and the step with it.

@@ -23,6 +23,7 @@ type pluginRow struct {
 	Sha256     string `gorm:"column:sha256"`
 	Size       int64
 	UploadedBy string
+	Network    string
 	CreatedAt  time.Time
 }
 
@@ -31,7 +32,7 @@ func (pluginRow) TableName() string { return "plugins" }
 func (r *pluginRow) toModel() *model.Plugin {
 	d := time.Duration(r.TimeoutMs) * time.Millisecond
 	return &model.Plugin{TenantID: r.TenantID, Name: r.Name, Version: r.Version, Runtime: r.Runtime, Timeout: d, TimeoutStr: d.String(),
-		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, CreatedAt: r.CreatedAt.UTC()}
+		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, Network: r.Network, CreatedAt: r.CreatedAt.UTC()}
 }
 
 func (r *pluginRunRow) toModel() *model.PluginRun {
@@ -63,7 +64,10 @@ func (s *Store) NextPluginVersion(ctx context.Context, tenant, name string) (int
 func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin) error {
 	p.CreatedAt = s.now()
 	row := pluginRow{TenantID: p.TenantID, Name: p.Name, Version: p.Version, Runtime: p.Runtime, TimeoutMs: p.Timeout.Milliseconds(), Sha256: p.SHA256,
-		Size: p.Size, UploadedBy: p.UploadedBy, CreatedAt: p.CreatedAt}
+		Size: p.Size, UploadedBy: p.UploadedBy, Network: p.Network, CreatedAt: p.CreatedAt}
+	if row.Network == "" {
+		row.Network, p.Network = model.NetworkOn, model.NetworkOn
+	}
 	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
 		if isDuplicate(err) {
 			return model.CodedError(model.ECONFLICT, "concurrent_upload", "version %d of plugin %q was just uploaded by someone else; upload again", p.Version, p.Name)
@@ -76,15 +80,15 @@ func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin) error {
 // GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
 func (s *Store) GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
 	// On database/sql with prebuilt SQL: every queued plugin run asks (see sqlbatch.go).
-	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
+	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, network, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
 	var r pluginRow
 	var err error
 	if version > 0 {
 		err = s.sqlDB.QueryRowContext(ctx, cols+" AND version = ?", tenant, name, version).
-			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.CreatedAt)
 	} else {
 		err = s.sqlDB.QueryRowContext(ctx, cols+" ORDER BY version DESC LIMIT 1", tenant, name).
-			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.CreatedAt)
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: unable to read plugin %s: %w", name, err)
@@ -174,7 +178,11 @@ func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseU
 	var out []*model.PluginRun
 	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		out = nil
-		q := tx.Where("status = ? OR (status = ? AND lease_until < ?)", model.RunQueued, model.RunRunning, now.UTC()).Order("created_at, id").Limit(n)
+		// A claim is taken as of now: runs created after it are left to the next claim. Otherwise a claim whose
+		// transaction ran late (a lock wait, a stalled database) would lease a newer run until a time already past,
+		// and the next claim would take the run again while it still executes.
+		q := tx.Where("created_at <= ? AND (status = ? OR (status = ? AND lease_until < ?))", now.UTC(), model.RunQueued, model.RunRunning, now.UTC()).
+			Order("created_at, id").Limit(n)
 		if s.dialect == MySQL {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
 		}

@@ -58,6 +58,22 @@ func (b *batch) add(query string, args ...any) {
 	}
 }
 
+// maxBindVars bounds the values of one statement: SQLite refuses more than 32766 ("too many SQL variables");
+// MySQL's driver interpolates them, but the same bound keeps one statement well under maxBatchBytes' spirit.
+const maxBindVars = 30000
+
+// addRows adds "head VALUES (...),(...) tail" for the rows in args (width values each), as several statements
+// when the rows bind more than maxBindVars values: a step that creates thousands of tasks (an "all" sign over a
+// large role) is written, not refused by SQLite.
+func (b *batch) addRows(head string, width int, tail string, args []any) {
+	per := max(maxBindVars/width, 1)
+	for n := len(args) / width; n > 0; {
+		k := min(n, per)
+		b.add(head+" VALUES "+rowsOf(k, width)+tail, args[:k*width]...)
+		args, n = args[k*width:], n-k
+	}
+}
+
 // exec sends the statements in order: on MySQL joined into as few multi-statement round trips as the size bound
 // allows (the driver interpolates the arguments, escaped, client-side); on SQLite one by one (no network).
 // The first failing statement stops the rest; the caller's transaction is then rolled back.

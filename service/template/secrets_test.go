@@ -3,10 +3,13 @@ package template
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/tidwall/gjson"
+
+	"github.com/halley-bpm/halley/model"
 )
 
 func TestTriggerSecrets(t *testing.T) {
@@ -56,5 +59,21 @@ func TestTriggerSecrets(t *testing.T) {
 	}
 	if _, err := s.keepSecrets(shown, nil); err == nil || !strings.Contains(err.Error(), "secret_unknown") {
 		t.Fatalf("*** without a stored secret: %v", err)
+	}
+}
+
+// TestSecretsAreWriteOnlyInTheSchema: the fields kept as keyed hashes and shown as "***" are exactly those the
+// definition schema (GET /api/v1/schemas/definition.json) marks writeOnly, so that a client generated from the
+// schema never expects to read one back.
+func TestSecretsAreWriteOnlyInTheSchema(t *testing.T) {
+	var writeOnly []string
+	gjson.Get(model.DefinitionSchema, `$defs.Trigger.properties`).ForEach(func(k, v gjson.Result) bool {
+		if v.Get("writeOnly").Bool() {
+			writeOnly = append(writeOnly, k.Str)
+		}
+		return true
+	})
+	if !slices.Equal(writeOnly, secretFields) {
+		t.Errorf("writeOnly trigger fields %v, secret fields %v", writeOnly, secretFields)
 	}
 }

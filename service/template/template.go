@@ -39,6 +39,7 @@ func (c *Compiled) OutgoingIndexes(id string) []int { return c.out[id] }
 func (c *Compiled) IncomingIndexes(id string) []int { return c.in[id] }
 
 // Publisher is told about every new version (the trigger service arms crontab starts and API routes with it).
+// Publishers are given to New (WithPublishers): "version published" flows from templates to whoever listens, never back.
 type Publisher interface {
 	// CheckPublish may refuse a version before it is stored (e.g. an API route owned by another template).
 	CheckPublish(ctx context.Context, tenant, key string, c *Compiled) error
@@ -46,19 +47,32 @@ type Publisher interface {
 	Published(ctx context.Context, tenant, key string, c *Compiled)
 }
 
+// Store is what the template service keeps in the database: the templates and their versions, and which names
+// are users (the unknown_user warning of ValidateFor).
+type Store interface {
+	model.TemplateStore
+	// UserStates answers, for each name that is a user, whether it is disabled; other names are left out.
+	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
+}
+
 // Service is the template service.
 type Service struct {
-	store     model.TemplateStore
+	store     Store
 	now       func() time.Time
 	cache     sync.Map // cacheKey → *Compiled
 	mu        sync.Mutex
-	publisher Publisher
+	listeners []Publisher
 	// secretKey keys the HMAC that trigger secrets are stored as (secrets.go).
 	secretKey []byte
 }
 
 // Option configures the service.
 type Option func(*Service)
+
+// WithPublishers gives the service the publishers told about every version published, in order.
+func WithPublishers(ps ...Publisher) Option {
+	return func(s *Service) { s.listeners = append(s.listeners, ps...) }
+}
 
 // WithSecretKey sets the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
 // development key is used: tests and tools only.
@@ -69,8 +83,8 @@ type cacheKey struct {
 	version     int
 }
 
-// New returns the service.
-func New(store model.TemplateStore, now func() time.Time, opts ...Option) *Service {
+// New returns the service. now defaults to time.Now.
+func New(store Store, now func() time.Time, opts ...Option) *Service {
 	if now == nil {
 		now = time.Now
 	}
@@ -81,9 +95,6 @@ func New(store model.TemplateStore, now func() time.Time, opts ...Option) *Servi
 	return s
 }
 
-// SetPublisher registers the component told about new versions.
-func (s *Service) SetPublisher(p Publisher) { s.publisher = p }
-
 // ValidationOptions wires the MongoDB-style condition compiler into graph validation.
 var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
 	_, err := condition.Compile(raw)
@@ -93,21 +104,11 @@ var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
 // Validate checks a definition and reports every problem.
 func Validate(def []byte) graph.Result { return graph.Validate(def, validationOptions) }
 
-// userStates is the store's side that says which names are users (for the unknown_user warning).
-type userStates interface {
-	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
-}
-
 // ValidateFor validates a definition like Validate and adds a warning (unknown_user) for each static user of an
 // approvers or cc list that is no user of the tenant: publishing is allowed (the user may be created later),
 // but at run time such an approver is dropped.
 func (s *Service) ValidateFor(ctx context.Context, tenant string, def []byte) (graph.Result, error) {
-	r := Validate(def)
-	us, ok := s.store.(userStates)
-	if !ok {
-		return r, nil
-	}
-	d, _ := model.ParseDefinition(def)
+	r, d := graph.ValidateParsed(def, validationOptions)
 	if d == nil {
 		return r, nil
 	}
@@ -135,7 +136,7 @@ func (s *Service) ValidateFor(ctx context.Context, tenant string, def []byte) (g
 	if len(names) == 0 {
 		return r, nil
 	}
-	known, err := us.UserStates(ctx, tenant, names)
+	known, err := s.store.UserStates(ctx, tenant, names)
 	if err != nil {
 		return r, err
 	}
@@ -215,6 +216,9 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 	if len(name) > maxNameLen || len(req.Description) > 10000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_field", "name must be at most 200 characters and description at most 10000")
 	}
+	if err := model.CheckName("name", name, maxNameLen); err != nil {
+		return nil, err
+	}
 	def, err := normaliseDefinition(req.Definition)
 	if err != nil {
 		return nil, err
@@ -277,8 +281,8 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	if err != nil {
 		return nil, err
 	}
-	if s.publisher != nil {
-		if err := s.publisher.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
+	for _, p := range s.listeners {
+		if err := p.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
 			return nil, err
 		}
 	}
@@ -288,18 +292,18 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	}
 	c.Version = v.Version
 	s.cache.Store(cacheKey{actor.TenantID, key, v.Version}, c)
-	if s.publisher != nil {
-		s.publisher.Published(ctx, actor.TenantID, key, c)
+	for _, p := range s.listeners {
+		p.Published(ctx, actor.TenantID, key, c)
 	}
 	return v, nil
 }
 
 // compile validates and compiles a definition. EUNPROCESSABLE with the validation errors when it is invalid.
 func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
-	def, perrs := model.ParseDefinition(raw)
+	def, perrs := graph.Parse(raw)
 	errs := perrs
 	if def != nil && len(perrs) == 0 {
-		errs = graph.ValidateDefinition(def, validationOptions)
+		errs = graph.Check(def, validationOptions)
 	}
 	if len(errs) > 0 {
 		return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_definition", "the definition has %d problem(s); the first: %s", len(errs), errs[0].Message).
@@ -453,6 +457,14 @@ func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, versi
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
 
+// A dynamic linear process lists its approvers by name in the request: at most MaxLinearStepApprovers per step
+// and MaxLinearApprovers in all (422 too_many_approvers). Thousands of named people in one ad-hoc request is a
+// mistake or an abuse, and each becomes a task row; a role reaches any number of people.
+const (
+	MaxLinearStepApprovers = 200
+	MaxLinearApprovers     = 1000
+)
+
 // LinearStep is one step of a dynamic linear process.
 type LinearStep struct {
 	Name      string          `json:"name"`
@@ -467,20 +479,29 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if len(steps) == 0 || len(steps) > 100 {
 		return nil, model.CodedError(model.EINVALID, "invalid_steps", "steps must hold 1 to 100 steps")
 	}
-	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
-	prev := "start"
-	for i, st := range steps {
-		id := fmt.Sprintf("step%d", i+1)
-		name := strings.TrimSpace(st.Name)
-		if name == "" {
-			name = fmt.Sprintf("Step %d", i+1)
-		}
-		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
-		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
-		prev = id
+	if err := model.CheckName("title", title, 500); err != nil {
+		return nil, err
 	}
-	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
-	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	total := 0
+	for i, st := range steps {
+		if model.HasControl(st.Name) {
+			return nil, model.CodedError(model.EINVALID, "invalid_steps", "step %d: name must not contain control characters", i+1)
+		}
+		n := len(st.Approvers.Users) + len(st.Approvers.Roles)
+		for _, g := range st.Approvers.Groups {
+			n += len(g)
+		}
+		if n > MaxLinearStepApprovers {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "too_many_approvers", "step %d lists %d approvers; a step may list at most %d (use a role for more)", i+1, n, MaxLinearStepApprovers).
+				WithDetails(map[string]any{"step": i + 1, "approvers": n, "max": MaxLinearStepApprovers})
+		}
+		total += n
+	}
+	if total > MaxLinearApprovers {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "too_many_approvers", "the steps list %d approvers; a linear process may list at most %d", total, MaxLinearApprovers).
+			WithDetails(map[string]any{"approvers": total, "max": MaxLinearApprovers})
+	}
+	def := linearDefinition(steps)
 	raw, err := json.Marshal(&def)
 	if err != nil {
 		return nil, err
@@ -502,6 +523,25 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	c.Hidden = true
 	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
 	return c, nil
+}
+
+// linearDefinition is the definition of a linear process: start → step1 → ... → end.
+func linearDefinition(steps []LinearStep) model.Definition {
+	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
+	prev := "start"
+	for i, st := range steps {
+		id := fmt.Sprintf("step%d", i+1)
+		name := strings.TrimSpace(st.Name)
+		if name == "" {
+			name = fmt.Sprintf("Step %d", i+1)
+		}
+		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
+		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
+		prev = id
+	}
+	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
+	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	return def
 }
 
 // maxNameLen is the length of templates.name.

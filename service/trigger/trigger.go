@@ -1,7 +1,7 @@
 // Package trigger starts instances from outside: crontab schedules (timers in the scheduler), synchronous and
 // asynchronous API calls (/trigger/sync|async/{module}/{function}) and form submissions. It is told about every
-// published version (template.Publisher) to arm and disarm what the start node asks for, and keeps the index of
-// which template starts on which message (the engine's POST /messages starts them).
+// published version (its Publisher, given to the template service) to arm and disarm what the start node asks for,
+// and keeps the index of which template starts on which message (the engine's POST /messages starts them).
 package trigger
 
 import (
@@ -42,7 +42,7 @@ type Service struct {
 	store     Store
 	templates *template.Service
 	engine    *engine.Engine
-	sched     scheduler.Scheduler
+	pub       *Publisher
 	clock     clock.Clock
 	log       *slog.Logger
 
@@ -50,21 +50,66 @@ type Service struct {
 	limiters map[string]*rate.Limiter // anonymous form submissions per client IP
 }
 
-// New returns the service; call SetScheduler before publishing crontab templates.
-func New(store Store, templates *template.Service, eng *engine.Engine, clk clock.Clock, log *slog.Logger) *Service {
+// Deps are the trigger service's collaborators; all are required.
+type Deps struct {
+	Store     Store
+	Templates *template.Service
+	Engine    *engine.Engine
+	// Publisher arms the next crontab fire after each fire (the one given to the template service).
+	Publisher *Publisher
+}
+
+// New returns the service, or an error naming the dependency that is missing. clk defaults to clock.Real{} and
+// log to slog.Default().
+func New(d Deps, clk clock.Clock, log *slog.Logger) (*Service, error) {
+	switch {
+	case d.Store == nil:
+		return nil, fmt.Errorf("trigger: Store is required")
+	case d.Templates == nil:
+		return nil, fmt.Errorf("trigger: Templates is required")
+	case d.Engine == nil:
+		return nil, fmt.Errorf("trigger: Engine is required")
+	case d.Publisher == nil:
+		return nil, fmt.Errorf("trigger: Publisher is required")
+	}
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{store: store, templates: templates, engine: eng, clock: clk, log: log, limiters: map[string]*rate.Limiter{}}
+	return &Service{store: d.Store, templates: d.Templates, engine: d.Engine, pub: d.Publisher, clock: clk, log: log, limiters: map[string]*rate.Limiter{}}, nil
 }
 
-// SetScheduler sets the scheduler crontab fires are armed in.
-func (s *Service) SetScheduler(sc scheduler.Scheduler) { s.sched = sc }
+// Publisher keeps the start triggers of published versions in force: told about every version published
+// (template.Publisher), it points the template's API routes at it and arms its crontab's next fire. It needs
+// neither the template service nor the engine, so it is built before them and handed to the template service.
+type Publisher struct {
+	store Store
+	sched scheduler.Scheduler
+	clock clock.Clock
+	log   *slog.Logger
+}
 
-var _ template.Publisher = (*Service)(nil)
+// NewPublisher returns the publisher; crontab fires are armed in sched. clk defaults to clock.Real{} and log to
+// slog.Default().
+func NewPublisher(store Store, sched scheduler.Scheduler, clk clock.Clock, log *slog.Logger) (*Publisher, error) {
+	if store == nil || sched == nil {
+		return nil, fmt.Errorf("trigger: a publisher needs a store and a scheduler")
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Publisher{store: store, sched: sched, clock: clk, log: log}, nil
+}
+
+var (
+	_ template.Publisher     = (*Publisher)(nil)
+	_ scheduler.TimerHandler = (*Service)(nil)
+)
 
 func apiRoutes(tenant, key string, c *template.Compiled) []model.APITriggerRoute {
 	tr := c.Def.Start().Trigger
@@ -75,7 +120,7 @@ func apiRoutes(tenant, key string, c *template.Compiled) []model.APITriggerRoute
 }
 
 // CheckPublish refuses a version whose API route another template owns (422 trigger_taken).
-func (s *Service) CheckPublish(ctx context.Context, tenant, key string, c *template.Compiled) error {
+func (s *Publisher) CheckPublish(ctx context.Context, tenant, key string, c *template.Compiled) error {
 	for _, r := range apiRoutes(tenant, key, c) {
 		owner, _, err := s.store.APIRouteOwner(ctx, tenant, r.Module, r.Function)
 		if err != nil {
@@ -92,7 +137,7 @@ func (s *Service) CheckPublish(ctx context.Context, tenant, key string, c *templ
 
 // Published points the template's API routes and message start at the new version and re-arms its crontab
 // schedule.
-func (s *Service) Published(ctx context.Context, tenant, key string, c *template.Compiled) {
+func (s *Publisher) Published(ctx context.Context, tenant, key string, c *template.Compiled) {
 	if err := s.store.SetAPIRoutes(ctx, tenant, key, c.Version, apiRoutes(tenant, key, c)); err != nil {
 		s.log.Error("trigger: unable to set API routes", "template", key, "version", c.Version, "err", err)
 	}
@@ -107,7 +152,7 @@ func (s *Service) Published(ctx context.Context, tenant, key string, c *template
 	if err != nil {
 		s.log.Error("trigger: unable to cancel crontab timers", "template", key, "err", err)
 	}
-	if len(ids) > 0 && s.sched != nil {
+	if len(ids) > 0 {
 		if err := s.sched.Cancel(ctx, ids...); err != nil {
 			s.log.Error("trigger: unable to cancel crontab timers in the scheduler", "template", key, "err", err)
 		}
@@ -128,7 +173,7 @@ type cronPayload struct {
 }
 
 // armCron writes the next fire (strictly after `after`, inside the window) as a timer row and schedules it.
-func (s *Service) armCron(ctx context.Context, tenant, key string, version int, tr model.Trigger, after time.Time) error {
+func (s *Publisher) armCron(ctx context.Context, tenant, key string, version int, tr model.Trigger, after time.Time) error {
 	sched, err := cronParser.Parse(tr.Expr)
 	if err != nil {
 		return fmt.Errorf("trigger: bad crontab %q: %w", tr.Expr, err)
@@ -152,10 +197,16 @@ func (s *Service) armCron(ctx context.Context, tenant, key string, version int, 
 	if err := s.store.SaveTimer(ctx, t); err != nil {
 		return err
 	}
-	if s.sched == nil {
-		return nil // re-armed from the row when the scheduler starts
-	}
 	return s.sched.Schedule(ctx, scheduler.Item{ID: t.ID, Due: next})
+}
+
+// FireTimers fires crontab timers (scheduler.Handlers routes model.TimerCrontab here), one after another.
+func (s *Service) FireTimers(ctx context.Context, timers []*model.Timer) []error {
+	errs := make([]error, len(timers))
+	for i, t := range timers {
+		errs[i] = s.HandleCron(ctx, t)
+	}
+	return errs
 }
 
 // HandleCron fires a crontab timer: it starts an instance (unless allow_repeated is false and the previous one
@@ -212,7 +263,7 @@ func (s *Service) HandleCron(ctx context.Context, t *model.Timer) error {
 	if p.ScheduledAt.After(after) {
 		after = p.ScheduledAt
 	}
-	if err := s.armCron(ctx, tenant, key, c.Version, tr, after); err != nil {
+	if err := s.pub.armCron(ctx, tenant, key, c.Version, tr, after); err != nil {
 		return err
 	}
 	_, err = s.store.MarkTimerFired(ctx, t.ID, s.clock.Now())

@@ -172,6 +172,7 @@ export interface PluginVersion {
   created_at?: string
   uploaded_at?: string
   uploaded_by?: string
+  network?: 'on' | 'off'
 }
 
 export interface Plugin {
@@ -182,7 +183,28 @@ export interface Plugin {
   sha256?: string
   size?: number
   timeout?: string
+  network?: 'on' | 'off'
   versions?: PluginVersion[]
+}
+
+/** One protection of the plugin sandbox (GET /plugins/sandbox). */
+export interface SandboxProtection {
+  name: string
+  in_force: boolean
+  detail: string
+}
+
+/** What confines plugin runs on the replica that answered. */
+export interface SandboxReport {
+  plugins_run: boolean
+  refused?: string
+  uids: string
+  gid: number
+  work_dir: string
+  python: string
+  python_error?: string
+  halley_uid: number
+  protections: SandboxProtection[]
 }
 
 export interface PluginRun {
@@ -206,6 +228,50 @@ export interface PluginRun {
 export interface ReturnTarget {
   node_id: string
   name?: string
+}
+
+/** An API token as GET /tokens lists it: never its value. */
+export interface ApiToken {
+  id: string
+  name: string
+  roles: string[]
+  /** the admin whose authority it carries: it works while they are an enabled admin */
+  owner: string
+  created_by: string
+  created_at: string
+  expires_at: string | null
+  last_used_at: string | null
+}
+
+/** POST /tokens' answer: the token's fields and, this once, its value. */
+export interface CreatedToken extends ApiToken {
+  token: string
+}
+
+/** One line of GET /audit. before/after are the target's state (secrets shown as "***"), null where none applies. */
+export interface AuditEntry {
+  id: number
+  at: string
+  actor: string
+  actor_token?: string
+  action: string
+  target: string
+  before: unknown
+  after: unknown
+  reason?: string
+  ip?: string
+  request_id?: string
+}
+
+export interface AuditQuery {
+  actor?: string
+  /** one action, or a prefix ending in '*' ("template.*") */
+  action?: string
+  /** RFC 3339; from inclusive, to exclusive */
+  from?: string
+  to?: string
+  limit?: number
+  cursor?: string
 }
 
 export interface Me extends User {
@@ -255,8 +321,18 @@ export const api = {
     im_id?: string
   }) =>
     request<User>('POST', '/users', { body: u, idempotencyKey: newIdempotencyKey() }),
+  deleteUser: (username: string) => request<void>('DELETE', `/users/${encodeURIComponent(username)}`),
   departments: () => listAll<Department>('/departments'),
   createDepartment: (d: Department) => request<Department>('POST', '/departments', { body: d, idempotencyKey: newIdempotencyKey() }),
+
+  // API tokens (admins)
+  tokens: () => listAll<ApiToken>('/tokens'),
+  createToken: (b: { name: string; roles: string[]; expires_at?: string }) =>
+    request<CreatedToken>('POST', '/tokens', { body: b, idempotencyKey: newIdempotencyKey() }),
+  deleteToken: (id: string) => request<void>('DELETE', `/tokens/${encodeURIComponent(id)}`),
+
+  // Audit log (admins)
+  audit: (q: AuditQuery) => request<Page<AuditEntry>>('GET', '/audit', { query: { ...q } }),
 
   // Templates
   templates: () => listAll<TemplateSummary>('/templates'),
@@ -335,11 +411,13 @@ export const api = {
   plugin: (name: string) => request<Plugin>('GET', `/plugins/${encodeURIComponent(name)}`),
   pluginRuns: async (name: string, q: { date?: string; instance_id?: string }) =>
     items(await request<Page<PluginRun>>('GET', `/plugins/${encodeURIComponent(name)}/runs`, { query: q })),
-  uploadPlugin: (f: { name: string; runtime: string; timeout: string; file: File }, onProgress?: (p: number) => void) => {
+  pluginSandbox: () => request<SandboxReport>('GET', '/plugins/sandbox'),
+  uploadPlugin: (f: { name: string; runtime: string; timeout: string; network?: 'on' | 'off'; file: File }, onProgress?: (p: number) => void) => {
     const fd = new FormData()
     fd.set('name', f.name)
     fd.set('runtime', f.runtime)
     if (f.timeout) fd.set('timeout', f.timeout)
+    if (f.network) fd.set('network', f.network)
     fd.set('file', f.file, f.file.name)
     return upload<Plugin>('/plugins', fd, onProgress)
   },

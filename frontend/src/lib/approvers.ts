@@ -1,6 +1,6 @@
 // Readable summaries of approver specifications (API.md "Approvers").
 import { t } from '@/i18n'
-import type { Approvers } from './definition'
+import type { Approvers, SignMode } from './definition'
 
 export function describeApprovers(a: Approvers | undefined): string {
   if (!a) return t('approvers.nobody')
@@ -14,8 +14,9 @@ export function describeApprovers(a: Approvers | undefined): string {
   return parts.length ? parts.join(t('approvers.separator')) : t('approvers.nobody')
 }
 
+// Keyed by the schema's sign modes: a mode added to the Go types fails the build until it has a label here.
 // Messages (sign.<mode>), read when shown: they follow the language.
-export const SIGN_LABELS: Record<string, string> = {
+export const SIGN_LABELS: Record<SignMode, string> = {
   get or() {
     return t('sign.or')
   },

@@ -1,55 +1,30 @@
 // The process definition of API.md ("Definition"), as the designer edits it, and the rules that keep what the
 // designer sends to the server clean: the server rejects unknown fields in a node, so every node is reduced to the
-// fields its type owns before it leaves the browser.
-import type { FormSchema } from './form'
+// fields its type owns before it leaves the browser. The types are generated from the definition's JSON Schema
+// (src/generated/definition.ts), and so are the lists of node types and of the fields each type owns (lib/schema.ts).
+import type {
+  Approvers,
+  Definition as SchemaDefinition,
+  Edge,
+  ErrorHandler,
+  Node,
+  Trigger,
+} from '@/generated/definition'
+import { COMMON_FIELDS, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId } from './schema'
 import { t } from '@/i18n'
 
-export const NODE_TYPES = ['start', 'approval', 'auto', 'delay', 'callback', 'error', 'end', 'terminate'] as const
-export type NodeType = (typeof NODE_TYPES)[number]
+export { NODE_TYPES, RELATIONS, SIGN_MODES, TRIGGER_KINDS } from './schema'
+export type { Approvers, ErrorHandler, Trigger }
 
-export const SIGN_MODES = ['or', 'all', 'sequential', 'vote'] as const
-export type SignMode = (typeof SIGN_MODES)[number]
-
-export const TRIGGER_KINDS = ['manual', 'crontab', 'sync-api', 'async-api', 'form', 'message'] as const
-export type TriggerKind = (typeof TRIGGER_KINDS)[number]
-
-export const RELATIONS = ['initiator.manager', 'initiator.department.leader'] as const
-
-export interface Approvers {
-  users?: string[]
-  roles?: string[]
-  context?: string
-  relation?: string
-  groups?: string[][]
-  groups_context?: string
-}
-
-export interface Trigger {
-  kind: TriggerKind
-  // crontab
-  expr?: string
-  allow_repeated?: boolean
-  start_at?: string
-  end_at?: string
-  // sync-api / async-api
-  module?: string
-  function?: string
-  method?: string
-  login_verification?: 'none' | 'token' | 'password'
-  header_token?: string
-  header_user?: string
-  header_password?: string
-  allow_remote_ips?: string
-  // form
-  form?: FormSchema
-  members?: string[]
-  require_login?: boolean
-  // message: the message name POST /messages starts the template with
-  message?: string
-}
+export type DefNode = Node
+export type DefEdge = Edge
+export type NodeType = Node['type']
+export type SignMode = NonNullable<Node['sign']>
+export type TriggerKind = Trigger['kind']
+export type OnTimeout = NonNullable<Node['on_timeout']>
 
 /** Join is how a node with several incoming edges activates: "and" (default), "or", or {min: N}. */
-export type Join = 'and' | 'or' | { min: number }
+export type Join = NonNullable<Node['join']>
 
 /** joinMode names a join's kind. */
 export function joinMode(j: Join | undefined): 'and' | 'or' | 'min' {
@@ -57,63 +32,15 @@ export function joinMode(j: Join | undefined): 'and' | 'or' | 'min' {
   return j === 'or' ? 'or' : 'and'
 }
 
-export interface ErrorHandler {
-  operation: 'retry' | 'ignore' | 'catch' | 'throw'
-  retry?: { count?: number; period?: string }
-  catch?: { branch?: string }
-}
-
-export type OnTimeout = 'approve' | 'reject' | 'remind' | { branch: string }
-
-export interface DefNode {
-  id: string
-  type: NodeType
-  name?: string
-  join?: Join
-  plugins?: { pre?: string[]; after?: string[] }
-  timeout?: string | number
-  error_handler?: ErrorHandler
-  is_ignore?: boolean
-  cc?: Approvers
-  /** free-form editor data; the engine ignores it */
-  meta?: Record<string, unknown>
-  // start
-  trigger?: Trigger
-  // approval
-  approvers?: Approvers
-  sign?: SignMode
-  pass_ratio?: number
-  /** how each parallel-sign group (approvers.groups) decides */
-  group_sign?: SignMode
-  on_timeout?: OnTimeout
-  form?: FormSchema
-  // delay
-  interval?: number
-  until?: string
-  // callback
-  timeout_branch?: string
-  message?: string
-}
-
-export interface DefEdge {
-  id?: string
-  from: string
-  to: string
-  condition?: Record<string, unknown>
-  default?: boolean
-  meta?: Record<string, unknown>
-}
-
 export interface Point {
   x: number
   y: number
 }
 
-export interface Definition {
+/** Definition is a definition as the designer holds it: nodes and edges always there, positions beside them. */
+export interface Definition extends Omit<SchemaDefinition, 'nodes' | 'edges'> {
   nodes: DefNode[]
   edges: DefEdge[]
-  /** free-form editor data; the engine ignores it. The designer keeps node positions in meta.layout. */
-  meta?: Record<string, unknown>
   /** the designer's working copy of meta.layout: where each node sits on the canvas */
   layout?: Record<string, Point>
 }
@@ -150,29 +77,6 @@ export const NODE_META: Record<NodeType, { label: string; hint: string; color: s
   terminate: nodeMeta('terminate', '#a40e26', '✖'),
 }
 
-const COMMON_FIELDS = ['id', 'type', 'name', 'join', 'plugins', 'timeout', 'error_handler', 'is_ignore', 'cc', 'meta'] as const
-
-// The fields each node type owns besides the common ones (API.md "Node types").
-export const TYPE_FIELDS: Record<NodeType, readonly (keyof DefNode)[]> = {
-  start: ['trigger'],
-  approval: ['approvers', 'sign', 'pass_ratio', 'group_sign', 'on_timeout', 'form'],
-  auto: [],
-  delay: ['interval', 'until'],
-  callback: ['timeout_branch', 'message'],
-  error: [],
-  end: [],
-  terminate: [],
-}
-
-const TRIGGER_FIELDS: Record<TriggerKind, readonly (keyof Trigger)[]> = {
-  manual: [],
-  crontab: ['expr', 'allow_repeated', 'start_at', 'end_at'],
-  'sync-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
-  'async-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
-  form: ['form', 'members', 'require_login'],
-  message: ['message'],
-}
-
 function isEmpty(v: unknown): boolean {
   if (v === undefined || v === null || v === '') return true
   if (Array.isArray(v)) return v.length === 0
@@ -190,7 +94,7 @@ export function cleanApprovers(a: Approvers | undefined): Approvers | undefined 
   if (users.length) out.users = users
   if (roles.length) out.roles = roles
   if (a.context?.trim()) out.context = a.context.trim()
-  if (a.relation?.trim()) out.relation = a.relation.trim()
+  if (a.relation) out.relation = a.relation
   if (groups.length) out.groups = groups
   if (a.groups_context?.trim()) out.groups_context = a.groups_context.trim()
   return isEmpty(out) ? undefined : out
@@ -224,7 +128,7 @@ function cleanErrorHandler(h: ErrorHandler | undefined): ErrorHandler | undefine
 export function cleanNode(n: DefNode): DefNode {
   const out: DefNode = { id: n.id, type: n.type }
   const allowed = new Set<string>([...COMMON_FIELDS, ...(TYPE_FIELDS[n.type] ?? [])])
-  for (const [k, v] of Object.entries(n)) {
+  for (const [k, v] of Object.entries(n) as [keyof DefNode, unknown][]) {
     if (!allowed.has(k) || k === 'id' || k === 'type') continue
     switch (k) {
       case 'join':
@@ -356,8 +260,8 @@ export function starterDefinition(): Definition {
  */
 export function renameNode(def: Definition, from: string, to: string): string | null {
   to = to.trim()
-  if (!to) return t('definition.idEmpty')
-  if (!/^[A-Za-z0-9_.-]+$/.test(to)) return t('definition.idChars')
+  const bad = checkNodeId(to)
+  if (bad) return bad
   if (from === to) return null
   if (def.nodes.some((n) => n.id === to)) return t('definition.idTaken', { id: to })
   for (const n of def.nodes) {

@@ -48,10 +48,18 @@ export const session = {
     return me
   },
 
-  /** changePassword is POST /me/password; afterwards nothing forces a change any more. */
+  /**
+   * changePassword is POST /me/password. The change ends every session of the user, this one too (the server
+   * refuses tokens signed before it), so the tab signs in again with the new password.
+   */
   async changePassword(oldPassword: string, newPassword: string): Promise<void> {
+    const username = state.me?.username
     await api.changePassword(oldPassword, newPassword)
-    if (state.me) state.me = { ...state.me, password_change_required: false }
+    if (!username) {
+      session.logout()
+      return
+    }
+    await session.login(username, newPassword)
   },
 
   logout(): void {

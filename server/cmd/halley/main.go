@@ -1,8 +1,9 @@
-// Command halley is the Halley approval/BPM server. `halley serve` (the default) runs it; `halley migrate`
-// applies the database migrations and exits; `halley version` prints the version.
+// Command halley is the Halley approval/BPM server. `halley serve` (also plain `halley`) runs it; `halley migrate`
+// applies the database migrations and exits; `halley templates load` loads the ready-made templates into a
+// running Halley; `halley version` prints the version and build information. `halley <command> --help` says more.
 //
-// This file is the composition root: it reads the configuration and wires every component; nothing else in
-// Halley reads the environment or holds globals.
+// This package is the composition root: it reads the configuration and builds every component (serve.go);
+// nothing else in Halley reads the environment or holds globals.
 package main
 
 import (
@@ -12,31 +13,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"strings"
-	"sync"
+	"runtime"
+	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
-	"github.com/halley-bpm/halley/frontend"
-	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
-	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
-	"github.com/halley-bpm/halley/service/clock"
-	"github.com/halley-bpm/halley/service/engine"
-	"github.com/halley-bpm/halley/service/identity"
-	"github.com/halley-bpm/halley/service/outbox"
-	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
-	"github.com/halley-bpm/halley/service/subscription"
-	"github.com/halley-bpm/halley/service/template"
-	"github.com/halley-bpm/halley/service/trigger"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -45,43 +31,108 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "halley:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("halley", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url URL] [--config file.yaml] [--user admin] [--password pw | --token tok]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	cmd := "serve"
-	if fs.NArg() > 0 {
-		cmd = fs.Arg(0)
-	}
-	switch cmd {
-	case "version":
-		fmt.Fprintln(stderr, "halley", version)
-		return nil
-	case "templates":
-		if fs.NArg() < 2 || fs.Arg(1) != "load" {
-			fs.Usage()
-			return fmt.Errorf("unknown command %q", strings.Join(fs.Args(), " "))
+// run runs the command line args: help and usage go to stdout, logs to stderr. A nil error is exit status 0.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := newCommand(getenv, stdout, stderr)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// newCommand builds the command tree. --config is accepted before or after the command name.
+func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var cfgPath string
+	// server loads the configuration, opens and migrates the database, and hands them to fn.
+	server := func(fn func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error) func(*cobra.Command, []string) error {
+		return func(c *cobra.Command, _ []string) error {
+			return withDatabase(c.Context(), cfgPath, getenv, stderr, fn)
 		}
-		return loadTemplates(ctx, fs.Args()[2:], *cfgPath, getenv, stderr)
-	case "serve", "migrate":
-	default:
-		fs.Usage()
-		return fmt.Errorf("unknown command %q", cmd)
 	}
-	cfg, err := config.Load(*cfgPath, getenv)
+	root := &cobra.Command{
+		Use:   "halley",
+		Short: "Halley, an approval and BPM engine in one binary",
+		Long: "Halley is an approval and BPM engine in one binary. Without a command it serves (halley serve).\n\n" +
+			"Settings come from HALLEY_* environment variables and an optional YAML file given with --config;\n" +
+			"the environment wins. See docs/configuration.md.",
+		Args:          cobra.NoArgs,
+		RunE:          server(serve),
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
+	}
+	root.PersistentFlags().StringVar(&cfgPath, "config", "", "YAML configuration file (HALLEY_* environment variables override it)")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())
+	})
+
+	root.AddCommand(&cobra.Command{
+		Use:   "serve",
+		Short: "Run the server: HTTP API, web UI and background workers, until SIGINT or SIGTERM",
+		Long: "Run the server: the HTTP API and web UI on HALLEY_ADDR, and the background workers (outbox dispatcher,\n" +
+			"webhook sender, plugin executor, timer loop, timer recovery, housekeeping). It migrates the database\n" +
+			"first. SIGINT or SIGTERM stop it gracefully within HALLEY_SHUTDOWN_TIMEOUT.",
+		Args: cobra.NoArgs,
+		RunE: server(serve),
+	}, &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Args:  cobra.NoArgs,
+		RunE: server(func(_ context.Context, _ *config.Config, st *store.Store, lg *slog.Logger) error {
+			v, _ := st.SchemaVersion(context.Background())
+			lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
+			return nil
+		}),
+	}, &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and build information",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			printVersion(c.OutOrStdout())
+			return nil
+		},
+	})
+
+	templates := &cobra.Command{
+		Use:   "templates",
+		Short: "Manage the ready-made process templates",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s needs a subcommand (see %s --help)", c.CommandPath(), c.CommandPath())
+		},
+	}
+	templates.AddCommand(&cobra.Command{
+		Use:   "load [--url URL] [--config file.yaml] [--user admin] [--password pw | --token tok]",
+		Short: "Load the ready-made templates and example plugins into a running Halley",
+		// loadTemplates parses its own flags (and prints its own usage for --help).
+		DisableFlagParsing: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			err := loadTemplates(c.Context(), args, cfgPath, getenv, c.OutOrStdout())
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%s: %w", c.CommandPath(), err)
+			}
+			return err
+		},
+	})
+	root.AddCommand(templates)
+	return root
+}
+
+// withDatabase loads the configuration, sets up logging, opens and migrates the database, and calls fn.
+func withDatabase(ctx context.Context, cfgPath string, getenv func(string) string, stderr io.Writer,
+	fn func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error) error {
+	cfg, err := config.Load(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
@@ -100,12 +151,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	if _, err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	if cmd == "migrate" {
-		v, _ := st.SchemaVersion(ctx)
-		lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
-		return nil
-	}
-	return serve(ctx, cfg, st, lg)
+	return fn(ctx, cfg, st, lg)
 }
 
 func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
@@ -118,228 +164,19 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, opts))
 }
 
-func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error {
-	ready := map[string]server.Pinger{"database": st}
-	var rdb *redis.Client
-	if cfg.RedisURL != "" {
-		opt, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return fmt.Errorf("HALLEY_REDIS_URL: %v", err)
-		}
-		rdb = redis.NewClient(opt)
-		defer rdb.Close()
-		ready["redis"] = redisPinger{rdb}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := rdb.Ping(pctx).Err(); err != nil {
-			lg.Error("redis is not reachable yet; /readyz reports not ready until it is", "err", err)
-		}
-		cancel()
+// printVersion prints the version set at build time and what the Go toolchain recorded in the binary.
+func printVersion(w io.Writer) {
+	fmt.Fprintln(w, "halley", version)
+	fmt.Fprintf(w, "  go        %s\n  platform  %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
 	}
-
-	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
-	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
-	if err != nil {
-		return fmt.Errorf("bootstrap admin: %w", err)
-	}
-	if created && cfg.AdminPasswordDefaulted {
-		lg.Warn(strings.Repeat("!", 72))
-		lg.Warn("created user 'admin' with the DEFAULT password 'admin': sign in at " + cfg.LocalURL() + "/ as admin/admin and choose a new password (the UI asks at once; later: your name in the header > Profile > Change password), or set HALLEY_ADMIN_PASSWORD before the first start")
-		lg.Warn(strings.Repeat("!", 72))
-	} else if created {
-		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
-	} else if ids.BootstrapPasswordUnchanged(ctx) {
-		lg.Warn("user 'admin' still has the password it was created with: sign in at " + cfg.LocalURL() + "/ and choose a new one (Profile > Change password)")
-	}
-	if cfg.SecretGenerated {
-		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
-	}
-
-	templates := template.New(st, nil, template.WithSecretKey(identity.DeriveKey([]byte(cfg.Secret), "trigger-secret")))
-	eng := engine.New(st, templates, st, engine.Options{Logger: lg, CallbackKey: identity.DeriveKey([]byte(cfg.Secret), "callback-url"), PublicURL: cfg.PublicURL})
-
-	// Timers: the Redis sorted set when Redis is configured (shared by every replica), else an in-process heap.
-	schedOpts := scheduler.Options{Clock: clock.Real{}, Linger: cfg.TimerLinger, Logger: lg}
-	var sched scheduler.Scheduler
-	var redisSched *scheduler.Redis
-	if rdb != nil {
-		redisSched = scheduler.NewRedis(rdb, "halley:", schedOpts)
-		sched = redisSched
-	} else {
-		sched = scheduler.NewMemory(schedOpts)
-	}
-	defer sched.Close()
-	ready["scheduler"] = sched
-	triggers := trigger.New(st, templates, eng, clock.Real{}, lg)
-	triggers.SetScheduler(sched)
-	templates.SetPublisher(triggers)
-	eng.SetCronHandler(triggers.HandleCron)
-	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st, PluginRuns: eng})
-	if err := subs.Refresh(ctx); err != nil {
-		return fmt.Errorf("load event subscriptions: %w", err)
-	}
-	eng.SetEvents(subs)
-	// OnDispatched wakes the webhook loop once a batch has committed (its deliveries are visible only then).
-	disp := outbox.New(st, outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }})
-	disp.Handle(model.OutboxEvent, subs.OutboxHandler())
-	arm, cancelTimers := engine.TimerOutbox(sched)
-	disp.Handle(model.OutboxTimerArm, arm)
-	disp.Handle(model.OutboxTimerCancel, cancelTimers)
-	eng.SetOnOutbox(disp.Notify)
-
-	// Plugins: files under the plugin dir (a NAS mount in production), runs executed by a bounded worker pool
-	// that claims durable run rows, so every replica shares the work.
-	pluginFiles, err := plugin.NewFileStore(cfg.PluginDir)
-	if err != nil {
-		return fmt.Errorf("HALLEY_PLUGIN_DIR: %v", err)
-	}
-	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
-	runner := &plugin.ProcessRunner{WorkRoot: cfg.PluginWorkDir, OutputCap: cfg.PluginOutputCap}
-	pluginQueue := engine.NewPluginQueue(eng, st, pluginFiles)
-	executor := plugin.NewExecutor(pluginQueue, runner, plugin.ExecutorOptions{
-		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
-	pluginQueue.Attach(executor) // runs queued while a worker is free go to it at commit, leased, without a claim
-	eng.SetOnPluginRun(executor.Notify)
-	disp.Handle(model.OutboxPluginRun, func(context.Context, []model.OutboxItem) error {
-		executor.Notify()
-		return nil
-	})
-
-	var rdbLock redis.UniversalClient
-	if rdb != nil {
-		rdbLock = rdb
-	}
-	hk, err := scheduler.NewHousekeeper(rdbLock, "halley:", lg)
-	if err != nil {
-		return err
-	}
-	jobs := []struct {
-		name  string
-		every time.Duration
-		fn    func(ctx context.Context) error
-	}{
-		{"rearm-timers", 5 * time.Minute, func(ctx context.Context) error {
-			// Rows younger than a minute are skipped: their outbox row is most likely still on its way.
-			n, err := eng.RearmTimers(ctx, sched, time.Minute)
-			if n > 0 {
-				lg.Warn("re-armed timers missing from the scheduler", "count", n)
-			}
-			return err
-		}},
-		{"purge-messages", 10 * time.Minute, func(ctx context.Context) error {
-			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
-			return err
-		}},
-		{"purge-message-ids", time.Hour, func(ctx context.Context) error {
-			// A message_id de-duplicates for 7 days (engine.MessageIDWindow).
-			_, err := st.PurgeMessageIDs(ctx, time.Now().Add(-engine.MessageIDWindow))
-			return err
-		}},
-		{"purge-finished-waits", time.Hour, func(ctx context.Context) error {
-			_, err := st.PurgeFinished(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
-			return err
-		}},
-		{"purge-plugin-logs", time.Hour, func(ctx context.Context) error {
-			_, err := pluginLogs.Purge(time.Now().Add(-time.Duration(cfg.RetentionDays) * 24 * time.Hour))
-			return err
-		}},
-		{"purge-deliveries", time.Hour, func(ctx context.Context) error {
-			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
-			return err
-		}},
-		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
-			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
-			return err
-		}},
-	}
-	for _, j := range jobs {
-		if err := hk.Add(j.name, j.every, j.fn); err != nil {
-			return err
+	fmt.Fprintf(w, "  module    %s %s\n", bi.Main.Path, bi.Main.Version)
+	names := map[string]string{"vcs.revision": "commit", "vcs.time": "committed", "vcs.modified": "modified", "CGO_ENABLED": "cgo"}
+	for _, s := range bi.Settings {
+		if n, ok := names[s.Key]; ok {
+			fmt.Fprintf(w, "  %-9s %s\n", n, s.Value)
 		}
 	}
-
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); disp.Run(bg) }()
-	go func() { defer wg.Done(); subs.Run(bg) }()
-	go func() {
-		defer wg.Done()
-		if err := executor.Run(bg); err != nil {
-			lg.Error("plugin executor stopped", "err", err)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		if err := sched.Run(bg, eng.HandleTimers); err != nil {
-			lg.Error("scheduler stopped", "err", err)
-		}
-	}()
-	if n, err := eng.RearmTimers(ctx, sched, 0); err != nil {
-		lg.Error("unable to re-arm timers at start; the housekeeping job will retry", "err", err)
-	} else if n > 0 {
-		lg.Info("armed pending timers from the database", "count", n)
-	}
-	if redisSched != nil {
-		// Redis may lose its data (FLUSHALL, a restart without persistence): re-arm at the next check, not only
-		// at the periodic rearm-timers job.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			redisSched.WatchLoss(bg, cfg.RedisCheckInterval, func(ctx context.Context) error {
-				n, err := eng.RearmTimers(ctx, sched, 0)
-				if n > 0 {
-					lg.Warn("re-armed timers after redis lost its data", "count", n)
-				}
-				return err
-			})
-		}()
-	}
-	hk.Start()
-	defer func() {
-		// After HTTP has drained: stop the background loops and wait for them.
-		if err := hk.Shutdown(); err != nil {
-			lg.Error("housekeeping shutdown", "err", err)
-		}
-		stopBG()
-		wg.Wait()
-	}()
-
-	// Without a UI build, / answers a page that says how to get one.
-	ui := http.FS(frontend.Dist())
-	if !frontend.Built() {
-		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
-	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui, FormFrameAncestors: cfg.FormFrameAncestors})
-
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // plugin uploads
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
-	}
-	lg.Info("halley is serving", "addr", ln.Addr().String(), "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
-	}
-	lg.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	lg.Info("stopped")
-	return nil
 }
-
-type redisPinger struct{ c *redis.Client }
-
-func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }
