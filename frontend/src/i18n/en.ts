@@ -161,7 +161,7 @@ export default {
   },
   tokens: {
     title: 'API tokens',
-    intro: 'Business systems call Halley with an API token (Authorization: Bearer …). A token works while its owner is an enabled admin, until it expires or is deleted.',
+    intro: 'Business systems call Halley with an API token ({header}). A token works while its owner is an enabled admin, until it expires or is deleted.',
     new: 'New token',
     name: 'Name',
     nameHint: 'What uses it, e.g. erp-prod. Names may repeat: each token has its own id.',

@@ -157,7 +157,7 @@ export default {
   },
   tokens: {
     title: 'API 令牌',
-    intro: '业务系统使用 API 令牌调用 Halley（Authorization: Bearer …）。令牌在其所有者是启用的管理员期间有效，直到过期或被删除。',
+    intro: '业务系统使用 API 令牌调用 Halley（{header}）。令牌在其所有者是启用的管理员期间有效，直到过期或被删除。',
     new: '新建令牌',
     name: '名称',
     nameHint: '使用它的系统，例如 erp-prod。名称可以重复：每个令牌有自己的 ID。',
@@ -205,7 +205,7 @@ export default {
     showAll: '显示未变更的字段',
     loadMore: '加载更多',
     empty: '没有符合条件的记录。',
-    ip: 'IP',
+    ip: 'IP 地址',
     request: '请求 ID',
     token: '令牌 ID',
     added: '新增',
