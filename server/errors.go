@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -43,6 +44,9 @@ type ErrorDetail struct {
 	Details map[string]any `json:"details"`
 }
 
+// statusClientClosedRequest is nginx's status for a request whose client went away before the answer.
+const statusClientClosedRequest = 499
+
 // fail writes err in the error shape. Errors without a domain kind are logged in full and shown as
 // "internal error" so that no internal detail leaks; a failure to connect to the database or Redis is 503
 // unavailable (with Retry-After): a dependency is down, and the client should retry later.
@@ -53,6 +57,14 @@ func fail(c *gin.Context, err error) {
 			"method", c.Request.Method, "path", c.Request.URL.Path)
 		c.Header("Retry-After", "1")
 		de = &model.Error{Kind: model.EUNAVAILABLE, Message: "a service Halley depends on (database or Redis) cannot be reached; retry later"}
+	}
+	if de == nil && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
+		// The client went away (closed the connection, its own timeout): nobody reads an answer and nothing is
+		// wrong with the server. 499 (nginx's "client closed request") in the access log, no error log line.
+		slog.InfoContext(c.Request.Context(), "request cancelled by the client", "request_id", c.GetString(ctxRequestID),
+			"method", c.Request.Method, "path", c.Request.URL.Path)
+		c.AbortWithStatus(statusClientClosedRequest)
+		return
 	}
 	if de == nil {
 		slog.ErrorContext(c.Request.Context(), "internal error", "err", err, "request_id", c.GetString(ctxRequestID),

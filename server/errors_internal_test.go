@@ -1,12 +1,16 @@
 package server
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -44,5 +48,33 @@ func TestFailMapsUnreachableServicesTo503(t *testing.T) {
 				t.Fatalf("got %d %q Retry-After %q, want %d %q %q", w.Code, body.Error.Code, w.Header().Get("Retry-After"), tc.status, tc.code, tc.retryAfter)
 			}
 		})
+	}
+}
+
+// TestFailCancelledByTheClient: a request its client abandoned is no internal error: 499, no error log line.
+func TestFailCancelledByTheClient(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	var logged bytes.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(&logged, nil)))
+	defer slog.SetDefault(prev)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := httptest.NewRecorder()
+	c, _ := gin.CreateTestContext(w)
+	c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/users/alice/password", nil).WithContext(ctx)
+	fail(c, fmt.Errorf("store: unable to update user alice: %w", context.Canceled))
+	if w.Code != statusClientClosedRequest || strings.Contains(logged.String(), "level=ERROR") {
+		t.Fatalf("cancelled request: %d, log %q", w.Code, logged.String())
+	}
+
+	// The same error while the client still waits (a timeout of Halley's own) stays an internal error.
+	w = httptest.NewRecorder()
+	c, _ = gin.CreateTestContext(w)
+	c.Request = httptest.NewRequest(http.MethodPost, "/api/v1/users/alice/password", nil)
+	fail(c, fmt.Errorf("store: %w", context.Canceled))
+	if w.Code != http.StatusInternalServerError {
+		t.Fatalf("a cancellation of Halley's own: %d", w.Code)
 	}
 }
