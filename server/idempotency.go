@@ -158,7 +158,8 @@ func (s *Server) idempotent(c *gin.Context) {
 				slog.Error("idempotency: unable to store response", "err", err)
 			}
 		}
-	case st >= 500:
+	case st >= 500 || st == statusClientClosedRequest:
+		// Whether the work was done is not known from here (a fenced step's retry finds out): the key is released.
 		if err := s.idem.AbandonIdempotent(bg, tenant, user, key); err != nil {
 			slog.Error("idempotency: unable to release key", "err", err)
 		}
