@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/store"
 )
 
@@ -30,6 +32,7 @@ type Config struct {
 	DataDir            string
 	DatabaseURL        string
 	RedisURL           string
+	RedisPrefix        string
 	RedisCheckInterval time.Duration
 	TimerLinger        time.Duration
 	AdminPassword      string
@@ -50,6 +53,11 @@ type Config struct {
 	PluginOutputCap    int
 	RetentionDays      int
 	TrustedProxies     []string
+	DBWait             time.Duration
+	// InstanceRetention: finished instances older than this are archived and deleted; 0 keeps them forever.
+	InstanceRetention time.Duration
+	RetentionSweep    time.Duration
+	ArchiveDir        string
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
@@ -68,6 +76,10 @@ type Setting struct {
 
 // Settings lists every setting, in documentation order.
 func Settings() []Setting { return settings }
+
+// redisPrefixPattern: what HALLEY_REDIS_PREFIX may hold. Braces are refused because the scheduler puts its keys
+// under one {hash tag} after the prefix; a brace in the prefix would move them to another Cluster slot.
+var redisPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9:_.-]{1,64}$`)
 
 var settings = []Setting{
 	{"HALLEY_ADDR", "addr", "127.0.0.1:8080", "Listen address (host:port).", func(c *Config, v string) error {
@@ -98,6 +110,13 @@ var settings = []Setting{
 			}
 		}
 		c.RedisURL = v
+		return nil
+	}},
+	{"HALLEY_REDIS_PREFIX", "redis_prefix", "halley:", "Prefix of every Redis key and pub/sub channel Halley uses (timers, job locks, wake-ups), so that several deployments can share one Redis; give each its own. The wake-up channel also names the Redis database.", func(c *Config, v string) error {
+		if !redisPrefixPattern.MatchString(v) {
+			return fmt.Errorf("must be 1 to 64 letters, digits or any of : _ . - (no braces: they would change the Redis Cluster hash slot), got %q", v)
+		}
+		c.RedisPrefix = v
 		return nil
 	}},
 	{"HALLEY_REDIS_CHECK_INTERVAL", "redis_check_interval", "5s", "How often Halley checks that Redis still holds the timers (a sentinel key); when Redis lost its data (FLUSHALL, a restart without persistence) every pending timer is re-armed from the database at that check.", durationSetter(func(c *Config, d time.Duration) { c.RedisCheckInterval = d }, 100*time.Millisecond)},
@@ -149,6 +168,14 @@ var settings = []Setting{
 	{"HALLEY_TOKEN_TTL", "token_ttl", "12h", "Lifetime of a login token.", durationSetter(func(c *Config, d time.Duration) { c.TokenTTL = d }, time.Minute)},
 	{"HALLEY_IDEMPOTENCY_LEASE", "idempotency_lease", "1m", "After this long in flight, an Idempotency-Key whose request got no answer (its process died) is looked into by a retry: on the routes that change an instance the retry gets the committed work's result, or runs the request if nothing was committed. Longer than any request takes.", durationSetter(func(c *Config, d time.Duration) { c.IdempotencyLease = d }, time.Second)},
 	{"HALLEY_SHUTDOWN_TIMEOUT", "shutdown_timeout", "30s", "How long SIGTERM waits for in-flight requests and jobs.", durationSetter(func(c *Config, d time.Duration) { c.ShutdownTimeout = d }, time.Second)},
+	{"HALLEY_DB_WAIT", "db_wait", "60s", "At start, how long to wait for the database to accept connections (retrying with back-off, each attempt logged) before giving up; 0s = one attempt. /healthz answers meanwhile and /readyz says 503 until the migrations are done.", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("must be a duration of 0s or more, like 60s or 5m (got %q)", v)
+		}
+		c.DBWait = d
+		return nil
+	}},
 	{"HALLEY_DB_MAX_OPEN_CONNS", "db_max_open_conns", "0", "Connection pool size; 0 = 64 for MySQL, 8 for SQLite.", intSetter(func(c *Config, n int64) { c.DBMaxOpenConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_CONN_MAX_LIFETIME", "db_conn_max_lifetime", "30m", "Recycle connections after this long.", durationSetter(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d }, time.Second)},
@@ -176,6 +203,19 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
+	{"HALLEY_INSTANCE_RETENTION", "instance_retention", "0", "Finished instances (with their tasks, history, plugin runs and waits) older than this are written to the archive and deleted from the database, leaving a tombstone (GET answers 410 archived); e.g. 8760h for a year. 0 keeps them forever. A template overrides it with \"options\":{\"retention\":\"720h\"}.", func(c *Config, v string) error {
+		d, err := model.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("must be 0 (keep forever) or a duration such as 8760h (got %q)", v)
+		}
+		c.InstanceRetention = d.Std()
+		return nil
+	}},
+	{"HALLEY_INSTANCE_RETENTION_SWEEP", "instance_retention_sweep", "1h", "How often the retention sweep looks for instances to archive (one replica at a time sweeps, under a lease in the database).", durationSetter(func(c *Config, d time.Duration) { c.RetentionSweep = d }, time.Second)},
+	{"HALLEY_ARCHIVE_DIR", "archive_dir", "", "Where the retention sweep writes archived instances, one gzipped JSON-lines file per day (YYYY-MM-DD.jsonl.gz); with several replicas it must be storage they all reach (a NAS mount). Unset = <data_dir>/archive. Made absolute at start.", func(c *Config, v string) error {
+		c.ArchiveDir = v
+		return nil
+	}},
 }
 
 func intSetter(set func(*Config, int64), min, max int64) func(*Config, string) error {
@@ -262,6 +302,16 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 	if c.PluginDir == "" {
 		c.PluginDir = filepath.Join(c.DataDir, "plugins")
 	}
+	if c.ArchiveDir == "" {
+		c.ArchiveDir = filepath.Join(c.DataDir, "archive")
+	}
+	// The archive dir is named in log lines and read back by `halley archive show`, from whatever directory that
+	// runs in: keep it absolute.
+	abs, err := filepath.Abs(c.ArchiveDir)
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_ARCHIVE_DIR: %v", err)
+	}
+	c.ArchiveDir = abs
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Addr
 	}

@@ -22,6 +22,18 @@ func TestDefaults(t *testing.T) {
 		c.PluginDir != filepath.Join("./data", "plugins") || c.PublicURL != "http://127.0.0.1:8080" {
 		t.Fatalf("defaults: %+v", c)
 	}
+	wd, _ := os.Getwd()
+	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
+		c.ArchiveDir != filepath.Join(wd, "data", "archive") {
+		t.Fatalf("long-running defaults: prefix %q, db wait %v, retention %v, sweep %v, archive %q", c.RedisPrefix, c.DBWait,
+			c.InstanceRetention, c.RetentionSweep, c.ArchiveDir)
+	}
+	c, err = config.Load("", env(map[string]string{"HALLEY_INSTANCE_RETENTION": "720h", "HALLEY_ARCHIVE_DIR": "rel/archive",
+		"HALLEY_REDIS_PREFIX": "tenant-b:", "HALLEY_DB_WAIT": "0s"}))
+	if err != nil || c.InstanceRetention != 720*time.Hour || c.ArchiveDir != filepath.Join(wd, "rel", "archive") ||
+		c.RedisPrefix != "tenant-b:" || c.DBWait != 0 {
+		t.Fatalf("long-running settings: %+v, %v", c, err)
+	}
 }
 
 func TestFileAndEnvironment(t *testing.T) {
@@ -50,6 +62,10 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_SECRET": "short"}, want: "HALLEY_SECRET: must be at least 32 characters"},
 		{env: map[string]string{"HALLEY_BODY_LIMIT": "lots"}, want: "HALLEY_BODY_LIMIT: must be a whole number"},
 		{env: map[string]string{"HALLEY_TOKEN_TTL": "5"}, want: "HALLEY_TOKEN_TTL: must be a duration"},
+		{env: map[string]string{"HALLEY_REDIS_PREFIX": "{a}:"}, want: "HALLEY_REDIS_PREFIX: must be 1 to 64 letters"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION": "-1h"}, want: "HALLEY_INSTANCE_RETENTION: must be 0 (keep forever) or a duration"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_SWEEP": "10ms"}, want: "HALLEY_INSTANCE_RETENTION_SWEEP: must be a duration of at least 1s"},
+		{env: map[string]string{"HALLEY_DB_WAIT": "soon"}, want: "HALLEY_DB_WAIT: must be a duration"},
 		{file: map[string]string{"colour": "blue"}, want: `unknown setting "colour"`},
 		{file: map[string]string{"log_level": "loud"}, want: "log_level (in "},
 	}

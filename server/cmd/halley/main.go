@@ -47,12 +47,17 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "halley:", err)
+		if !errors.Is(err, errLogged) {
+			fmt.Fprintln(os.Stderr, "halley:", err)
+		}
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) error {
+// errLogged is returned by run for an error it has already written to the log (in the log's format).
+var errLogged = errors.New("halley: stopped with an error (logged)")
+
+func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (err error) {
 	fs := flag.NewFlagSet("halley", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
@@ -87,16 +92,38 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	lg := newLogger(cfg, stderr)
-	slog.SetDefault(lg)
+	defer func() {
+		if err != nil && !errors.Is(err, errLogged) {
+			lg.Error("halley stopped", "err", err)
+			err = errLogged
+		}
+	}()
 	if err := cfg.EnsureSecret(); err != nil {
 		return err
 	}
+	// serve listens before it has a database: /healthz says the process lives and /readyz answers 503 until the
+	// migrations are done and every service is built (the gate then hands requests to the real handler).
+	var web *webServer
+	if cmd == "serve" {
+		if web, err = listen(cfg, lg); err != nil {
+			return err
+		}
+		defer web.close()
+		web.gate.Step("connecting to the database")
+	}
 	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: cfg.DBMaxOpenConns,
-		MaxIdleConns: cfg.DBMaxIdleConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg})
+		MaxIdleConns: cfg.DBMaxIdleConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
 	if err != nil {
+		if ctx.Err() != nil {
+			lg.Info("stopped while waiting for the database")
+			return nil
+		}
 		return err
 	}
 	defer st.Close()
+	if web != nil {
+		web.gate.Step("migrating the database")
+	}
 	if _, err := st.Migrate(ctx); err != nil {
 		return err
 	}
@@ -105,20 +132,39 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
 		return nil
 	}
-	return serve(ctx, cfg, st, lg)
+	web.gate.Step("starting services")
+	return serve(ctx, cfg, st, lg, web)
 }
 
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
+// webServer is the HTTP server, listening from the start behind its gate.
+type webServer struct {
+	gate *server.Gate
+	hs   *http.Server
+	errc chan error
+}
+
+func listen(cfg *config.Config, lg *slog.Logger) (*webServer, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	w := &webServer{gate: server.NewGate("starting"), errc: make(chan error, 1)}
+	w.hs = &http.Server{
+		Handler:           w.gate,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // plugin uploads
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	lg.Info("halley is listening; ready once the database is migrated", "addr", ln.Addr().String(), "version", version)
+	go func() { w.errc <- w.hs.Serve(ln) }()
+	return w, nil
 }
 
-func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error {
+// close stops a server that never got past the start (serve drains it gracefully itself).
+func (w *webServer) close() { _ = w.hs.Close() }
+
+func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
 	ready := map[string]server.Pinger{"database": st}
 	var rdb *redis.Client
 	if cfg.RedisURL != "" {
@@ -160,7 +206,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	var sched scheduler.Scheduler
 	var redisSched *scheduler.Redis
 	if rdb != nil {
-		redisSched = scheduler.NewRedis(rdb, "halley:", schedOpts)
+		redisSched = scheduler.NewRedis(rdb, cfg.RedisPrefix, schedOpts)
 		sched = redisSched
 	} else {
 		sched = scheduler.NewMemory(schedOpts)
@@ -206,7 +252,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if rdb != nil {
 		rdbLock = rdb
 	}
-	hk, err := scheduler.NewHousekeeper(rdbLock, "halley:", lg)
+	hk, err := scheduler.NewHousekeeper(rdbLock, cfg.RedisPrefix, lg)
 	if err != nil {
 		return err
 	}
@@ -304,29 +350,17 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	}
 	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
-	hs := &http.Server{
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // plugin uploads
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
-	}
-	lg.Info("halley is serving", "addr", ln.Addr().String(), "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
+	web.gate.Open(srv.Handler())
+	lg.Info("halley is serving", "addr", cfg.Addr, "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
 	select {
-	case err := <-errc:
+	case err := <-web.errc:
 		return err
 	case <-ctx.Done():
 	}
 	lg.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+	if err := web.hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("shutdown: %w", err)
 	}
 	lg.Info("stopped")
