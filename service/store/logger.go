@@ -58,4 +58,6 @@ func (l gormLogger) Trace(ctx context.Context, begin time.Time, fc func() (strin
 }
 
 // ParamsFilter keeps values out of the logged SQL.
-func (l gormLogger) ParamsFilter(_ context.Context, sql string, _ ...any) (string, []any) { return sql, nil }
+func (l gormLogger) ParamsFilter(_ context.Context, sql string, _ ...any) (string, []any) {
+	return sql, nil
+}
