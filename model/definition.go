@@ -628,11 +628,59 @@ func (e Edge) Label() string {
 // read, and the nodes they return must not be changed. A definition changed after indexing (nodes or edges added
 // or removed) falls back to linear scans until it is indexed again.
 type Definition struct {
-	Nodes []Node          `json:"nodes"`
-	Edges []Edge          `json:"edges"`
-	Meta  json.RawMessage `json:"meta,omitempty"` // free-form data for editors; ignored by the engine
+	Nodes   []Node          `json:"nodes"`
+	Edges   []Edge          `json:"edges"`
+	Options Options         `json:"options,omitzero"`
+	Meta    json.RawMessage `json:"meta,omitempty"` // free-form data for editors; ignored by the engine
 
 	idx *defIndex
+}
+
+// Options are the settings of a whole definition (the definition-level "options" object of API.md).
+type Options struct {
+	// Retention overrides HALLEY_INSTANCE_RETENTION for the instances of this version: once ended for this long
+	// they are written to the archive and deleted from the database; "0" keeps them forever. Absent: the
+	// deployment's setting applies. A Go duration ("720h") or a number of seconds; never negative.
+	Retention *Duration `json:"retention,omitempty"`
+}
+
+// optionNames are the keys an options object may have.
+var optionNames = []string{"retention"}
+
+// parseOptions reads the options object strictly; ok is false (with the reason) when it is not an object, has an
+// unknown key, or a value of the wrong kind.
+func parseOptions(raw json.RawMessage) (Options, string) {
+	var o Options
+	if isNull(raw) {
+		return o, ""
+	}
+	if t := bytes.TrimSpace(raw); t[0] != '{' {
+		return o, fmt.Sprintf("options must be an object, got %s", jsonKind(t))
+	}
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		return o, "options must be an object: " + describeJSONError(err)
+	}
+	for _, k := range sortedKeys(foldFields(fields, optionNames)) {
+		v := fields[k]
+		switch k {
+		case "retention":
+			if isNull(v) {
+				continue
+			}
+			var d Duration
+			if err := json.Unmarshal(v, &d); err != nil {
+				return Options{}, fmt.Sprintf("options.retention: %v", err)
+			}
+			if d < 0 {
+				return Options{}, "options.retention must not be negative (0 keeps instances forever)"
+			}
+			o.Retention = &d
+		default:
+			return Options{}, fmt.Sprintf("unknown option %q (options has %s)", k, strings.Join(optionNames, ", "))
+		}
+	}
+	return o, ""
 }
 
 type defIndex struct {
@@ -801,9 +849,10 @@ func ParseDefinition(raw []byte) (*Definition, []ValidationError) {
 // wireDefinition is the JSON shape of a definition with a pointer per type-specific field, so that a field's
 // presence is known.
 type wireDefinition struct {
-	Nodes []wireNode      `json:"nodes"`
-	Edges []Edge          `json:"edges"`
-	Meta  json.RawMessage `json:"meta"`
+	Nodes   []wireNode      `json:"nodes"`
+	Edges   []Edge          `json:"edges"`
+	Options json.RawMessage `json:"options"`
+	Meta    json.RawMessage `json:"meta"`
 }
 
 type wireNode struct {
@@ -851,7 +900,11 @@ func parseClean(b []byte) (*Definition, bool) {
 	if err := dec.Decode(&w); err != nil || dec.InputOffset() != int64(len(b)) || !isNullOrObject(w.Meta) {
 		return nil, false
 	}
-	d := &Definition{Meta: nonNull(w.Meta), Nodes: make([]Node, len(w.Nodes)), Edges: w.Edges}
+	opts, bad := parseOptions(w.Options)
+	if bad != "" {
+		return nil, false
+	}
+	d := &Definition{Meta: nonNull(w.Meta), Nodes: make([]Node, len(w.Nodes)), Edges: w.Edges, Options: opts}
 	if d.Edges == nil {
 		d.Edges = []Edge{}
 	}
@@ -996,7 +1049,7 @@ func parseEach(trimmed []byte) (*Definition, []ValidationError) {
 		bad(CodeBadDefinition, nil, "the definition is not valid JSON: %s", describeJSONError(err))
 		return nil, errs
 	}
-	foldFields(top, []string{"nodes", "edges", "meta"})
+	foldFields(top, []string{"nodes", "edges", "options", "meta"})
 	var rawNodes, rawEdges []json.RawMessage
 	d := &Definition{}
 	usable := true
@@ -1018,8 +1071,15 @@ func parseEach(trimmed []byte) (*Definition, []ValidationError) {
 				continue
 			}
 			d.Meta = nonNull(v)
+		case "options":
+			opts, why := parseOptions(v)
+			if why != "" {
+				bad(CodeBadDefinition, nil, "%s", why)
+				continue
+			}
+			d.Options = opts
 		default:
-			bad(CodeBadDefinition, nil, "unknown field %q in the definition (it has nodes, edges and meta)", k)
+			bad(CodeBadDefinition, nil, "unknown field %q in the definition (it has nodes, edges, options and meta)", k)
 		}
 	}
 	if !usable {

@@ -149,6 +149,10 @@ func TestParseDefinitionStrict(t *testing.T) {
 		{"broken JSON", `{"nodes": [`, model.CodeBadDefinition, nil, "not valid JSON"},
 		{"nodes not an array", `{"nodes": {"a": 1}}`, model.CodeBadDefinition, nil, "nodes must be an array"},
 		{"unknown top-level field", `{"nodes": [], "edges": [], "layout": {}}`, model.CodeBadDefinition, nil, `unknown field "layout"`},
+		{"options not an object", `{"nodes": [], "options": "720h"}`, model.CodeBadDefinition, nil, "options must be an object, got a string"},
+		{"unknown option", `{"nodes": [], "options": {"retention": "1h", "colour": "red"}}`, model.CodeBadDefinition, nil, `unknown option "colour"`},
+		{"bad retention", `{"nodes": [], "options": {"retention": "a month"}}`, model.CodeBadDefinition, nil, `options.retention: invalid duration "a month"`},
+		{"negative retention", `{"nodes": [], "options": {"retention": "-1h"}}`, model.CodeBadDefinition, nil, "options.retention must not be negative"},
 		{"unknown node field", node(`{"id": "a", "type": "auto", "colour": "red"}`), model.CodeBadNode, []string{"a"}, `node "a": unknown field "colour"`},
 		{"unknown node type", node(`{"id": "a", "type": "gateway"}`), model.CodeBadNode, []string{"a"}, `unknown type "gateway"`},
 		{"field of another type", node(`{"id": "d", "type": "delay", "interval": "1m", "sign": "all"}`), model.CodeBadNode, []string{"d"},
@@ -526,7 +530,10 @@ func TestParseDefinitionPathsAgree(t *testing.T) {
 		  {"id": "e", "type": "end"}
 		], "EDGES": [{"From": "s", "To": "a"}, {"from": "a", "to": "e", "Default": false}]}`,
 		"a trigger of an unknown kind keeps its fields": `{"nodes": [{"id": "s", "type": "start", "trigger": {"kind": "webhook", "expr": "x", "module": "m"}}]}`,
-		"empty": `{}`,
+		"options":                           `{"nodes": [], "options": {"Retention": "720h"}}`,
+		"options in seconds, null and zero": `{"nodes": [], "options": {"retention": 0}}`,
+		"null options":                      `{"nodes": [], "options": null}`,
+		"empty":                             `{}`,
 	}
 	for name, raw := range inputs {
 		t.Run(name, func(t *testing.T) {
@@ -542,7 +549,8 @@ func TestParseDefinitionPathsAgree(t *testing.T) {
 			if each == nil || len(errs) != 1 || errs[0].Code != model.CodeBadDefinition {
 				t.Fatalf("forced field-by-field parse: %v", errs)
 			}
-			if !reflect.DeepEqual(clean.Nodes, each.Nodes) || !reflect.DeepEqual(clean.Edges, each.Edges) || !reflect.DeepEqual(clean.Meta, each.Meta) {
+			if !reflect.DeepEqual(clean.Nodes, each.Nodes) || !reflect.DeepEqual(clean.Edges, each.Edges) || !reflect.DeepEqual(clean.Meta, each.Meta) ||
+				!reflect.DeepEqual(clean.Options, each.Options) {
 				t.Errorf("the two parsers disagree:\none pass:  %+v\n%+v\nper field: %+v\n%+v", clean.Nodes, clean.Edges, each.Nodes, each.Edges)
 			}
 		})
@@ -553,6 +561,23 @@ func TestParseDefinitionPathsAgree(t *testing.T) {
 	}
 	if d := mustParse(t, inputs["nulls count as absent"]); d.Node("d").Sign != "" || d.Edges[0].Condition != nil || d.Meta != nil {
 		t.Errorf("nulls not absent: %+v", d)
+	}
+	if d := mustParse(t, inputs["options"]); d.Options.Retention == nil || d.Options.Retention.Std() != 720*time.Hour {
+		t.Errorf("options.retention not read: %+v", d.Options)
+	}
+	if d := mustParse(t, inputs["options in seconds, null and zero"]); d.Options.Retention == nil || *d.Options.Retention != 0 {
+		t.Errorf(`"retention": 0 must be kept (keep forever), not dropped: %+v`, d.Options)
+	}
+	if d := mustParse(t, inputs["null options"]); d.Options.Retention != nil {
+		t.Errorf("null options: %+v", d.Options)
+	}
+	// The option survives a round trip (the definition is stored as written and re-read at publish).
+	b, _ := json.Marshal(mustParse(t, inputs["options"]))
+	if back := mustParse(t, string(b)); back.Options.Retention == nil || back.Options.Retention.Std() != 720*time.Hour {
+		t.Errorf("options lost in %s", b)
+	}
+	if b, _ := json.Marshal(mustParse(t, `{"nodes": []}`)); strings.Contains(string(b), "options") {
+		t.Errorf("absent options are written: %s", b)
 	}
 }
 

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,7 @@ import (
 // dateLayout names the day folders of the log store (UTC).
 const dateLayout = "2006-01-02"
 
-// LogStore keeps plugin run logs as <Dir>/<YYYY-MM-DD>/<plugin>/<run-id>.log (seed 003: by date and plugin, so
+// LogStore keeps plugin run logs on the local disk as <Dir>/<YYYY-MM-DD>/<plugin>/<run-id>.log (seed 003: by date and plugin, so
 // a day is purged by removing one folder and a plugin's runs of a day are read from one). The date is the UTC
 // day the run started. Every attempt of a run is appended to its file, start and end times written by Halley.
 type LogStore struct {
@@ -41,8 +42,14 @@ func (s *LogStore) Path(day time.Time, plugin, runID string) (string, error) {
 	return filepath.Join(s.Dir, day.UTC().Format(dateLayout), plugin, runID+".log"), nil
 }
 
-// Write appends the record of one finished attempt to its run's log and returns the file's path.
-func (s *LogStore) Write(job Job, res Result) (string, error) {
+// Write implements RunLog: it appends the record of one finished attempt to its run's file.
+func (s *LogStore) Write(_ context.Context, job Job, res Result) error {
+	_, err := s.WriteFile(job, res)
+	return err
+}
+
+// WriteFile appends the record of one finished attempt to its run's log and returns the file's path.
+func (s *LogStore) WriteFile(job Job, res Result) (string, error) {
 	day := res.StartedAt
 	if day.IsZero() {
 		day = time.Now()
@@ -59,7 +66,7 @@ func (s *LogStore) Write(job Job, res Result) (string, error) {
 		return "", fmt.Errorf("plugin: unable to open run log: %w", err)
 	}
 	// One write per record, so two attempts of the same run never interleave their lines.
-	if _, err := f.Write(formatRecord(job, res)); err != nil {
+	if _, err := f.Write(FormatRecord(job, res)); err != nil {
 		_ = f.Close()
 		return "", fmt.Errorf("plugin: unable to write run log: %w", err)
 	}
@@ -69,7 +76,9 @@ func (s *LogStore) Write(job Job, res Result) (string, error) {
 	return p, nil
 }
 
-func formatRecord(job Job, res Result) []byte {
+// FormatRecord is the text of one finished attempt of a run: what ran, when, how it ended, and its stdout and
+// stderr (as kept: truncated at the output cap).
+func FormatRecord(job Job, res Result) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "=== run %s attempt %d ===\n", job.RunID, job.Attempt)
 	fmt.Fprintf(&b, "plugin:      %s v%d (%s)\n", job.Spec.Name, job.Spec.Version, job.Spec.Runtime)

@@ -54,6 +54,11 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 		return
 	}
 	defer f.Close()
+	sum, size, err := plugin.Hash(f, s.pluginMax)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	ctx := c.Request.Context()
 	p := principal(c)
 	version, err := s.plugins.NextPluginVersion(ctx, p.TenantID, name)
@@ -61,18 +66,29 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	sf, err := s.pluginFiles.Save(name, version, f, s.pluginMax)
-	if err != nil {
-		fail(c, err)
-		return
-	}
+	// The file goes into the database with the version row, in one transaction: every replica can run it.
 	pl := &model.Plugin{TenantID: p.TenantID, Name: name, Version: version, Runtime: string(runtime), Timeout: timeout, TimeoutStr: timeout.String(),
-		SHA256: sf.SHA256, Size: sf.Size, UploadedBy: p.Username}
-	if err := s.plugins.CreatePlugin(ctx, pl); err != nil {
+		SHA256: sum, Size: size, UploadedBy: p.Username}
+	if err := s.plugins.CreatePlugin(ctx, pl, f); err != nil {
 		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, pl)
+}
+
+// pluginRunLog answers the log of every attempt of a plugin run as text, from the database: any replica shows
+// the log of a run another replica executed.
+func (s *Server) pluginRunLog(c *gin.Context) {
+	logs, err := s.plugins.RunLogs(c.Request.Context(), principal(c).TenantID, c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var b strings.Builder
+	for _, l := range logs {
+		b.WriteString(l.Record)
+	}
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(b.String()))
 }
 
 func (s *Server) listPlugins(c *gin.Context) {

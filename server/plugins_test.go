@@ -59,14 +59,19 @@ func (r *runs) wait(t *testing.T, n int) {
 
 // startExecutor runs a real executor (real child processes) for the env's engine until the test ends.
 // now is the env's clock: leases are set and checked on the same clock the test moves.
-func startExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time) {
+func startExecutor(t *testing.T, d *server.Deps, st *store.Store, rec *runs, worker string, now func() time.Time) {
 	t.Helper()
-	runExecutor(t, d, st, files, rec, worker, now, false)
+	runExecutor(t, d, st, rec, worker, now, false)
 }
 
 // runExecutor is startExecutor; attach makes it the engine's local executor (runs handed over at commit).
-func runExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.FileStore, rec *runs, worker string, now func() time.Time, attach bool) {
+// Each executor has a plugin cache of its own, as each replica does: files come from the database.
+func runExecutor(t *testing.T, d *server.Deps, st *store.Store, rec *runs, worker string, now func() time.Time, attach bool) {
 	t.Helper()
+	files, err := plugin.NewCache(t.TempDir(), st)
+	if err != nil {
+		t.Fatal(err)
+	}
 	q := engine.NewPluginQueue(d.Engine, st, files)
 	ex := plugin.NewExecutor(q, &plugin.ProcessRunner{WorkRoot: t.TempDir()},
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
@@ -84,13 +89,9 @@ func runExecutor(t *testing.T, d *server.Deps, st *store.Store, files *plugin.Fi
 func withPlugins(t *testing.T, s *store.Store, rec *runs) func(*server.Deps) {
 	return func(d *server.Deps) {
 		now := d.Engine.Now
-		files, err := plugin.NewFileStore(t.TempDir())
-		if err != nil {
-			t.Fatal(err)
-		}
-		d.Plugins, d.PluginFiles, d.PluginMaxSize = s, files, 64<<10
+		d.Plugins, d.PluginMaxSize = s, 64<<10
 		if rec != nil {
-			startExecutor(t, d, s, files, rec, "w1", now)
+			startExecutor(t, d, s, rec, "w1", now)
 		}
 	}
 }
@@ -323,12 +324,10 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	}
 	s2 := open()
 	rec := newRuns()
-	var files *plugin.FileStore
 	e := newEnv(t, s1, func(d *server.Deps) {
 		withPlugins(t, s1, nil)(d)
-		files = d.PluginFiles
-		startExecutor(t, d, s1, files, rec, "w1", d.Engine.Now)
-		startExecutor(t, d, s2, files, rec, "w2", d.Engine.Now)
+		startExecutor(t, d, s1, rec, "w1", d.Engine.Now)
+		startExecutor(t, d, s2, rec, "w2", d.Engine.Now)
 	})
 	count := filepath.Join(t.TempDir(), "count")
 	os.WriteFile(count, nil, 0o644)
@@ -376,7 +375,7 @@ func TestRunRescue(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("dead worker claim: %v %v", claimed, err)
 		}
-		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
+		startExecutor(t, &deps, s, rec, "live", deps.Engine.Now)
 		// While the lease holds, the live executor leaves the run alone.
 		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed again: %v", again)
@@ -445,8 +444,8 @@ func TestHandOver(t *testing.T) {
 		rec := newRuns()
 		e := newEnv(t, s, func(d *server.Deps) {
 			withPlugins(t, s, nil)(d)
-			runExecutor(t, d, s, d.PluginFiles, rec, "local", d.Engine.Now, true)
-			runExecutor(t, d, s, d.PluginFiles, rec, "poller", d.Engine.Now, false)
+			runExecutor(t, d, s, rec, "local", d.Engine.Now, true)
+			runExecutor(t, d, s, rec, "poller", d.Engine.Now, false)
 		})
 		count := filepath.Join(t.TempDir(), "count")
 		os.WriteFile(count, nil, 0o644)
@@ -530,7 +529,7 @@ func TestHandOverLost(t *testing.T) {
 			id, model.RunRunning, "dead"); n != 1 {
 			t.Fatalf("the run is not written leased: %d", n)
 		}
-		startExecutor(t, &deps, s, deps.PluginFiles, rec, "live", deps.Engine.Now)
+		startExecutor(t, &deps, s, rec, "live", deps.Engine.Now)
 		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed: %v", again)
 		}

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/subscription"
@@ -29,12 +28,11 @@ type Pinger interface {
 
 // Deps are what the server needs; the composition root builds them.
 type Deps struct {
-	Identity    *identity.Service
-	Templates   *template.Service
-	Engine      *engine.Engine
-	Triggers    *trigger.Service
-	Plugins     model.PluginStore
-	PluginFiles *plugin.FileStore
+	Identity  *identity.Service
+	Templates *template.Service
+	Engine    *engine.Engine
+	Triggers  *trigger.Service
+	Plugins   model.PluginStore
 	// PluginMaxSize limits plugin uploads (default 10 MiB).
 	PluginMaxSize int64
 	// Subscriptions serves /subscriptions when set.
@@ -56,24 +54,23 @@ type Deps struct {
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	identity    *identity.Service
-	templates   *template.Service
-	engine      *engine.Engine
-	triggers    *trigger.Service
-	plugins     model.PluginStore
-	pluginFiles *plugin.FileStore
-	pluginMax   int64
-	subs        *subscription.Service
-	proxies     []string
-	idem        model.IdempotencyStore
-	idemLease   time.Duration
-	ready       map[string]Pinger
-	log         *slog.Logger
-	bodyLimit   int64
-	metrics     *metrics
-	registry    *prometheus.Registry
-	ui          http.FileSystem
-	router      *gin.Engine
+	identity  *identity.Service
+	templates *template.Service
+	engine    *engine.Engine
+	triggers  *trigger.Service
+	plugins   model.PluginStore
+	pluginMax int64
+	subs      *subscription.Service
+	proxies   []string
+	idem      model.IdempotencyStore
+	idemLease time.Duration
+	ready     map[string]Pinger
+	log       *slog.Logger
+	bodyLimit int64
+	metrics   *metrics
+	registry  *prometheus.Registry
+	ui        http.FileSystem
+	router    *gin.Engine
 }
 
 // New builds the server and its routes.
@@ -91,7 +88,7 @@ func New(d Deps) *Server {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
 	s.router = s.routes()
 	return s
@@ -185,6 +182,7 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/plugins", s.listPlugins)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
+	admin.GET("/plugin-runs/:id/log", s.pluginRunLog)
 	if s.subs != nil {
 		admin.POST("/subscriptions", s.createSubscription)
 		admin.GET("/subscriptions", s.listSubscriptions)

@@ -57,6 +57,7 @@ type Config struct {
 	// InstanceRetention: finished instances older than this are archived and deleted; 0 keeps them forever.
 	InstanceRetention time.Duration
 	RetentionSweep    time.Duration
+	RetentionBatch    int
 	ArchiveDir        string
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
@@ -212,6 +213,7 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_INSTANCE_RETENTION_SWEEP", "instance_retention_sweep", "1h", "How often the retention sweep looks for instances to archive (one replica at a time sweeps, under a lease in the database).", durationSetter(func(c *Config, d time.Duration) { c.RetentionSweep = d }, time.Second)},
+	{"HALLEY_INSTANCE_RETENTION_BATCH", "instance_retention_batch", "100", "Instances archived per batch: one gzip member in the archive and one short delete transaction each.", intSetter(func(c *Config, n int64) { c.RetentionBatch = int(n) }, 1, 1000)},
 	{"HALLEY_ARCHIVE_DIR", "archive_dir", "", "Where the retention sweep writes archived instances, one gzipped JSON-lines file per day (YYYY-MM-DD.jsonl.gz); with several replicas it must be storage they all reach (a NAS mount). Unset = <data_dir>/archive. Made absolute at start.", func(c *Config, v string) error {
 		c.ArchiveDir = v
 		return nil

@@ -17,7 +17,7 @@ import (
 type PluginQueue struct {
 	e     *Engine
 	ps    model.PluginStore
-	files *plugin.FileStore
+	files PluginFiles
 	exec  *plugin.Executor // set by Attach: runs are handed to it at commit
 
 	plugins sync.Map // pluginKey -> *model.Plugin (a version never changes)
@@ -25,10 +25,20 @@ type PluginQueue struct {
 	runs    map[string]*model.PluginRun // runs this process executes, by id, until Complete
 }
 
-var _ plugin.Queue = (*PluginQueue)(nil)
+var (
+	_ plugin.Queue  = (*PluginQueue)(nil)
+	_ plugin.RunLog = (*PluginQueue)(nil)
+	_ PluginFiles   = (*plugin.Cache)(nil)
+)
+
+// PluginFiles gives the local path of a plugin file by its SHA-256, checked against it: *plugin.Cache, which
+// fetches files from the database on first use, so a version uploaded on any replica runs on this one.
+type PluginFiles interface {
+	Path(ctx context.Context, sha256 string) (string, error)
+}
 
 // NewPluginQueue returns the queue the executor claims runs from.
-func NewPluginQueue(e *Engine, ps model.PluginStore, files *plugin.FileStore) *PluginQueue {
+func NewPluginQueue(e *Engine, ps model.PluginStore, files PluginFiles) *PluginQueue {
 	return &PluginQueue{e: e, ps: ps, files: files, runs: map[string]*model.PluginRun{}}
 }
 
@@ -140,7 +150,7 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 	if err != nil {
 		return plugin.Job{}, err
 	}
-	path, err := q.files.Path(p.Name, p.Version, p.SHA256)
+	path, err := q.files.Path(ctx, p.SHA256)
 	if err != nil {
 		return plugin.Job{}, err
 	}
@@ -187,4 +197,26 @@ func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Jo
 		return nil // finished already (a rescued duplicate): nothing more to record
 	}
 	return err
+}
+
+// Write implements plugin.RunLog: the record of a finished attempt goes into the database, where the log of a
+// run is readable from every replica (GET /plugin-runs/{id}/log).
+func (q *PluginQueue) Write(ctx context.Context, job plugin.Job, res plugin.Result) error {
+	// The run's own context may be ending (shutdown); a finished attempt's record is still worth keeping.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	tenant := model.DefaultTenant
+	if r, ok := q.peek(job.RunID); ok {
+		tenant = r.TenantID
+	}
+	return q.ps.AppendRunLog(ctx, &model.PluginRunLog{RunID: job.RunID, Attempt: job.Attempt, TenantID: tenant, Plugin: job.Spec.Name,
+		InstanceID: job.Input.InstanceID, Record: string(plugin.FormatRecord(job, res)), CreatedAt: res.StartedAt})
+}
+
+// peek returns a run this process executes, without forgetting it.
+func (q *PluginQueue) peek(id string) (*model.PluginRun, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	r, ok := q.runs[id]
+	return r, ok
 }

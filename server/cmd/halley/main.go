@@ -29,6 +29,7 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/archive"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
@@ -230,17 +231,29 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	disp.Handle(model.OutboxTimerCancel, cancelTimers)
 	eng.SetOnOutbox(disp.Notify)
 
-	// Plugins: files under the plugin dir (a NAS mount in production), runs executed by a bounded worker pool
-	// that claims durable run rows, so every replica shares the work.
-	pluginFiles, err := plugin.NewFileStore(cfg.PluginDir)
+	// Plugins: files in the database (uploaded through any replica), fetched by SHA-256 into this replica's
+	// cache on first use; runs executed by a bounded worker pool that claims durable run rows, so every replica
+	// shares the work; run logs in the database, readable from every replica.
+	imported, missing, err := plugin.ImportLegacy(ctx, cfg.PluginDir, st)
+	if err != nil {
+		return fmt.Errorf("import plugin files from HALLEY_PLUGIN_DIR: %w", err)
+	}
+	if imported > 0 {
+		lg.Info("imported plugin files of an earlier release from the plugin directory into the database", "files", imported, "dir", cfg.PluginDir)
+	}
+	for _, p := range missing {
+		lg.Warn("a plugin version has no file in the database or on this replica: its runs fail until it is uploaded again (or the replica that has it starts)",
+			"plugin", p.Name, "version", p.Version, "sha256", p.SHA256)
+	}
+	pluginFiles, err := plugin.NewCache(filepath.Join(cfg.PluginDir, "sha256"), st)
 	if err != nil {
 		return fmt.Errorf("HALLEY_PLUGIN_DIR: %v", err)
 	}
-	pluginLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")}
+	legacyLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")} // files of earlier releases, purged as they age
 	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
 	pluginQueue := engine.NewPluginQueue(eng, st, pluginFiles)
 	executor := plugin.NewExecutor(pluginQueue, runner, plugin.ExecutorOptions{
-		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: eng.Now})
+		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginQueue, Now: eng.Now})
 	pluginQueue.Attach(executor) // runs queued while a worker is free go to it at commit, leased, without a claim
 	eng.SetOnPluginRun(executor.Notify)
 	disp.Handle(model.OutboxPluginRun, func(context.Context, []model.OutboxItem) error {
@@ -278,7 +291,11 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 			return err
 		}},
 		{"purge-plugin-logs", time.Hour, func(ctx context.Context) error {
-			_, err := pluginLogs.Purge(time.Now().Add(-time.Duration(cfg.RetentionDays) * 24 * time.Hour))
+			before := time.Now().Add(-time.Duration(cfg.RetentionDays) * 24 * time.Hour)
+			if _, err := legacyLogs.Purge(before); err != nil {
+				return err
+			}
+			_, err := st.PurgeRunLogs(ctx, before)
 			return err
 		}},
 		{"purge-deliveries", time.Hour, func(ctx context.Context) error {
@@ -311,6 +328,17 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		defer wg.Done()
 		if err := sched.Run(bg, eng.HandleTimers); err != nil {
 			lg.Error("scheduler stopped", "err", err)
+		}
+	}()
+	// The retention sweep archives and deletes finished instances past their retention, on one replica at a time
+	// (a lease in the database).
+	sweeper := archive.New(st, archive.Options{Dir: cfg.ArchiveDir, Retention: cfg.InstanceRetention, Every: cfg.RetentionSweep,
+		BatchSize: cfg.RetentionBatch, Logger: lg})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := sweeper.Run(bg); err != nil {
+			lg.Error("retention sweep stopped", "err", err)
 		}
 	}()
 	if n, err := eng.RearmTimers(ctx, sched, 0); err != nil {
@@ -348,7 +376,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if !frontend.Built() {
 		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
 	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
+	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
 
 	web.gate.Open(srv.Handler())
 	lg.Info("halley is serving", "addr", cfg.Addr, "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)

@@ -1,0 +1,137 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// purgeBatch is how many rows one purge statement deletes: each statement is its own short transaction, so a
+// purge of a year's backlog never holds many row locks or a long undo log while the engine works.
+const purgeBatch = 1000
+
+// A purge deletes the rows of table whose indexed time column is before a cutoff, with an optional extra filter
+// on the same rows. Every purge's condition is an index range (MaintenanceQueries lists them for the EXPLAIN test).
+type purge struct {
+	name   string
+	table  string
+	column string // indexed DATETIME column compared with the cutoff
+	filter string // extra condition, or ""
+	args   []any  // arguments of filter
+}
+
+var (
+	purgeMessagesExpired  = purge{name: "purge messages (expired)", table: "messages", column: "expires_at"}
+	purgeMessagesConsumed = purge{name: "purge messages (consumed)", table: "messages", column: "consumed_at"}
+	purgeBookmarks        = purge{name: "purge closed bookmarks", table: "bookmarks", column: "closed_at"}
+	purgeTimers           = purge{name: "purge fired timers", table: "timers", column: "created_at", filter: "status <> ?", args: []any{model.TimerPending}}
+	purgeDeliveries       = purge{name: "purge finished deliveries", table: "subscription_deliveries", column: "created_at",
+		filter: "status <> ?", args: []any{model.DeliveryPending}}
+	purgeIdempotencyKeys    = purge{name: "purge idempotency keys", table: "idempotency_keys", column: "created_at"}
+	purgeIdempotencyCommits = purge{name: "purge idempotency commits", table: "idempotency_commits", column: "created_at"}
+	purgeRunLogs            = purge{name: "purge plugin run logs", table: "plugin_run_logs", column: "created_at"}
+)
+
+// sql returns the statement that deletes one batch, and its arguments for the cutoff.
+func (p purge) sql(dialect string, before time.Time) (string, []any) {
+	where := p.column + " < ?"
+	if p.filter != "" {
+		where += " AND " + p.filter
+	}
+	args := append([]any{before.UTC()}, p.args...)
+	if dialect == MySQL {
+		return fmt.Sprintf("DELETE FROM %s WHERE %s LIMIT %d", p.table, where, purgeBatch), args
+	}
+	// SQLite is built without DELETE ... LIMIT: delete the batch's rowids, found through the same index range.
+	return fmt.Sprintf("DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE %s LIMIT %d)", p.table, p.table, where, purgeBatch), args
+}
+
+// run deletes the purge's rows before the cutoff, batch by batch, until a batch deletes fewer than purgeBatch.
+func (s *Store) runPurge(ctx context.Context, p purge, before time.Time) (int64, error) {
+	q, args := p.sql(s.dialect, before)
+	var total int64
+	for {
+		res, err := s.sqlDB.ExecContext(ctx, q, args...)
+		if err != nil {
+			return total, fmt.Errorf("store: %s: %w", p.name, err)
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return total, fmt.Errorf("store: %s: %w", p.name, err)
+		}
+		total += n
+		if n < purgeBatch {
+			return total, nil
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}
+
+func (s *Store) runPurges(ctx context.Context, before time.Time, ps ...purge) (int64, error) {
+	var total int64
+	for _, p := range ps {
+		n, err := s.runPurge(ctx, p, before)
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// PurgeMessages deletes queued messages that expired, or were consumed, before t.
+func (s *Store) PurgeMessages(ctx context.Context, before time.Time) (int64, error) {
+	return s.runPurges(ctx, before, purgeMessagesExpired, purgeMessagesConsumed)
+}
+
+// PurgeFinished deletes bookmarks closed, and timers fired or cancelled, before t (their instances' history keeps
+// what happened).
+func (s *Store) PurgeFinished(ctx context.Context, before time.Time) (int64, error) {
+	return s.runPurges(ctx, before, purgeBookmarks, purgeTimers)
+}
+
+// PurgeDeliveries deletes finished webhook deliveries created before t.
+func (s *Store) PurgeDeliveries(ctx context.Context, before time.Time) (int64, error) {
+	return s.runPurges(ctx, before, purgeDeliveries)
+}
+
+// PurgeIdempotent deletes idempotency records and commit records created before t and returns how many records
+// it deleted.
+func (s *Store) PurgeIdempotent(ctx context.Context, before time.Time) (int64, error) {
+	n, err := s.runPurge(ctx, purgeIdempotencyKeys, before)
+	if err != nil {
+		return n, err
+	}
+	_, err = s.runPurge(ctx, purgeIdempotencyCommits, before)
+	return n, err
+}
+
+// PurgeRunLogs deletes plugin run logs stored before t (HALLEY_RETENTION_DAYS).
+func (s *Store) PurgeRunLogs(ctx context.Context, before time.Time) (int64, error) {
+	return s.runPurge(ctx, purgeRunLogs, before)
+}
+
+// MaintenanceQuery is one statement a purge or the retention sweep runs, with example arguments.
+type MaintenanceQuery struct {
+	Name string
+	SQL  string
+	Args []any
+}
+
+// MaintenanceQueries returns the statements of every purge and of the retention sweep as this store runs them,
+// with before as their cutoff, so that a test can EXPLAIN each on MySQL and prove it an index range scan, not a
+// full scan (docs/operations.md).
+func (s *Store) MaintenanceQueries(before time.Time) []MaintenanceQuery {
+	now := before.UTC()
+	var out []MaintenanceQuery
+	for _, p := range []purge{purgeMessagesExpired, purgeMessagesConsumed, purgeBookmarks, purgeTimers, purgeDeliveries,
+		purgeIdempotencyKeys, purgeIdempotencyCommits, purgeRunLogs} {
+		q, args := p.sql(s.dialect, now)
+		out = append(out, MaintenanceQuery{Name: p.name, SQL: q, Args: args})
+	}
+	return append(out, s.sweepQueries(now)...)
+}
