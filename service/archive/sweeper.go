@@ -30,7 +30,9 @@ type Options struct {
 	Every time.Duration
 	// BatchSize bounds the instances of one batch: one gzip member, one short delete transaction. Default 100.
 	BatchSize int
-	// Lease is how long the leader lease lasts; it is renewed before every batch. Default 2m.
+	// Lease is how long the leader lease lasts; it is renewed before every batch and before every write. A
+	// replica that dies mid-sweep keeps others from sweeping until it runs out. Default: twice Every, at least
+	// 10s and at most 2m.
 	Lease time.Duration
 	// Owner names this process in the lease; default host-pid-random.
 	Owner  string
@@ -79,7 +81,7 @@ func New(st model.ArchiveStore, opts Options) *Sweeper {
 		opts.BatchSize = 100
 	}
 	if opts.Lease <= 0 {
-		opts.Lease = 2 * time.Minute
+		opts.Lease = min(max(2*opts.Every, 10*time.Second), 2*time.Minute)
 	}
 	if opts.Owner == "" {
 		host, _ := os.Hostname()

@@ -63,7 +63,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 	fs.SetOutput(stderr)
 	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url http://127.0.0.1:8080] [--user admin] [--password pw | --token tok]\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
+		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url http://127.0.0.1:8080] [--user admin] [--password pw | --token tok]\n       halley [--config file.yaml] archive show [--raw] INSTANCE_ID\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +83,16 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 			return fmt.Errorf("unknown command %q", strings.Join(fs.Args(), " "))
 		}
 		return loadTemplates(ctx, fs.Args()[2:], getenv, stderr)
+	case "archive":
+		if fs.NArg() < 2 || fs.Arg(1) != "show" {
+			fs.Usage()
+			return fmt.Errorf("unknown command %q (want: archive show ID)", strings.Join(fs.Args(), " "))
+		}
+		args := fs.Args()[2:]
+		if *cfgPath != "" {
+			args = append([]string{"--config", *cfgPath}, args...)
+		}
+		return archiveShow(ctx, args, os.Stdout)
 	case "serve", "migrate":
 	default:
 		fs.Usage()
