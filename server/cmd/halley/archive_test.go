@@ -50,7 +50,9 @@ func TestArchiveEndToEnd(t *testing.T) {
 				r := cl.call(t.Context(), h.URL(), "GET", path, nil, "")
 				return r.status == http.StatusGone && r.code() == "archived"
 			}
-			if !waitFor(30*time.Second, func() bool { return gone("/api/v1/instances/" + done) && gone("/api/v1/instances/"+approved["id"].(string)) }) {
+			if !waitFor(30*time.Second, func() bool {
+				return gone("/api/v1/instances/"+done) && gone("/api/v1/instances/"+approved["id"].(string))
+			}) {
 				t.Fatalf("finished instances were not archived: %v", cl.call(t.Context(), h.URL(), "GET", "/api/v1/instances/"+done, nil, ""))
 			}
 			for _, p := range []string{"/api/v1/instances/" + done + "/history", "/api/v1/instances/" + done + "/diagram", "/api/v1/tasks/" + task} {
