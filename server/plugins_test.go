@@ -74,7 +74,7 @@ func runExecutor(t *testing.T, d *server.Deps, st *store.Store, rec *runs, worke
 	}
 	q := engine.NewPluginQueue(d.Engine, st, files)
 	ex := plugin.NewExecutor(q, &plugin.ProcessRunner{WorkRoot: t.TempDir()},
-		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
+		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete, Logs: q,
 			Logger: quietLogger(), Now: now})
 	if attach {
 		q.Attach(ex)
@@ -198,6 +198,15 @@ func TestPluginsInNodes(t *testing.T) {
 			t.Fatalf("run log: %s", runs.Body)
 		}
 		assertError(t, e.do("GET", "/api/v1/plugins/edit-ctx/runs?date=yesterday", e.admin, nil, nil), 400, "invalid_date")
+		// The record of every attempt, from the database.
+		runID := items[0].(M)["id"].(string)
+		if lg := e.do("GET", "/api/v1/plugin-runs/"+runID+"/log", e.admin, nil, nil); lg.Status != 200 ||
+			!strings.Contains(string(lg.Body), "=== run "+runID+" attempt 1 ===") || !strings.Contains(string(lg.Body), "status:      succeeded") ||
+			!strings.HasPrefix(lg.Header.Get("Content-Type"), "text/plain") {
+			t.Fatalf("run log: %d %s", lg.Status, lg.Body)
+		}
+		assertError(t, e.do("GET", "/api/v1/plugin-runs/"+runID+"/log", bob, nil, nil), 403, "admin_required")
+		assertError(t, e.do("GET", "/api/v1/plugin-runs/nope/log", e.admin, nil, nil), 404, "plugin_log_not_found")
 
 		// An auto node whose plugin decides "reject" rejects; no end is reachable, so the instance is rejected.
 		e.publish("auto-no", []any{start(M{"kind": "manual"}), M{"id": "check", "type": "auto", "plugins": M{"pre": []string{"say-no"}}}, M{"id": "end", "type": "end"}},
