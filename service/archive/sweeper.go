@@ -34,6 +34,10 @@ type Options struct {
 	// replica that dies mid-sweep keeps others from sweeping until it runs out. Default: twice Every, at least
 	// 10s and at most 2m.
 	Lease time.Duration
+	// Duty bounds the share of wall time a sweep spends working: after each batch it pauses so that batches
+	// take at most this fraction of the time, leaving the database to the engine (a backlog of years is worked
+	// off over hours, not in a burst). Default 0.5; 1 never pauses.
+	Duty float64
 	// Owner names this process in the lease; default host-pid-random.
 	Owner  string
 	Now    func() time.Time
@@ -82,6 +86,9 @@ func New(st model.ArchiveStore, opts Options) *Sweeper {
 	}
 	if opts.Lease <= 0 {
 		opts.Lease = min(max(2*opts.Every, 10*time.Second), 2*time.Minute)
+	}
+	if opts.Duty <= 0 || opts.Duty > 1 {
+		opts.Duty = 0.5
 	}
 	if opts.Owner == "" {
 		host, _ := os.Hostname()
@@ -184,12 +191,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 			return errStop
 		}
 		lease = l
+		began := time.Now()
 		n, err := s.archive(ctx, lease, batch)
 		res.Archived += n
 		if err == nil {
 			res.Batches++
 		}
 		batch = batch[:0]
+		if err == nil && s.opts.Duty < 1 {
+			pause(ctx, time.Duration(float64(time.Since(began))*(1-s.opts.Duty)/s.opts.Duty))
+		}
 		return err
 	}
 	for _, g := range groups {
@@ -229,6 +240,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 	}
 	s.retention = cache
 	return res, flush()
+}
+
+// pause waits d (real time: it paces work, it is not a timer of the domain) or until ctx is done.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }
 
 func (s *Sweeper) renew(ctx context.Context) (model.Lease, bool, error) {

@@ -24,6 +24,7 @@ const STATUS_TEXT: Record<number, string> = {
   403: 'You are not allowed to do this',
   404: 'Not found',
   409: 'This changed in the meantime',
+  410: 'This was archived',
   413: 'The upload is too large',
   422: 'The server could not accept this',
   429: 'Too many requests: wait a moment and try again',

@@ -97,9 +97,18 @@ export interface Point {
   y: number
 }
 
+/** Settings of the whole definition (API.md: the definition-level "options" object). */
+export interface DefinitionOptions {
+  /** how long finished instances of this version are kept before they are archived: a Go duration ("720h"),
+   * "0" = forever; absent = the deployment's HALLEY_INSTANCE_RETENTION */
+  retention?: string
+  [key: string]: unknown
+}
+
 export interface Definition {
   nodes: DefNode[]
   edges: DefEdge[]
+  options?: DefinitionOptions
   /** free-form editor data; the engine ignores it. The designer keeps node positions in meta.layout. */
   meta?: Record<string, unknown>
   /** the designer's working copy of meta.layout: where each node sits on the canvas */
@@ -269,6 +278,12 @@ export interface CleanOptions {
 /** cleanDefinition is what the designer sends to POST /templates/validate, PUT .../draft and exports. */
 export function cleanDefinition(def: Definition, opts: CleanOptions = {}): Definition {
   const out: Definition = { nodes: def.nodes.map(cleanNode), edges: def.edges.map(cleanEdge) }
+  // Options travel as they came (other settings may be there), without empty values.
+  const options: DefinitionOptions = {}
+  for (const [k, v] of Object.entries(def.options ?? {})) {
+    if (v !== undefined && v !== null && v !== '') options[k] = typeof v === 'string' ? v.trim() : v
+  }
+  if (Object.keys(options).length > 0) out.options = options
   // meta is kept as it came (other editors may keep data there), except its layout, which is the designer's.
   const meta: Record<string, unknown> = { ...(def.meta ?? {}) }
   delete meta.layout
@@ -372,5 +387,6 @@ export function parseDefinition(text: string): Definition {
     if (!e || typeof e.from !== 'string' || typeof e.to !== 'string') throw new Error(`edges[${i}] needs "from" and "to".`)
   })
   if (d.meta !== undefined && (typeof d.meta !== 'object' || d.meta === null || Array.isArray(d.meta))) throw new Error('"meta" must be an object.')
-  return { nodes: d.nodes, edges: d.edges ?? [], meta: d.meta, layout: d.layout }
+  if (d.options !== undefined && (typeof d.options !== 'object' || d.options === null || Array.isArray(d.options))) throw new Error('"options" must be an object.')
+  return { nodes: d.nodes, edges: d.edges ?? [], options: d.options, meta: d.meta, layout: d.layout }
 }
