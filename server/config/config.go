@@ -90,7 +90,7 @@ var settings = []Setting{
 		c.Addr = v
 		return nil
 	}},
-	{"HALLEY_DATA_DIR", "data_dir", "./data", "Folder for the SQLite file, the generated secret, plugin files and logs.", func(c *Config, v string) error {
+	{"HALLEY_DATA_DIR", "data_dir", "./data", "Folder for the SQLite file, the generated secret, the local plugin cache and (by default) the archive.", func(c *Config, v string) error {
 		if v == "" {
 			return errors.New("must not be empty")
 		}
@@ -180,11 +180,11 @@ var settings = []Setting{
 	{"HALLEY_DB_MAX_OPEN_CONNS", "db_max_open_conns", "0", "Connection pool size; 0 = 64 for MySQL, 8 for SQLite.", intSetter(func(c *Config, n int64) { c.DBMaxOpenConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_CONN_MAX_LIFETIME", "db_conn_max_lifetime", "30m", "Recycle connections after this long.", durationSetter(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d }, time.Second)},
-	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "Where uploaded plugin files live (a NAS mount in production); unset = <data_dir>/plugins.", func(c *Config, v string) error {
+	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "This replica's local cache of plugin files (under sha256/, fetched from the database on first use and checked against their hash; no sharing or backup needed). Plugin files of earlier releases found here (<name>/<version>/<sha256>) are imported into the database at start. Unset = <data_dir>/plugins.", func(c *Config, v string) error {
 		c.PluginDir = v
 		return nil
 	}},
-	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond).", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
+	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond). The file is stored in the database in one transaction, in 1 MiB rows: keep it in the tens of MiB.", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
 	{"HALLEY_PLUGIN_WORKERS", "plugin_workers", "8", "Plugin runs executed at once by this process.", intSetter(func(c *Config, n int64) { c.PluginWorkers = int(n) }, 1, 1024)},
 	{"HALLEY_PLUGIN_OUTPUT_CAP", "plugin_output_cap", "1048576", "Bytes of stdout and of stderr kept per plugin run; the rest is discarded.", intSetter(func(c *Config, n int64) { c.PluginOutputCap = int(n) }, 1024, 1<<30)},
 	{"HALLEY_TRUSTED_PROXIES", "trusted_proxies", "", "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is trusted for the client IP; unset = none (the TCP peer is the client).", func(c *Config, v string) error {
