@@ -58,6 +58,7 @@ type Config struct {
 	InstanceRetention time.Duration
 	RetentionSweep    time.Duration
 	RetentionBatch    int
+	RetentionDuty     float64
 	ArchiveDir        string
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
@@ -214,6 +215,14 @@ var settings = []Setting{
 	}},
 	{"HALLEY_INSTANCE_RETENTION_SWEEP", "instance_retention_sweep", "1h", "How often the retention sweep looks for instances to archive (one replica at a time sweeps, under a lease in the database).", durationSetter(func(c *Config, d time.Duration) { c.RetentionSweep = d }, time.Second)},
 	{"HALLEY_INSTANCE_RETENTION_BATCH", "instance_retention_batch", "100", "Instances archived per batch: one gzip member in the archive and one short delete transaction each.", intSetter(func(c *Config, n int64) { c.RetentionBatch = int(n) }, 1, 1000)},
+	{"HALLEY_INSTANCE_RETENTION_DUTY", "instance_retention_duty", "0.1", "Share of the time the retention sweep works: after each batch it pauses so that batches take at most this fraction, leaving the database to the engine. 0.1 archives a day's 20,000 finished instances in minutes and a year's backlog within days; raise it (up to 1, no pause) to catch up faster.", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0.01 || f > 1 {
+			return fmt.Errorf("must be a number from 0.01 to 1 (got %q)", v)
+		}
+		c.RetentionDuty = f
+		return nil
+	}},
 	{"HALLEY_ARCHIVE_DIR", "archive_dir", "", "Where the retention sweep writes archived instances, one gzipped JSON-lines file per day (YYYY-MM-DD.jsonl.gz); with several replicas it must be storage they all reach (a NAS mount). Unset = <data_dir>/archive. Made absolute at start.", func(c *Config, v string) error {
 		c.ArchiveDir = v
 		return nil

@@ -24,6 +24,7 @@ func TestDefaults(t *testing.T) {
 	}
 	wd, _ := os.Getwd()
 	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
+		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 ||
 		c.ArchiveDir != filepath.Join(wd, "data", "archive") {
 		t.Fatalf("long-running defaults: prefix %q, db wait %v, retention %v, sweep %v, archive %q", c.RedisPrefix, c.DBWait,
 			c.InstanceRetention, c.RetentionSweep, c.ArchiveDir)
@@ -66,6 +67,8 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_INSTANCE_RETENTION": "-1h"}, want: "HALLEY_INSTANCE_RETENTION: must be 0 (keep forever) or a duration"},
 		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_SWEEP": "10ms"}, want: "HALLEY_INSTANCE_RETENTION_SWEEP: must be a duration of at least 1s"},
 		{env: map[string]string{"HALLEY_DB_WAIT": "soon"}, want: "HALLEY_DB_WAIT: must be a duration"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_DUTY": "0"}, want: "HALLEY_INSTANCE_RETENTION_DUTY: must be a number from 0.01 to 1"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_BATCH": "5000"}, want: "HALLEY_INSTANCE_RETENTION_BATCH: must be a whole number from 1 to 1000"},
 		{file: map[string]string{"colour": "blue"}, want: `unknown setting "colour"`},
 		{file: map[string]string{"log_level": "loud"}, want: "log_level (in "},
 	}

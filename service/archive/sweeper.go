@@ -36,7 +36,7 @@ type Options struct {
 	Lease time.Duration
 	// Duty bounds the share of wall time a sweep spends working: after each batch it pauses so that batches
 	// take at most this fraction of the time, leaving the database to the engine (a backlog of years is worked
-	// off over hours, not in a burst). Default 0.5; 1 never pauses.
+	// off over days, not in a burst; a day's finished instances take minutes). Default 0.1; 1 never pauses.
 	Duty float64
 	// Owner names this process in the lease; default host-pid-random.
 	Owner  string
@@ -88,7 +88,7 @@ func New(st model.ArchiveStore, opts Options) *Sweeper {
 		opts.Lease = min(max(2*opts.Every, 10*time.Second), 2*time.Minute)
 	}
 	if opts.Duty <= 0 || opts.Duty > 1 {
-		opts.Duty = 0.5
+		opts.Duty = 0.1
 	}
 	if opts.Owner == "" {
 		host, _ := os.Hostname()

@@ -54,7 +54,7 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	clients := fs.Int("clients", 20, "clients of the step load measured alone and during the sweep")
 	duration := fs.Duration("duration", 20*time.Second, "measured time of the step load alone")
 	batch := fs.Int("batch", 100, "instances per archive batch (HALLEY_INSTANCE_RETENTION_BATCH)")
-	duty := fs.Float64("duty", 0.5, "share of the time the sweep works (Halley's default 0.5 pauses after each batch as long as it took; 1 never pauses)")
+	duty := fs.Float64("duty", 0.1, "share of the time the sweep works (HALLEY_INSTANCE_RETENTION_DUTY, default 0.1: after each batch it pauses nine times as long as it took; 1 never pauses)")
 	dir := fs.String("archive-dir", "", "archive directory (default: a temporary one, removed afterwards)")
 	if err := fs.Parse(args); err != nil {
 		return err

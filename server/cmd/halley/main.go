@@ -343,7 +343,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	// The retention sweep archives and deletes finished instances past their retention, on one replica at a time
 	// (a lease in the database).
 	sweeper := archive.New(st, archive.Options{Dir: cfg.ArchiveDir, Retention: cfg.InstanceRetention, Every: cfg.RetentionSweep,
-		BatchSize: cfg.RetentionBatch, Logger: lg})
+		BatchSize: cfg.RetentionBatch, Duty: cfg.RetentionDuty, Logger: lg})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
