@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -418,4 +420,38 @@ func count(t *testing.T, s *store.Store, table, where string, args ...any) int {
 		t.Fatal(err)
 	}
 	return int(n)
+}
+
+// TestGormLogsThroughSlog: gorm's statements reach the store's logger — a slow one as a warning without its
+// values, a failed one only at debug level (the store returns the error and its caller logs it once).
+func TestGormLogsThroughSlog(t *testing.T) {
+	var buf bytes.Buffer
+	lg := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	s, err := store.Open(ctx, store.Config{URL: storetest.URL(t, store.MySQL), Logger: lg, MaxOpenConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.DB().Exec("SELECT SLEEP(?) AS secret_value", 1.05).Error; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().Exec("SELECT * FROM no_such_table").Error; err == nil {
+		t.Fatal("a bad statement succeeded")
+	}
+	var slow map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not JSON: %q", l)
+		}
+		if m["msg"] == "slow sql statement" {
+			slow = m
+		}
+		if m["msg"] == "sql statement failed" {
+			t.Errorf("a failed statement was logged at info level: %v", m)
+		}
+	}
+	if slow == nil || slow["component"] != "gorm" || slow["level"] != "WARN" || !strings.Contains(slow["sql"].(string), "SLEEP(?)") {
+		t.Fatalf("slow statement line: %v\n%s", slow, buf.String())
+	}
 }
