@@ -430,7 +430,9 @@ func plainValue(column, dbType string, v any) any {
 // FinishArchiveBatch implements model.ArchiveStore.
 func (s *Store) FinishArchiveBatch(ctx context.Context, l model.Lease, b *model.ArchiveBatch, recs []*model.ArchiveRecord, now time.Time) ([]string, error) {
 	var changed []string
-	err := s.inTx(ctx, func(tx *gorm.DB) error {
+	// READ COMMITTED: the deletes lock the rows they delete and no gaps between them, so the engine's inserts of
+	// new tasks, history and instances beside them never wait for the sweep.
+	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		changed = nil
 		if err := s.checkLease(tx, l, now); err != nil {
 			return err

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -53,11 +54,7 @@ func (s *Store) runPurge(ctx context.Context, p purge, before time.Time) (int64,
 	q, args := p.sql(s.dialect, before)
 	var total int64
 	for {
-		res, err := s.sqlDB.ExecContext(ctx, q, args...)
-		if err != nil {
-			return total, fmt.Errorf("store: %s: %w", p.name, err)
-		}
-		n, err := res.RowsAffected()
+		n, err := s.purgeBatch(ctx, q, args)
 		if err != nil {
 			return total, fmt.Errorf("store: %s: %w", p.name, err)
 		}
@@ -69,6 +66,29 @@ func (s *Store) runPurge(ctx context.Context, p purge, before time.Time) (int64,
 			return total, err
 		}
 	}
+}
+
+// purgeBatch runs one batch's DELETE in a transaction of its own, READ COMMITTED on MySQL: it locks the rows it
+// deletes and no gaps, so inserts of new rows beside the purged range never wait for it.
+func (s *Store) purgeBatch(ctx context.Context, q string, args []any) (int64, error) {
+	var opts *sql.TxOptions
+	if s.dialect == MySQL {
+		opts = readCommitted
+	}
+	tx, err := s.sqlDB.BeginTx(ctx, opts)
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	res, err := tx.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, err
+	}
+	return n, tx.Commit()
 }
 
 func (s *Store) runPurges(ctx context.Context, before time.Time, ps ...purge) (int64, error) {
