@@ -5,9 +5,9 @@ PKG       := ./server/cmd/halley
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
-UI_SRC    := $(shell find frontend/src frontend/public frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts -type f 2>/dev/null)
+UI_SRC    := $(shell find frontend/src frontend/public frontend/scripts frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts model/definition.schema.json -type f 2>/dev/null)
 
-.PHONY: run build ui test test-go test-ui lint bench faults soak templates clean
+.PHONY: run build ui ui-deps generate test test-go test-ui lint bench faults soak templates clean
 
 ## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
 run: build
@@ -24,10 +24,22 @@ frontend/dist/index.html: $(UI_SRC)
 ifeq ($(wildcard frontend/package.json),)
 	@echo "ui: no frontend/package.json yet; serving the API only"
 else ifeq ($(HAS_NPM),yes)
-	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run build
+	$(MAKE) ui-deps
+	cd frontend && npm run build
 else
-	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20+ to include it)"
+	@echo "ui: npm not found; building Halley without its web UI (install Node.js 20.19+ to include it)"
 endif
+
+# ui-deps: the front end's node_modules, installed when missing or older than package-lock.json
+ui-deps:
+	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+
+## generate: regenerate what the Go definition types in model/ generate: model/definition.schema.json, the field
+## reference of docs/templates.md, and the front end's types (frontend/src/generated/definition.ts); commit them
+generate:
+	$(GO) run ./service/graph/schemagen
+	@if [ "$(HAS_NPM)" = yes ]; then $(MAKE) ui-deps && cd frontend && npm run generate; \
+	else echo "generate: npm not found; frontend/src/generated/definition.ts not regenerated"; exit 1; fi
 
 ## test: every test (Go on SQLite always, on MySQL/Redis when HALLEY_TEST_MYSQL/HALLEY_TEST_REDIS are set; UI tests)
 test: test-go test-ui
@@ -35,10 +47,12 @@ test: test-go test-ui
 test-go:
 	$(GO) test -count=1 -timeout 15m ./...
 
-## test-ui: the UI's unit tests (Vitest) and its end-to-end test in Chromium against a real Halley
+## test-ui: a check that the front end's generated types match the schema, the UI's unit tests (Vitest) and its
+## end-to-end test in Chromium against a real Halley
 test-ui:
 ifneq ($(wildcard frontend/package.json),)
 	@if [ "$(HAS_NPM)" = yes ]; then \
+		$(MAKE) ui-deps && (cd frontend && npm run check:generated) && \
 		$(MAKE) build && \
 		cd frontend && npm run test:unit && HALLEY_BIN=$(CURDIR)/$(BIN) npm run test:e2e; \
 	elif [ "$$CI" = true ]; then echo "test-ui: npm is required under CI=true"; exit 1; \

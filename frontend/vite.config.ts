@@ -28,6 +28,20 @@ function keepGitkeep(): Plugin {
   }
 }
 
+// Vant's icon font lists a CDN copy (at.alicdn.com) after its inline one. The app's Content-Security-Policy allows
+// fonts from Halley itself and data: URLs only (and a phone need not tell a CDN it opened a task): the CDN source
+// is dropped, so the browser never tries it.
+function noRemoteFonts(): Plugin {
+  return {
+    name: 'halley-no-remote-fonts',
+    enforce: 'pre',
+    transform(code, id) {
+      if (!id.includes('/vant/') || !id.endsWith('.css') || !code.includes('alicdn.com')) return null
+      return { code: code.replace(/,\s*url\(\s*["']?(?:https?:)?\/\/at\.alicdn\.com\/[^)]*\)\s*format\(["'][a-z0-9]+["']\)/g, ''), map: null }
+    },
+  }
+}
+
 export default defineConfig({
   plugins: [
     vue(),
@@ -38,6 +52,7 @@ export default defineConfig({
       dts: 'src/components.d.ts',
     }),
     keepGitkeep(),
+    noRemoteFonts(),
   ],
   resolve: {
     alias: { '@': resolve(import.meta.dirname, 'src') },

@@ -8,11 +8,9 @@ import (
 	"math"
 	"net/netip"
 	"reflect"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
 
 // Node types (API.md "Node types").
@@ -27,10 +25,12 @@ const (
 	NodeTerminate = "terminate" // ends the instance at once
 )
 
-// Join modes: how a node with several incoming edges activates.
+// Join modes: how a node with several incoming edges activates (API.md "Semantics changes"). Every incoming
+// edge ends up taken, pruned (routing did not choose it) or killed (a rejection or failure upstream).
 const (
-	JoinAnd = "and" // every incoming edge taken (the default)
-	JoinOr  = "or"  // the first incoming edge taken
+	JoinAnd = "and" // the default: every incoming edge taken or pruned, at least one taken (synchronizing merge)
+	JoinOr  = "or"  // the first taken incoming edge; later arrivals are absorbed
+	JoinMin = "min" // {"min":N}: N taken incoming edges (partial join)
 )
 
 // Sign modes of an approval node.
@@ -48,6 +48,7 @@ const (
 	TriggerSyncAPI  = "sync-api"
 	TriggerAsyncAPI = "async-api"
 	TriggerForm     = "form"
+	TriggerMessage  = "message" // 消息开始: POST /messages with the trigger's message name starts an instance
 )
 
 // Login verification of an API trigger.
@@ -92,6 +93,9 @@ const (
 	CodeBadCondition   = "bad_condition"
 	CodeBadCron        = "bad_cron"
 	CodeBadNode        = "bad_node"
+
+	// CodeUnknownUser is a warning, not an error: a static approver or cc user that does not exist (yet).
+	CodeUnknownUser = "unknown_user"
 )
 
 // Lengths the stores keep (in characters) for what a definition names: longer values are refused by validation
@@ -102,27 +106,6 @@ const (
 	MaxPersonLen   = 200 // a user name in approvers or cc (tasks.assignee, cc.username)
 	MaxMessageLen  = 255 // a callback node's message name (bookmarks.message_name)
 )
-
-// KnownNodeType reports whether t is one of the node types.
-func KnownNodeType(t string) bool {
-	switch t {
-	case NodeStart, NodeApproval, NodeAuto, NodeDelay, NodeCallback, NodeError, NodeEnd, NodeTerminate:
-		return true
-	}
-	return false
-}
-
-// NodeTypeMessage is the message for a node whose type is missing or unknown, "" for a known type; parsing and
-// validation share it.
-func NodeTypeMessage(nodeID, nodeType string) string {
-	switch {
-	case nodeType == "":
-		return fmt.Sprintf("node %q has no type", nodeID)
-	case !KnownNodeType(nodeType):
-		return fmt.Sprintf("node %q: unknown type %q (one of start, approval, auto, delay, callback, error, end, terminate)", nodeID, nodeType)
-	}
-	return ""
-}
 
 // ValidationError is one problem found in a definition: a code from the list above, a message for the template
 // author, and the ids of the nodes at fault (in order for a cycle; never null in JSON).
@@ -154,6 +137,10 @@ func (e ValidationError) MarshalJSON() ([]byte, error) {
 // Duration is a time.Duration that reads a Go duration string ("2s", "1h30m"), "" or "0" as zero, a number of
 // seconds (JSON number or numeric string, as Comet's delay interval), and writes a Go duration string.
 type Duration time.Duration
+
+// DurationFormat is the JSON Schema "format" of a Duration in the definition schema; service/graph checks it with
+// Duration's own decoder.
+const DurationFormat = "go-duration"
 
 // Std returns d as a time.Duration.
 func (d Duration) Std() time.Duration { return time.Duration(d) }
@@ -275,21 +262,111 @@ func (o *OnTimeout) UnmarshalJSON(b []byte) error {
 	return fmt.Errorf(`on_timeout must be "approve", "reject", "remind" or {"branch":"node-id"}, got %s`, jsonKind(b))
 }
 
+// Join is how a node with several incoming edges activates: "and" (the default), "or" (JSON: the string), or
+// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}: cancel the
+// branches still running into the node once it activated) is read so that validation can refuse it by name; the
+// engine does not implement it yet.
+type Join struct {
+	Mode       string // JoinAnd, JoinOr or JoinMin; "" means JoinAnd
+	Min        int    // with JoinMin: how many taken incoming edges activate the node
+	CancelRest bool
+}
+
+// IsZero reports whether no join was given.
+func (j Join) IsZero() bool { return j.Mode == "" && j.Min == 0 && !j.CancelRest }
+
+// String names the join for messages: and, or, min 2.
+func (j Join) String() string {
+	if j.Mode == JoinMin {
+		return fmt.Sprintf("min %d", j.Min)
+	}
+	if j.Mode == "" {
+		return JoinAnd
+	}
+	return j.Mode
+}
+
+// MarshalJSON writes the string form, or {"min":N} for a partial join.
+func (j Join) MarshalJSON() ([]byte, error) {
+	if j.Mode == JoinMin {
+		return json.Marshal(struct {
+			Min        int  `json:"min"`
+			CancelRest bool `json:"cancel_rest,omitempty"`
+		}{j.Min, j.CancelRest})
+	}
+	if j.Mode == "" {
+		return []byte("null"), nil
+	}
+	return json.Marshal(j.Mode)
+}
+
+// UnmarshalJSON reads a string (the mode; its value is checked by validation so that drafts still load) or an
+// object {"min":N} with an optional cancel_rest.
+func (j *Join) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	*j = Join{}
+	switch {
+	case string(b) == "null":
+		return nil
+	case len(b) > 0 && b[0] == '"':
+		return json.Unmarshal(b, &j.Mode)
+	case len(b) > 0 && b[0] == '{':
+		var v struct {
+			Min        *int  `json:"min"`
+			CancelRest *bool `json:"cancel_rest"`
+		}
+		if err := strictUnmarshal(b, &v); err != nil {
+			return fmt.Errorf("join: %s", describeJSONError(err))
+		}
+		if v.Min == nil {
+			return errors.New(`join: {"min": N} needs N, the number of taken incoming edges that activate the node`)
+		}
+		j.Mode, j.Min, j.CancelRest = JoinMin, *v.Min, deref(v.CancelRest)
+		return nil
+	}
+	return fmt.Errorf(`join must be "and", "or" or {"min": N}, got %s`, jsonKind(b))
+}
+
+// The types below are the definition's JSON shape, and the source of its JSON Schema
+// (model/definition.schema.json, served at GET /api/v1/schemas/definition.json; `make generate` regenerates it
+// with service/graph/schemagen, and the front end's types are generated from it). So they say everything about a
+// field in one place:
+//
+//   - the json tag names it;
+//   - the `jsonschema` tag constrains it (required, enum, minLength, maxLength, pattern, minimum, maximum...);
+//   - the `jsonschema_extras` tag says which node types (or trigger kinds, or error-handler operations) it belongs
+//     to: "x-discriminator" marks the field whose value decides (a node's type), "x-for" lists the values a field
+//     belongs to (a field without it belongs to all), "x-required-for" the values that need it; "x-code" is the
+//     validation code its problems carry (bad_node when absent) and "x-pattern-message" how a pattern mismatch
+//     reads to a template author;
+//   - the doc comment is its description, shown as help text in the designer.
+//
+// Adding a field is adding it here with its tags and comment; `make generate` does the rest. Types with a JSON
+// form of their own (Duration, OnTimeout, Join) get their schema in service/graph/schemagen, beside the tags' reader.
+
 // Plugins are the plugin names a node runs before it waits (pre) and after it finished (after).
 type Plugins struct {
-	Pre   []string `json:"pre,omitempty"`
-	After []string `json:"after,omitempty"`
+	// Plugins run when the node activates, before it waits (e.g. notify someone), in order.
+	Pre []string `json:"pre,omitempty" jsonschema:"pattern=\\S" jsonschema_extras:"x-pattern-message=is empty"`
+	// Plugins run when the node has finished (an approval decided, a callback arrived; an auto node's work), in order.
+	After []string `json:"after,omitempty" jsonschema:"pattern=\\S" jsonschema_extras:"x-pattern-message=is empty"`
 }
 
 // Approvers says who decides an approval node (or who is copied, for cc). The ways may be combined, except
 // groups and groups_context, which each stand alone.
 type Approvers struct {
-	Users         []string   `json:"users,omitempty"`
-	Roles         []string   `json:"roles,omitempty"`
-	Context       string     `json:"context,omitempty"`  // gjson path into the context: a user or a list of users
-	Relation      string     `json:"relation,omitempty"` // RelationInitiatorManager or RelationInitiatorDepartmentLeader
-	Groups        [][]string `json:"groups,omitempty"`   // 并签: one parallel sub-task set per group
-	GroupsContext string     `json:"groups_context,omitempty"`
+	// These users.
+	Users []string `json:"users,omitempty" jsonschema:"pattern=\\S,maxLength=200" jsonschema_extras:"x-pattern-message=is empty"`
+	// Every user holding one of these roles.
+	Roles []string `json:"roles,omitempty" jsonschema:"pattern=\\S,maxLength=200" jsonschema_extras:"x-pattern-message=is empty"`
+	// A gjson path into the instance context giving a user or a list of users, e.g. approvers.lead.
+	Context string `json:"context,omitempty" jsonschema:"pattern=^\\S*$" jsonschema_extras:"x-pattern-message=is not a context path: it has spaces"`
+	// A person relative to the initiator.
+	Relation string `json:"relation,omitempty" jsonschema:"enum=initiator.manager,enum=initiator.department.leader"`
+	// Parallel sign (并签): one set of tasks per group of users, each group deciding with group_sign; every group must pass.
+	Groups [][]string `json:"groups,omitempty"`
+	// A gjson path into the instance context giving the groups (a list of lists of users).
+	GroupsContext string `json:"groups_context,omitempty" jsonschema:"pattern=^\\S*$" jsonschema_extras:"x-pattern-message=is not a context path: it has spaces"`
 }
 
 // IsZero reports whether no approver is named in any way.
@@ -303,20 +380,27 @@ func (a Approvers) HasGroups() bool { return len(a.Groups) > 0 || a.GroupsContex
 
 // RetryPolicy is how often and how far apart a failing node is retried.
 type RetryPolicy struct {
-	Count  int      `json:"count,omitempty"`
+	// How many more times the node runs after it failed, at least 1.
+	Count int `json:"count,omitempty" jsonschema:"required,minimum=1"`
+	// The pause between two attempts: a duration such as "2s" or a number of seconds.
 	Period Duration `json:"period,omitzero"`
 }
 
 // CatchPolicy names the node taken when a node's error is caught.
 type CatchPolicy struct {
-	Branch string `json:"branch,omitempty"`
+	// The node to go to instead of the outgoing edges (with retry: once the retries are used up).
+	Branch string `json:"branch,omitempty" jsonschema:"required,minLength=1"`
 }
 
 // ErrorHandler says what happens when a node's plugin or work fails (seed: errorHandler).
 type ErrorHandler struct {
-	Operation string      `json:"operation,omitempty"` // ErrorOp*; "" means throw
-	Retry     RetryPolicy `json:"retry,omitzero"`
-	Catch     CatchPolicy `json:"catch,omitzero"`
+	// throw (the default): to the template's error node if it has one, else the instance fails; retry: run again;
+	// ignore: carry on as if the node succeeded; catch: go to catch.branch.
+	Operation string `json:"operation,omitempty" jsonschema:"enum=throw,enum=retry,enum=ignore,enum=catch,default=throw" jsonschema_extras:"x-discriminator=true"`
+	// How often to retry, and how far apart.
+	Retry RetryPolicy `json:"retry,omitzero" jsonschema_extras:"x-for=retry,x-required-for=retry"`
+	// Where to go: the node taken instead of the outgoing edges.
+	Catch CatchPolicy `json:"catch,omitzero" jsonschema_extras:"x-for=catch,x-for=retry,x-required-for=catch"`
 }
 
 // Op returns the operation, defaulting to throw.
@@ -327,30 +411,52 @@ func (h ErrorHandler) Op() string {
 	return h.Operation
 }
 
-// Trigger is how instances of a template start. Which fields apply depends on Kind.
+// Trigger is how instances of a template start. Which fields apply depends on its kind.
 type Trigger struct {
-	Kind string `json:"kind"`
+	// manual: POST /instances; crontab: on a schedule; sync-api and async-api: a business system calls
+	// /trigger/{sync|async}/{module}/{function}; form: people submit the template's form; message: POST /messages
+	// with the trigger's message name.
+	Kind string `json:"kind" jsonschema:"required,enum=manual,enum=crontab,enum=sync-api,enum=async-api,enum=form,enum=message" jsonschema_extras:"x-discriminator=true"`
 
-	// crontab
-	Expr          string `json:"expr,omitempty"`           // 5 fields: minute hour day-of-month month day-of-week
-	AllowRepeated bool   `json:"allow_repeated,omitempty"` // start even while the previous instance still runs
-	StartAt       string `json:"start_at,omitempty"`       // RFC 3339; "" = now
-	EndAt         string `json:"end_at,omitempty"`         // RFC 3339; "" = never
+	// 5 fields: minute hour day-of-month month day-of-week, e.g. "0 9 * * 1-5"; a "CRON_TZ=Asia/Shanghai " prefix sets the time zone.
+	Expr string `json:"expr,omitempty" jsonschema:"minLength=1,example=*/5 * * * *" jsonschema_extras:"x-for=crontab,x-required-for=crontab,x-code=bad_cron"`
+	// Start even while the instance started by the previous fire still runs.
+	AllowRepeated bool `json:"allow_repeated,omitempty" jsonschema_extras:"x-for=crontab"`
+	// The first time the schedule may fire (RFC 3339); empty: from now.
+	StartAt string `json:"start_at,omitempty" jsonschema_extras:"x-for=crontab"`
+	// The time after which the schedule stops (RFC 3339); empty: never.
+	EndAt string `json:"end_at,omitempty" jsonschema_extras:"x-for=crontab"`
 
-	// sync-api and async-api
-	Module            string `json:"module,omitempty"`
-	Function          string `json:"function,omitempty"`
-	Method            string `json:"method,omitempty"`             // HTTP method, default post
-	LoginVerification string `json:"login_verification,omitempty"` // LoginNone (default), LoginToken, LoginPassword
-	HeaderToken       string `json:"header_token,omitempty"`
-	HeaderUser        string `json:"header_user,omitempty"`
-	HeaderPassword    string `json:"header_password,omitempty"`
-	AllowRemoteIPs    string `json:"allow_remote_ips,omitempty"` // comma-separated IPs and CIDRs; "" = anyone
+	// The module part of the trigger's URL: letters, digits, '.', '_' and '-'.
+	Module string `json:"module,omitempty" jsonschema:"minLength=1,pattern=^([A-Za-z0-9_-][A-Za-z0-9._-]?|\\.[A-Za-z0-9_-]|[A-Za-z0-9._-][A-Za-z0-9._-][A-Za-z0-9._-]+)$" jsonschema_extras:"x-for=sync-api,x-for=async-api,x-required-for=sync-api,x-required-for=async-api,x-pattern-message=may hold only letters\\, digits\\, '.'\\, '_' and '-' (it is part of the URL)"`
+	// The function part of the trigger's URL: letters, digits, '.', '_' and '-'.
+	Function string `json:"function,omitempty" jsonschema:"minLength=1,pattern=^([A-Za-z0-9_-][A-Za-z0-9._-]?|\\.[A-Za-z0-9_-]|[A-Za-z0-9._-][A-Za-z0-9._-][A-Za-z0-9._-]+)$" jsonschema_extras:"x-for=sync-api,x-for=async-api,x-required-for=sync-api,x-required-for=async-api,x-pattern-message=may hold only letters\\, digits\\, '.'\\, '_' and '-' (it is part of the URL)"`
+	// The HTTP method callers use: get, post (the default), put, patch or delete.
+	Method string `json:"method,omitempty" jsonschema:"pattern=^(?i:get|post|put|patch|delete)$,default=post" jsonschema_extras:"x-for=sync-api,x-for=async-api,x-pattern-message=is not one of get\\, post\\, put\\, patch and delete"`
+	// How callers authenticate: none (the default); token: header X-Halley-Token equals header_token; password:
+	// headers X-Halley-User and X-Halley-Password equal header_user and header_password.
+	LoginVerification string `json:"login_verification,omitempty" jsonschema:"enum=none,enum=token,enum=password,default=none" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
+	// The token callers send in X-Halley-Token (login_verification token). Write-only: answers show "***" once it
+	// is set, and saving "***" keeps it.
+	HeaderToken string `json:"header_token,omitempty" jsonschema:"writeOnly=true" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
+	// The user callers send in X-Halley-User (login_verification password).
+	HeaderUser string `json:"header_user,omitempty" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
+	// The password callers send in X-Halley-Password (login_verification password). Write-only: answers show
+	// "***" once it is set, and saving "***" keeps it.
+	HeaderPassword string `json:"header_password,omitempty" jsonschema:"writeOnly=true" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
+	// Comma-separated IP addresses and CIDRs callers may come from, e.g. "10.0.0.0/8,1.2.3.4"; empty: anyone.
+	AllowRemoteIPs string `json:"allow_remote_ips,omitempty" jsonschema_extras:"x-for=sync-api,x-for=async-api"`
 
-	// form
-	Form         json.RawMessage `json:"form,omitempty"`
-	Members      []string        `json:"members,omitempty"`
-	RequireLogin bool            `json:"require_login,omitempty"`
+	// The form people fill in to start (a form template of the form designer).
+	Form json.RawMessage `json:"form,omitempty" jsonschema:"type=object" jsonschema_extras:"x-for=form,x-required-for=form,tsType=FormSchema"`
+	// Who may submit the form; empty: everyone.
+	Members []string `json:"members,omitempty" jsonschema:"pattern=\\S" jsonschema_extras:"x-for=form,x-pattern-message=is empty"`
+	// Submitters must sign in.
+	RequireLogin bool `json:"require_login,omitempty" jsonschema_extras:"x-for=form"`
+
+	// The message name: POST /messages with it starts an instance (its data becomes the context, its correlation
+	// id the instance's, its sender the initiator).
+	Message string `json:"message,omitempty" jsonschema:"minLength=1,maxLength=255,pattern=^(\\S((?s:.*)\\S)?)?$" jsonschema_extras:"x-for=message,x-required-for=message,x-pattern-message=has leading or trailing spaces"`
 }
 
 // IsZero reports whether no trigger was given.
@@ -358,7 +464,7 @@ func (t Trigger) IsZero() bool {
 	return t.Kind == "" && t.Expr == "" && !t.AllowRepeated && t.StartAt == "" && t.EndAt == "" &&
 		t.Module == "" && t.Function == "" && t.Method == "" && t.LoginVerification == "" &&
 		t.HeaderToken == "" && t.HeaderUser == "" && t.HeaderPassword == "" && t.AllowRemoteIPs == "" &&
-		len(t.Form) == 0 && len(t.Members) == 0 && !t.RequireLogin
+		len(t.Form) == 0 && len(t.Members) == 0 && !t.RequireLogin && t.Message == ""
 }
 
 // HTTPMethod returns the upper-case HTTP method of an API trigger, POST by default.
@@ -419,38 +525,62 @@ func (t Trigger) Window() (start, end time.Time, err error) {
 	return start, end, nil
 }
 
-// Node is one step of a definition. The fields after CC apply to one node type each (see NodeFieldOwner).
+// Node is one step of a definition. Its type decides which of the type-specific fields (trigger, approvers, sign,
+// interval...) it may have.
 type Node struct {
-	ID           string       `json:"id"`
-	Type         string       `json:"type"`
-	Name         string       `json:"name,omitempty"`
-	Join         string       `json:"join,omitempty"` // JoinAnd (default) or JoinOr
-	Plugins      Plugins      `json:"plugins,omitzero"`
-	Timeout      Duration     `json:"timeout,omitzero"` // 0 = none
+	// Unique within the definition: letters, digits, '_' and '-'.
+	ID string `json:"id" jsonschema:"required,minLength=1,maxLength=128,pattern=^[A-Za-z0-9_-]+$" jsonschema_extras:"x-pattern-message=may hold only letters\\, digits\\, '_' and '-'"`
+	// start: exactly one, how instances start; approval: people decide; auto: runs its plugins, then passes on;
+	// delay: waits; callback: waits for an external call or a message; error: catches unhandled errors; end: a
+	// normal end; terminate: ends the instance at once.
+	Type string `json:"type" jsonschema:"required,enum=start,enum=approval,enum=auto,enum=delay,enum=callback,enum=error,enum=end,enum=terminate" jsonschema_extras:"x-discriminator=true"`
+	// Shown to people; the id is shown when there is none.
+	Name string `json:"name,omitempty" jsonschema:"maxLength=200"`
+	// How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was
+	// taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
+	Join Join `json:"join,omitzero"`
+	// Plugins the node runs.
+	Plugins Plugins `json:"plugins,omitzero"`
+	// How long the node may take: a duration such as "30m" or "48h", or a number of seconds; 0 or absent: no limit.
+	// What happens then depends on on_timeout, timeout_branch or the error handler.
+	Timeout Duration `json:"timeout,omitzero"`
+	// What happens when a plugin or the node's work fails.
 	ErrorHandler ErrorHandler `json:"error_handler,omitzero"`
-	IsIgnore     bool         `json:"is_ignore,omitempty"` // passed through without running
-	CC           Approvers    `json:"cc,omitzero"`         // notified when the node activates (抄送)
-	// Meta is free-form data for editors (positions, colours); the engine ignores it.
-	Meta json.RawMessage `json:"meta,omitempty"`
+	// Pass the node through without running it: no tasks, no plugins.
+	IsIgnore bool `json:"is_ignore,omitempty"`
+	// People copied (抄送) when the node activates; they may read the instance. Users, roles, context or
+	// relation, not groups.
+	CC Approvers `json:"cc,omitzero"`
+	// Free-form data for editors (positions, colours); the engine ignores it.
+	Meta json.RawMessage `json:"meta,omitempty" jsonschema:"type=object"`
 
-	// start
-	Trigger Trigger `json:"trigger,omitzero"`
+	// How instances of the template start.
+	Trigger Trigger `json:"trigger,omitzero" jsonschema_extras:"x-for=start,x-required-for=start"`
 
-	// approval
-	Approvers Approvers       `json:"approvers,omitzero"`
-	Sign      string          `json:"sign,omitempty"`       // Sign*; "" means or
-	PassRatio float64         `json:"pass_ratio,omitempty"` // for vote: share of approvals that passes, in (0,1]
-	GroupSign string          `json:"group_sign,omitempty"` // how each group decides; "" means or
-	OnTimeout OnTimeout       `json:"on_timeout,omitzero"`
-	Form      json.RawMessage `json:"form,omitempty"` // form template shown to the approver
+	// Who decides.
+	Approvers Approvers `json:"approvers,omitzero" jsonschema_extras:"x-for=approval"`
+	// or (或签, the default): the first decision decides; all (会签): everyone must approve, one rejection rejects;
+	// sequential (顺序会签): one after another; vote (票签): passes when the share of approvals reaches pass_ratio.
+	Sign string `json:"sign,omitempty" jsonschema:"enum=or,enum=all,enum=sequential,enum=vote,default=or" jsonschema_extras:"x-for=approval"`
+	// For a vote: the share of approvals that passes, more than 0 and at most 1, e.g. 0.6.
+	PassRatio float64 `json:"pass_ratio,omitempty" jsonschema:"minimum=0,maximum=1" jsonschema_extras:"x-for=approval"`
+	// How each group of a parallel sign (approvers.groups) decides, as sign; or by default.
+	GroupSign string `json:"group_sign,omitempty" jsonschema:"enum=or,enum=all,enum=sequential,enum=vote,default=or" jsonschema_extras:"x-for=approval"`
+	// What happens when the timeout passes: approve, reject, remind the approvers, or {"branch": "node-id"} to go
+	// to another node.
+	OnTimeout OnTimeout `json:"on_timeout,omitzero" jsonschema_extras:"x-for=approval"`
+	// The form approvers see (a form template of the form designer); without one they see the start form.
+	Form json.RawMessage `json:"form,omitempty" jsonschema:"type=object" jsonschema_extras:"x-for=approval,tsType=FormSchema"`
 
-	// delay
-	Interval Duration `json:"interval,omitzero"`
-	Until    string   `json:"until,omitempty"` // RFC 3339 time or a context path giving one
+	// How long to wait: a duration such as "10m" or a number of seconds.
+	Interval Duration `json:"interval,omitzero" jsonschema_extras:"x-for=delay"`
+	// Wait until this time: an RFC 3339 time, or a context path giving one.
+	Until string `json:"until,omitempty" jsonschema_extras:"x-for=delay"`
 
-	// callback
-	TimeoutBranch string `json:"timeout_branch,omitempty"`
-	Message       string `json:"message,omitempty"`
+	// The node taken when the timeout passes; without it the node fails and its error handler applies.
+	TimeoutBranch string `json:"timeout_branch,omitempty" jsonschema_extras:"x-for=callback"`
+	// A message name: POST /messages with this name and the instance's correlation id resumes the node.
+	Message string `json:"message,omitempty" jsonschema:"maxLength=255,pattern=^(\\S((?s:.*)\\S)?)?$" jsonschema_extras:"x-for=callback,x-pattern-message=has leading or trailing spaces"`
 }
 
 // Label returns the node's name, or its id when it has none.
@@ -461,12 +591,12 @@ func (n *Node) Label() string {
 	return n.ID
 }
 
-// JoinMode returns the join mode, JoinAnd by default.
+// JoinMode returns the join mode (JoinAnd, JoinOr or JoinMin), JoinAnd by default.
 func (n *Node) JoinMode() string {
-	if n.Join == "" {
+	if n.Join.Mode == "" {
 		return JoinAnd
 	}
-	return n.Join
+	return n.Join.Mode
 }
 
 // SignMode returns the sign mode, SignOr by default.
@@ -485,126 +615,21 @@ func (n *Node) GroupSignMode() string {
 	return n.GroupSign
 }
 
-// NodeFieldOwner says which node type a JSON field of a node belongs to: "" for the fields common to every type;
-// ok is false for a field no node has.
-func NodeFieldOwner(field string) (owner string, ok bool) {
-	switch field {
-	case "id", "type", "name", "join", "plugins", "timeout", "error_handler", "is_ignore", "cc", "meta":
-		return "", true
-	case "trigger":
-		return NodeStart, true
-	case "approvers", "sign", "pass_ratio", "group_sign", "on_timeout", "form":
-		return NodeApproval, true
-	case "interval", "until":
-		return NodeDelay, true
-	case "timeout_branch", "message":
-		return NodeCallback, true
-	}
-	return "", false
-}
-
-// ForeignFields lists the type-specific fields set (non-zero) on n that do not belong to its type, in JSON
-// field order. Nodes of an unknown type have none.
-func (n *Node) ForeignFields() []string {
-	if !KnownNodeType(n.Type) {
-		return nil
-	}
-	set := []struct {
-		field string
-		isSet bool
-	}{
-		{"trigger", !n.Trigger.IsZero()},
-		{"approvers", !n.Approvers.IsZero()},
-		{"sign", n.Sign != ""},
-		{"pass_ratio", n.PassRatio != 0},
-		{"group_sign", n.GroupSign != ""},
-		{"on_timeout", !n.OnTimeout.IsZero()},
-		{"form", len(n.Form) > 0},
-		{"interval", n.Interval != 0},
-		{"until", n.Until != ""},
-		{"timeout_branch", n.TimeoutBranch != ""},
-		{"message", n.Message != ""},
-	}
-	var out []string
-	for _, f := range set {
-		if owner, _ := NodeFieldOwner(f.field); f.isSet && owner != n.Type {
-			out = append(out, f.field)
-		}
-	}
-	return out
-}
-
-// ForeignFieldMessage is the message for a field set on a node of a type it does not belong to; parsing and
-// validation share it so a problem found by both reads the same.
-func ForeignFieldMessage(nodeID, nodeType, field string) string {
-	owner, _ := NodeFieldOwner(field)
-	return fmt.Sprintf("node %q: field %q does not apply to %s nodes (it belongs to %s nodes)", nodeID, field, nodeType, owner)
-}
-
-// TriggerFieldOwner says which trigger kinds a JSON field of a trigger belongs to: nil for "kind" (every kind);
-// ok is false for a field no trigger has.
-func TriggerFieldOwner(field string) (kinds []string, ok bool) {
-	switch field {
-	case "kind":
-		return nil, true
-	case "expr", "allow_repeated", "start_at", "end_at":
-		return []string{TriggerCrontab}, true
-	case "module", "function", "method", "login_verification", "header_token", "header_user", "header_password", "allow_remote_ips":
-		return []string{TriggerSyncAPI, TriggerAsyncAPI}, true
-	case "form", "members", "require_login":
-		return []string{TriggerForm}, true
-	}
-	return nil, false
-}
-
-// KnownTriggerKind reports whether k is a trigger kind.
-func KnownTriggerKind(k string) bool {
-	switch k {
-	case TriggerManual, TriggerCrontab, TriggerSyncAPI, TriggerAsyncAPI, TriggerForm:
-		return true
-	}
-	return false
-}
-
-// ForeignFields lists the fields set (non-zero) on t that do not apply to its kind. Unknown kinds have none.
-func (t Trigger) ForeignFields() []string {
-	if !KnownTriggerKind(t.Kind) {
-		return nil
-	}
-	set := []struct {
-		field string
-		isSet bool
-	}{
-		{"expr", t.Expr != ""}, {"allow_repeated", t.AllowRepeated}, {"start_at", t.StartAt != ""}, {"end_at", t.EndAt != ""},
-		{"module", t.Module != ""}, {"function", t.Function != ""}, {"method", t.Method != ""},
-		{"login_verification", t.LoginVerification != ""}, {"header_token", t.HeaderToken != ""},
-		{"header_user", t.HeaderUser != ""}, {"header_password", t.HeaderPassword != ""}, {"allow_remote_ips", t.AllowRemoteIPs != ""},
-		{"form", len(t.Form) > 0}, {"members", len(t.Members) > 0}, {"require_login", t.RequireLogin},
-	}
-	var out []string
-	for _, f := range set {
-		if kinds, _ := TriggerFieldOwner(f.field); f.isSet && !slices.Contains(kinds, t.Kind) {
-			out = append(out, f.field)
-		}
-	}
-	return out
-}
-
-// TriggerForeignFieldMessage is the message for a trigger field that does not apply to the trigger's kind.
-func TriggerForeignFieldMessage(nodeID, kind, field string) string {
-	kinds, _ := TriggerFieldOwner(field)
-	return fmt.Sprintf("node %q: trigger field %q does not apply to a %s trigger (it belongs to %s)", nodeID, field, kind, strings.Join(kinds, "/"))
-}
-
 // Edge connects two nodes. Without a condition it is always taken; a default edge is taken only when no sibling
 // edge (same From) is.
 type Edge struct {
-	ID        string          `json:"id,omitempty"`
-	From      string          `json:"from"`
-	To        string          `json:"to"`
-	Condition json.RawMessage `json:"condition,omitempty"` // MongoDB-style query over the instance context
-	Default   bool            `json:"default,omitempty"`
-	Meta      json.RawMessage `json:"meta,omitempty"` // free-form data for editors; ignored by the engine
+	// An optional id, unique among the edges.
+	ID string `json:"id,omitempty"`
+	// The node the edge leaves.
+	From string `json:"from" jsonschema:"required,minLength=1" jsonschema_extras:"x-code=unknown_node"`
+	// The node the edge enters.
+	To string `json:"to" jsonschema:"required,minLength=1" jsonschema_extras:"x-code=unknown_node"`
+	// A MongoDB-style query over the instance context, e.g. {"days": {"$gt": 3}}; without one the edge is always taken.
+	Condition json.RawMessage `json:"condition,omitempty" jsonschema:"type=object" jsonschema_extras:"x-code=bad_condition"`
+	// Taken only when no other edge from the same node is taken.
+	Default bool `json:"default,omitempty"`
+	// Free-form data for editors; the engine ignores it.
+	Meta json.RawMessage `json:"meta,omitempty" jsonschema:"type=object"`
 }
 
 // HasCondition reports whether the edge carries a (non-null) condition.
@@ -623,66 +648,30 @@ func (e Edge) Label() string {
 
 // Definition is the graph of a process template: nodes and the edges between them.
 //
-// Lookups (Node, Outgoing, Incoming, Start, ErrorNode) use an index built by Index; ParseDefinition and
-// json.Unmarshal build it. Build it before sharing a definition between goroutines; after that the lookups only
+// Lookups (Node, Outgoing, Incoming, Start, ErrorNode) use an index built by Index; json.Unmarshal (and
+// graph.Parse) build it. Build it before sharing a definition between goroutines; after that the lookups only
 // read, and the nodes they return must not be changed. A definition changed after indexing (nodes or edges added
 // or removed) falls back to linear scans until it is indexed again.
 type Definition struct {
-	Nodes   []Node          `json:"nodes"`
-	Edges   []Edge          `json:"edges"`
-	Options Options         `json:"options,omitzero"`
-	Meta    json.RawMessage `json:"meta,omitempty"` // free-form data for editors; ignored by the engine
+	// The steps of the process.
+	Nodes []Node `json:"nodes"`
+	// The connections between the steps.
+	Edges []Edge `json:"edges"`
+	// Settings of the whole process.
+	Options Options `json:"options,omitzero"`
+	// Free-form data for editors (zoom, layout); the engine ignores it.
+	Meta json.RawMessage `json:"meta,omitempty" jsonschema:"type=object"`
 
 	idx *defIndex
 }
 
 // Options are the settings of a whole definition (the definition-level "options" object of API.md).
 type Options struct {
-	// Retention overrides HALLEY_INSTANCE_RETENTION for the instances of this version: once ended for this long
-	// they are written to the archive and deleted from the database; "0" keeps them forever. Absent: the
-	// deployment's setting applies. A Go duration ("720h") or a number of seconds; never negative.
+	// How long an ended instance of this version stays in the database before the retention sweep writes it to
+	// the archive and deletes it: a duration such as "720h" or a number of seconds; 0 keeps the instances
+	// forever. Absent: HALLEY_INSTANCE_RETENTION applies.
 	Retention *Duration `json:"retention,omitempty"`
 }
-
-// optionNames are the keys an options object may have.
-var optionNames = []string{"retention"}
-
-// parseOptions reads the options object strictly; ok is false (with the reason) when it is not an object, has an
-// unknown key, or a value of the wrong kind.
-func parseOptions(raw json.RawMessage) (Options, string) {
-	var o Options
-	if isNull(raw) {
-		return o, ""
-	}
-	if t := bytes.TrimSpace(raw); t[0] != '{' {
-		return o, fmt.Sprintf("options must be an object, got %s", jsonKind(t))
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return o, "options must be an object: " + describeJSONError(err)
-	}
-	for _, k := range sortedKeys(foldFields(fields, optionNames)) {
-		v := fields[k]
-		switch k {
-		case "retention":
-			if isNull(v) {
-				continue
-			}
-			var d Duration
-			if err := json.Unmarshal(v, &d); err != nil {
-				return Options{}, fmt.Sprintf("options.retention: %v", err)
-			}
-			if d < 0 {
-				return Options{}, "options.retention must not be negative (0 keeps instances forever)"
-			}
-			o.Retention = &d
-		default:
-			return Options{}, fmt.Sprintf("unknown option %q (options has %s)", k, strings.Join(optionNames, ", "))
-		}
-	}
-	return o, ""
-}
-
 type defIndex struct {
 	nodes, edges int // lengths when built: a mismatch means the index is stale
 	byID         map[string]int
@@ -739,8 +728,8 @@ func (d Definition) MarshalJSON() ([]byte, error) {
 	return json.Marshal(plain(d))
 }
 
-// UnmarshalJSON decodes leniently (stored definitions, drafts) and builds the index. Use ParseDefinition to
-// decode a definition from a user strictly.
+// UnmarshalJSON decodes leniently (stored definitions, drafts) and builds the index. Use graph.Parse to decode a
+// definition from a user: it checks it against the schema first.
 func (d *Definition) UnmarshalJSON(b []byte) error {
 	type plain Definition
 	var p plain
@@ -824,558 +813,12 @@ func (d *Definition) firstOfType(t string, indexed func(*defIndex) int) *Node {
 	return nil
 }
 
-// ParseDefinition decodes a definition strictly: the definition must be a JSON object; unknown node types,
-// unknown fields anywhere (definition, node, edge, trigger, approvers, error handler...), fields of the wrong JSON
-// type and fields that belong to another node type or trigger kind are reported, each naming its node, and the
-// offending field is left out of the result. A field set to null counts as absent. Field names match as
-// encoding/json matches them (case-insensitively).
-//
-// The definition is returned (indexed) whenever its top level is usable, so that graph validation can go on
-// and report everything at once; it is nil only when it is not. ParseDefinition checks the shape only:
-// ValidateDefinition in service/graph checks the meaning.
-func ParseDefinition(raw []byte) (*Definition, []ValidationError) {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, []ValidationError{NewValidationError(CodeBadDefinition, nil, "the definition must be a JSON object with nodes and edges, got %s", jsonKind(trimmed))}
-	}
-	// Most definitions are well-formed, and one strict decoding pass reads those. Only when it meets a problem
-	// does the field-by-field pass run, which reports every problem and keeps what is usable.
-	if d, ok := parseClean(trimmed); ok {
-		return d.Index(), nil
-	}
-	return parseEach(trimmed)
-}
-
-// wireDefinition is the JSON shape of a definition with a pointer per type-specific field, so that a field's
-// presence is known.
-type wireDefinition struct {
-	Nodes   []wireNode      `json:"nodes"`
-	Edges   []Edge          `json:"edges"`
-	Options json.RawMessage `json:"options"`
-	Meta    json.RawMessage `json:"meta"`
-}
-
-type wireNode struct {
-	Node // the common fields; the type-specific fields below shadow Node's
-
-	Trigger       *wireTrigger    `json:"trigger"`
-	Approvers     *Approvers      `json:"approvers"`
-	Sign          *string         `json:"sign"`
-	PassRatio     *float64        `json:"pass_ratio"`
-	GroupSign     *string         `json:"group_sign"`
-	OnTimeout     *OnTimeout      `json:"on_timeout"`
-	Form          json.RawMessage `json:"form"`
-	Interval      *Duration       `json:"interval"`
-	Until         *string         `json:"until"`
-	TimeoutBranch *string         `json:"timeout_branch"`
-	Message       *string         `json:"message"`
-}
-
-type wireTrigger struct {
-	Kind              *string         `json:"kind"`
-	Expr              *string         `json:"expr"`
-	AllowRepeated     *bool           `json:"allow_repeated"`
-	StartAt           *string         `json:"start_at"`
-	EndAt             *string         `json:"end_at"`
-	Module            *string         `json:"module"`
-	Function          *string         `json:"function"`
-	Method            *string         `json:"method"`
-	LoginVerification *string         `json:"login_verification"`
-	HeaderToken       *string         `json:"header_token"`
-	HeaderUser        *string         `json:"header_user"`
-	HeaderPassword    *string         `json:"header_password"`
-	AllowRemoteIPs    *string         `json:"allow_remote_ips"`
-	Form              json.RawMessage `json:"form"`
-	Members           *[]string       `json:"members"`
-	RequireLogin      *bool           `json:"require_login"`
-}
-
-// parseClean reads a definition in one strict pass. It reports false at the first problem of any kind, and
-// then parseEach reads it again to say what is wrong; so when it reports true, parseEach would have found no
-// problem and built the same definition.
-func parseClean(b []byte) (*Definition, bool) {
-	var w wireDefinition
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&w); err != nil || dec.InputOffset() != int64(len(b)) || !isNullOrObject(w.Meta) {
-		return nil, false
-	}
-	opts, bad := parseOptions(w.Options)
-	if bad != "" {
-		return nil, false
-	}
-	d := &Definition{Meta: nonNull(w.Meta), Nodes: make([]Node, len(w.Nodes)), Edges: w.Edges, Options: opts}
-	if d.Edges == nil {
-		d.Edges = []Edge{}
-	}
-	for i := range w.Nodes {
-		n, ok := w.Nodes[i].node()
-		if !ok {
-			return nil, false
-		}
-		d.Nodes[i] = n
-	}
-	for i := range d.Edges {
-		e := &d.Edges[i]
-		// An edge without from or to may be a null in the array, which parseEach reports.
-		if e.From == "" || e.To == "" || !isNullOrObject(e.Meta) {
-			return nil, false
-		}
-		e.Condition, e.Meta = nonNull(e.Condition), nonNull(e.Meta)
-	}
-	return d, true
-}
-
-func (w *wireNode) node() (Node, bool) {
-	n := w.Node
-	// A node without a type may be a null in the array, which parseEach reports.
-	if !KnownNodeType(n.Type) || !isNullOrObject(n.Meta) {
-		return n, false
-	}
-	n.Meta = nonNull(n.Meta)
-	form := nonNull(w.Form)
-	isStart, isApproval, isDelay, isCallback := n.Type == NodeStart, n.Type == NodeApproval, n.Type == NodeDelay, n.Type == NodeCallback
-	switch {
-	case !isStart && w.Trigger != nil,
-		!isApproval && (w.Approvers != nil || w.Sign != nil || w.PassRatio != nil || w.GroupSign != nil || w.OnTimeout != nil || form != nil),
-		!isDelay && (w.Interval != nil || w.Until != nil),
-		!isCallback && (w.TimeoutBranch != nil || w.Message != nil):
-		return n, false
-	}
-	if w.Trigger != nil {
-		t, ok := w.Trigger.trigger()
-		if !ok {
-			return n, false
-		}
-		n.Trigger = t
-	}
-	n.Approvers, n.Sign, n.PassRatio, n.GroupSign = deref(w.Approvers), deref(w.Sign), deref(w.PassRatio), deref(w.GroupSign)
-	n.OnTimeout, n.Form = deref(w.OnTimeout), form
-	n.Interval, n.Until = deref(w.Interval), deref(w.Until)
-	n.TimeoutBranch, n.Message = deref(w.TimeoutBranch), deref(w.Message)
-	return n, true
-}
-
-func (w *wireTrigger) trigger() (Trigger, bool) {
-	t := Trigger{Kind: deref(w.Kind)}
-	form := nonNull(w.Form)
-	known := KnownTriggerKind(t.Kind) // fields of a trigger of unknown kind are kept; validation reports the kind
-	cron := !known || t.Kind == TriggerCrontab
-	api := !known || t.Kind == TriggerSyncAPI || t.Kind == TriggerAsyncAPI
-	isForm := !known || t.Kind == TriggerForm
-	switch {
-	case !cron && (w.Expr != nil || w.AllowRepeated != nil || w.StartAt != nil || w.EndAt != nil),
-		!api && (w.Module != nil || w.Function != nil || w.Method != nil || w.LoginVerification != nil ||
-			w.HeaderToken != nil || w.HeaderUser != nil || w.HeaderPassword != nil || w.AllowRemoteIPs != nil),
-		!isForm && (form != nil || w.Members != nil || w.RequireLogin != nil):
-		return t, false
-	}
-	t.Expr, t.AllowRepeated, t.StartAt, t.EndAt = deref(w.Expr), deref(w.AllowRepeated), deref(w.StartAt), deref(w.EndAt)
-	t.Module, t.Function, t.Method = deref(w.Module), deref(w.Function), deref(w.Method)
-	t.LoginVerification, t.HeaderToken, t.HeaderUser = deref(w.LoginVerification), deref(w.HeaderToken), deref(w.HeaderUser)
-	t.HeaderPassword, t.AllowRemoteIPs = deref(w.HeaderPassword), deref(w.AllowRemoteIPs)
-	t.Form, t.Members, t.RequireLogin = form, deref(w.Members), deref(w.RequireLogin)
-	return t, true
-}
-
 func deref[T any](p *T) T {
+	var zero T
 	if p == nil {
-		var zero T
 		return zero
 	}
 	return *p
-}
-
-// nonNull returns nil for an absent or null raw value.
-func nonNull(v json.RawMessage) json.RawMessage {
-	if isNull(v) {
-		return nil
-	}
-	return v
-}
-
-func isNull(v json.RawMessage) bool {
-	v = bytes.TrimSpace(v)
-	return len(v) == 0 || string(v) == "null"
-}
-
-// foldKey returns the name among names that key matches, exactly or as encoding/json matches field names
-// (ignoring case), or "" when none does.
-func foldKey(key string, names ...string) string {
-	for _, n := range names {
-		if n == key {
-			return n
-		}
-	}
-	for _, n := range names {
-		if strings.EqualFold(n, key) {
-			return n
-		}
-	}
-	return ""
-}
-
-func nodeFieldNames() []string {
-	return []string{"id", "type", "name", "join", "plugins", "timeout", "error_handler", "is_ignore", "cc", "meta",
-		"trigger", "approvers", "sign", "pass_ratio", "group_sign", "on_timeout", "form", "interval", "until",
-		"timeout_branch", "message"}
-}
-
-func triggerFieldNames() []string {
-	return []string{"kind", "expr", "allow_repeated", "start_at", "end_at", "module", "function", "method",
-		"login_verification", "header_token", "header_user", "header_password", "allow_remote_ips", "form",
-		"members", "require_login"}
-}
-
-// foldFields renames the keys of fields to the names they match; unknown keys are kept as they are.
-func foldFields(fields map[string]json.RawMessage, names []string) map[string]json.RawMessage {
-	for k, v := range fields {
-		if c := foldKey(k, names...); c != "" && c != k {
-			delete(fields, k)
-			fields[c] = v
-		}
-	}
-	return fields
-}
-
-// parseEach reads a definition field by field, reporting every problem.
-func parseEach(trimmed []byte) (*Definition, []ValidationError) {
-	var errs []ValidationError
-	bad := func(code string, nodes []string, format string, args ...any) {
-		errs = append(errs, NewValidationError(code, nodes, format, args...))
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &top); err != nil {
-		bad(CodeBadDefinition, nil, "the definition is not valid JSON: %s", describeJSONError(err))
-		return nil, errs
-	}
-	foldFields(top, []string{"nodes", "edges", "options", "meta"})
-	var rawNodes, rawEdges []json.RawMessage
-	d := &Definition{}
-	usable := true
-	for _, k := range sortedKeys(top) {
-		v := top[k]
-		switch k {
-		case "nodes", "edges":
-			dst := &rawNodes
-			if k == "edges" {
-				dst = &rawEdges
-			}
-			if err := json.Unmarshal(v, dst); err != nil {
-				bad(CodeBadDefinition, nil, "%s must be an array of objects, got %s", k, jsonKind(v))
-				usable = false
-			}
-		case "meta":
-			if !isNullOrObject(v) {
-				bad(CodeBadDefinition, nil, "meta must be an object, got %s", jsonKind(v))
-				continue
-			}
-			d.Meta = nonNull(v)
-		case "options":
-			opts, why := parseOptions(v)
-			if why != "" {
-				bad(CodeBadDefinition, nil, "%s", why)
-				continue
-			}
-			d.Options = opts
-		default:
-			bad(CodeBadDefinition, nil, "unknown field %q in the definition (it has nodes, edges, options and meta)", k)
-		}
-	}
-	if !usable {
-		return nil, errs
-	}
-	d.Nodes = make([]Node, 0, len(rawNodes))
-	for i, rn := range rawNodes {
-		n, ok, nerrs := parseNode(i, rn)
-		errs = append(errs, nerrs...)
-		if ok {
-			d.Nodes = append(d.Nodes, n)
-		}
-	}
-	d.Edges = make([]Edge, 0, len(rawEdges))
-	for i, re := range rawEdges {
-		e, ok, eerrs := parseEdge(i, re)
-		errs = append(errs, eerrs...)
-		if ok {
-			d.Edges = append(d.Edges, e)
-		}
-	}
-	return d.Index(), errs
-}
-
-func parseNode(i int, raw json.RawMessage) (Node, bool, []ValidationError) {
-	var n Node
-	var errs []ValidationError
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		errs = append(errs, NewValidationError(CodeBadNode, nil, "node #%d must be a JSON object, got %s", i+1, jsonKind(raw)))
-		return n, false, errs
-	}
-	foldFields(fields, nodeFieldNames())
-	if v, ok := fields["id"]; ok {
-		if err := decodeValue(v, &n.ID); err != nil {
-			errs = append(errs, NewValidationError(CodeBadNode, nil, "node #%d: id must be a string, got %s", i+1, jsonKind(v)))
-			return n, false, errs
-		}
-	}
-	at := func() []string {
-		if n.ID == "" {
-			return nil
-		}
-		return []string{n.ID}
-	}
-	name := n.ID
-	if name == "" {
-		name = fmt.Sprintf("#%d", i+1)
-	}
-	bad := func(format string, args ...any) {
-		errs = append(errs, NewValidationError(CodeBadNode, at(), format, args...))
-	}
-	if v, ok := fields["type"]; ok && decodeValue(v, &n.Type) != nil {
-		bad("node %q: type must be a string, got %s", name, jsonKind(v))
-	} else if msg := NodeTypeMessage(name, n.Type); msg != "" {
-		bad("%s", msg)
-	}
-	for _, k := range sortedKeys(fields) {
-		if k == "id" || k == "type" {
-			continue
-		}
-		owner, known := NodeFieldOwner(k)
-		switch {
-		case !known:
-			bad("node %q: unknown field %q", name, k)
-			continue
-		case isNull(fields[k]):
-			continue
-		case owner != "" && KnownNodeType(n.Type) && owner != n.Type:
-			bad("%s", ForeignFieldMessage(name, n.Type, k))
-			continue
-		}
-		if k == "trigger" {
-			for _, msg := range decodeTrigger(name, fields[k], &n.Trigger) {
-				bad("%s", msg)
-			}
-			continue
-		}
-		if err := n.decodeField(k, fields[k]); err != nil {
-			bad("node %q: field %s", name, fieldError(k, err))
-		}
-	}
-	return n, true, errs
-}
-
-// decodeField decodes one JSON field of a node into its struct field, strictly.
-func (n *Node) decodeField(k string, v json.RawMessage) error {
-	var dst any
-	switch k {
-	case "name":
-		dst = &n.Name
-	case "join":
-		dst = &n.Join
-	case "plugins":
-		dst = &n.Plugins
-	case "timeout":
-		dst = &n.Timeout
-	case "error_handler":
-		dst = &n.ErrorHandler
-	case "is_ignore":
-		dst = &n.IsIgnore
-	case "cc":
-		dst = &n.CC
-	case "meta":
-		if !isNullOrObject(v) {
-			return fmt.Errorf("expected an object, got %s", jsonKind(v))
-		}
-		n.Meta = nonNull(v)
-		return nil
-	case "approvers":
-		dst = &n.Approvers
-	case "sign":
-		dst = &n.Sign
-	case "pass_ratio":
-		dst = &n.PassRatio
-	case "group_sign":
-		dst = &n.GroupSign
-	case "on_timeout":
-		dst = &n.OnTimeout
-	case "form":
-		n.Form = nonNull(v)
-		return nil
-	case "interval":
-		dst = &n.Interval
-	case "until":
-		dst = &n.Until
-	case "timeout_branch":
-		dst = &n.TimeoutBranch
-	case "message":
-		dst = &n.Message
-	default:
-		return errors.New("unknown field")
-	}
-	return decodeValue(v, dst)
-}
-
-func decodeTrigger(nodeName string, raw json.RawMessage, t *Trigger) []string {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
-		return []string{fmt.Sprintf("node %q: field \"trigger\": expected an object, got %s", nodeName, jsonKind(raw))}
-	}
-	foldFields(fields, triggerFieldNames())
-	var msgs []string
-	if v, ok := fields["kind"]; ok {
-		if err := decodeValue(v, &t.Kind); err != nil {
-			msgs = append(msgs, fmt.Sprintf("node %q: field \"trigger.kind\": expected a string, got %s", nodeName, jsonKind(v)))
-		}
-	}
-	for _, k := range sortedKeys(fields) {
-		if k == "kind" {
-			continue
-		}
-		kinds, known := TriggerFieldOwner(k)
-		switch {
-		case !known:
-			msgs = append(msgs, fmt.Sprintf("node %q: trigger: unknown field %q", nodeName, k))
-			continue
-		case isNull(fields[k]):
-			continue
-		case KnownTriggerKind(t.Kind) && !slices.Contains(kinds, t.Kind):
-			msgs = append(msgs, TriggerForeignFieldMessage(nodeName, t.Kind, k))
-			continue
-		}
-		if err := t.decodeField(k, fields[k]); err != nil {
-			msgs = append(msgs, fmt.Sprintf("node %q: field %s", nodeName, fieldError("trigger."+k, err)))
-		}
-	}
-	return msgs
-}
-
-func (t *Trigger) decodeField(k string, v json.RawMessage) error {
-	var dst any
-	switch k {
-	case "expr":
-		dst = &t.Expr
-	case "allow_repeated":
-		dst = &t.AllowRepeated
-	case "start_at":
-		dst = &t.StartAt
-	case "end_at":
-		dst = &t.EndAt
-	case "module":
-		dst = &t.Module
-	case "function":
-		dst = &t.Function
-	case "method":
-		dst = &t.Method
-	case "login_verification":
-		dst = &t.LoginVerification
-	case "header_token":
-		dst = &t.HeaderToken
-	case "header_user":
-		dst = &t.HeaderUser
-	case "header_password":
-		dst = &t.HeaderPassword
-	case "allow_remote_ips":
-		dst = &t.AllowRemoteIPs
-	case "form":
-		t.Form = nonNull(v)
-		return nil
-	case "members":
-		dst = &t.Members
-	case "require_login":
-		dst = &t.RequireLogin
-	default:
-		return errors.New("unknown field")
-	}
-	return decodeValue(v, dst)
-}
-
-func parseEdge(i int, raw json.RawMessage) (Edge, bool, []ValidationError) {
-	var e Edge
-	var errs []ValidationError
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil || fields == nil {
-		errs = append(errs, NewValidationError(CodeBadNode, nil, "edge #%d must be a JSON object, got %s", i+1, jsonKind(raw)))
-		return e, false, errs
-	}
-	foldFields(fields, []string{"id", "from", "to", "condition", "default", "meta"})
-	// from and to first, so that every other message can name the edge's nodes.
-	for _, k := range []string{"from", "to", "id"} {
-		v, ok := fields[k]
-		if !ok {
-			continue
-		}
-		dst := &e.ID
-		switch k {
-		case "from":
-			dst = &e.From
-		case "to":
-			dst = &e.To
-		}
-		if err := decodeValue(v, dst); err != nil {
-			errs = append(errs, NewValidationError(CodeBadNode, nil, "edge #%d: %s must be a string, got %s", i+1, k, jsonKind(v)))
-			return e, false, errs
-		}
-	}
-	var at []string
-	for _, id := range []string{e.From, e.To} {
-		if id != "" && !slices.Contains(at, id) {
-			at = append(at, id)
-		}
-	}
-	label := fmt.Sprintf("edge #%d (%s → %s)", i+1, e.From, e.To)
-	if e.ID != "" {
-		label = fmt.Sprintf("edge %q (%s → %s)", e.ID, e.From, e.To)
-	}
-	for _, k := range sortedKeys(fields) {
-		v := fields[k]
-		var err error
-		switch k {
-		case "from", "to", "id":
-			continue
-		case "condition":
-			e.Condition = nonNull(v)
-		case "default":
-			if !isNull(v) {
-				err = decodeValue(v, &e.Default)
-			}
-		case "meta":
-			if !isNullOrObject(v) {
-				err = fmt.Errorf("expected an object, got %s", jsonKind(v))
-			} else {
-				e.Meta = nonNull(v)
-			}
-		default:
-			errs = append(errs, NewValidationError(CodeBadNode, at, "%s: unknown field %q (an edge has id, from, to, condition, default and meta)", label, k))
-			continue
-		}
-		if err != nil {
-			errs = append(errs, NewValidationError(CodeBadNode, at, "%s: field %s", label, fieldError(k, err)))
-		}
-	}
-	return e, true, errs
-}
-
-// decodeValue decodes one field value: plain strings and booleans directly (most fields are those, and a
-// template may have thousands of nodes), everything else with strictUnmarshal.
-func decodeValue(v json.RawMessage, dst any) error {
-	switch d := dst.(type) {
-	case *string:
-		if len(v) >= 2 && v[0] == '"' && v[len(v)-1] == '"' && bytes.IndexByte(v, '\\') < 0 && !bytes.ContainsFunc(v[1:len(v)-1], func(r rune) bool { return r < 0x20 || r == '"' || r == utf8.RuneError }) {
-			*d = string(v[1 : len(v)-1])
-			return nil
-		}
-	case *bool:
-		switch string(v) {
-		case "true":
-			*d = true
-			return nil
-		case "false":
-			*d = false
-			return nil
-		}
-	}
-	return strictUnmarshal(v, dst)
 }
 
 // strictUnmarshal decodes one JSON value, refusing unknown object fields at every depth.
@@ -1383,19 +826,6 @@ func strictUnmarshal(v json.RawMessage, dst any) error {
 	dec := json.NewDecoder(bytes.NewReader(v))
 	dec.DisallowUnknownFields()
 	return dec.Decode(dst)
-}
-
-// fieldError renders a decoding error of field k as `"k.sub": problem`.
-func fieldError(k string, err error) string {
-	var te *json.UnmarshalTypeError
-	if errors.As(err, &te) {
-		path := k
-		if te.Field != "" {
-			path = k + "." + te.Field
-		}
-		return fmt.Sprintf("%q: expected %s, got %s", path, jsonTypeName(te.Type), te.Value)
-	}
-	return fmt.Sprintf("%q: %s", k, describeJSONError(err))
 }
 
 func describeJSONError(err error) string {
@@ -1450,19 +880,4 @@ func jsonKind(b []byte) string {
 		return "null"
 	}
 	return "a number"
-}
-
-// isNullOrObject reports whether v is absent, null or an object.
-func isNullOrObject(v json.RawMessage) bool {
-	v = bytes.TrimSpace(v)
-	return len(v) == 0 || v[0] == '{' || string(v) == "null"
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/netip"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -13,236 +12,6 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 )
-
-// mustParse parses a definition that must have no shape errors.
-func mustParse(t *testing.T, raw string) *model.Definition {
-	t.Helper()
-	d, errs := model.ParseDefinition([]byte(raw))
-	if len(errs) > 0 || d == nil {
-		t.Fatalf("ParseDefinition: %v", errs)
-	}
-	return d
-}
-
-const fullDefinition = `{
-  "meta": {"zoom": 1},
-  "nodes": [
-    {"id": "start", "type": "start", "name": "Apply", "trigger": {"kind": "manual"}},
-    {"id": "lead", "type": "approval", "name": "Team lead", "join": "or",
-     "approvers": {"users": ["bob"], "roles": ["lead"], "context": "approvers.lead", "relation": "initiator.manager"},
-     "sign": "vote", "pass_ratio": 0.6, "timeout": "1h30m", "on_timeout": {"branch": "esc"},
-     "form": {"fields": []}, "cc": {"roles": ["hr"]}, "is_ignore": false,
-     "plugins": {"pre": ["notify"], "after": ["audit"]},
-     "error_handler": {"operation": "retry", "retry": {"count": 3, "period": 2}},
-     "meta": {"x": 10, "y": 20}},
-    {"id": "groups", "type": "approval", "approvers": {"groups": [["a", "b"], ["c"]]}, "group_sign": "all"},
-    {"id": "esc", "type": "approval", "approvers": {"groups_context": "chain.groups"}, "on_timeout": "approve", "timeout": "2h"},
-    {"id": "wait", "type": "delay", "interval": 30},
-    {"id": "until", "type": "delay", "until": "due_at"},
-    {"id": "cb", "type": "callback", "timeout": "10m", "timeout_branch": "end", "message": "paid",
-     "error_handler": {"operation": "catch", "catch": {"branch": "end"}}},
-    {"id": "auto", "type": "auto", "plugins": {"after": ["grant"]}},
-    {"id": "oops", "type": "error"},
-    {"id": "stop", "type": "terminate"},
-    {"id": "end", "type": "end"}
-  ],
-  "edges": [
-    {"id": "e1", "from": "start", "to": "lead"},
-    {"from": "lead", "to": "wait", "condition": {"days": {"$gt": 3}}, "meta": {"points": []}},
-    {"from": "lead", "to": "end", "default": true}
-  ]
-}`
-
-func TestParseDefinitionReadsEveryField(t *testing.T) {
-	d := mustParse(t, fullDefinition)
-	lead := d.Node("lead")
-	if lead == nil {
-		t.Fatal("Node(lead) = nil")
-	}
-	want := model.Node{
-		ID: "lead", Type: model.NodeApproval, Name: "Team lead", Join: model.JoinOr,
-		Plugins:      model.Plugins{Pre: []string{"notify"}, After: []string{"audit"}},
-		Timeout:      model.Duration(90 * time.Minute),
-		ErrorHandler: model.ErrorHandler{Operation: model.ErrorOpRetry, Retry: model.RetryPolicy{Count: 3, Period: model.Duration(2 * time.Second)}},
-		CC:           model.Approvers{Roles: []string{"hr"}},
-		Meta:         json.RawMessage(`{"x": 10, "y": 20}`),
-		Approvers:    model.Approvers{Users: []string{"bob"}, Roles: []string{"lead"}, Context: "approvers.lead", Relation: model.RelationInitiatorManager},
-		Sign:         model.SignVote, PassRatio: 0.6,
-		OnTimeout: model.OnTimeout{Branch: "esc"},
-		Form:      json.RawMessage(`{"fields": []}`),
-	}
-	if !reflect.DeepEqual(*lead, want) {
-		t.Errorf("lead =\n%+v\nwant\n%+v", *lead, want)
-	}
-	if g := d.Node("groups"); !reflect.DeepEqual(g.Approvers.Groups, [][]string{{"a", "b"}, {"c"}}) || g.GroupSignMode() != model.SignAll || g.SignMode() != model.SignOr {
-		t.Errorf("groups node = %+v", g)
-	}
-	if e := d.Node("esc"); e.OnTimeout != (model.OnTimeout{Action: model.TimeoutApprove}) || e.Approvers.GroupsContext != "chain.groups" {
-		t.Errorf("esc node = %+v", e)
-	}
-	if w := d.Node("wait"); w.Interval.Std() != 30*time.Second {
-		t.Errorf("interval = %v, want 30s", w.Interval)
-	}
-	if cb := d.Node("cb"); cb.TimeoutBranch != "end" || cb.Message != "paid" || cb.Timeout.Std() != 10*time.Minute ||
-		cb.ErrorHandler.Op() != model.ErrorOpCatch || cb.ErrorHandler.Catch.Branch != "end" {
-		t.Errorf("cb node = %+v", cb)
-	}
-	if a := d.Node("auto"); a.ErrorHandler.Op() != model.ErrorOpThrow || a.JoinMode() != model.JoinAnd {
-		t.Errorf("defaults of auto node: op %q join %q", a.ErrorHandler.Op(), a.JoinMode())
-	}
-	if string(d.Meta) != `{"zoom": 1}` {
-		t.Errorf("meta = %s", d.Meta)
-	}
-	if got := d.Edges[1]; string(got.Condition) != `{"days": {"$gt": 3}}` || !got.HasCondition() || got.Default {
-		t.Errorf("edge 1 = %+v", got)
-	}
-	if !d.Edges[2].Default || d.Edges[2].HasCondition() || d.Edges[0].ID != "e1" {
-		t.Errorf("edges = %+v", d.Edges)
-	}
-}
-
-func TestDefinitionJSONRoundTrip(t *testing.T) {
-	d := mustParse(t, fullDefinition)
-	out, err := json.Marshal(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	again := mustParse(t, string(out))
-	if !reflect.DeepEqual(normalize(t, d), normalize(t, again)) {
-		t.Errorf("round trip changed the definition:\n%s", out)
-	}
-	// Zero values stay out of the JSON: an end node is just its id and type.
-	if !strings.Contains(string(out), `{"id":"end","type":"end"}`) {
-		t.Errorf("end node not minimal in %s", out)
-	}
-	if !strings.Contains(string(out), `"timeout":"1h30m0s"`) || !strings.Contains(string(out), `"on_timeout":{"branch":"esc"}`) {
-		t.Errorf("durations or on_timeout not in their string forms: %s", out)
-	}
-}
-
-// normalize re-encodes raw JSON fields so that whitespace does not matter to DeepEqual.
-func normalize(t *testing.T, d *model.Definition) string {
-	t.Helper()
-	var v any
-	b, _ := json.Marshal(d)
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	b, _ = json.Marshal(v)
-	return string(b)
-}
-
-func TestParseDefinitionStrict(t *testing.T) {
-	node := func(fields string) string {
-		return `{"nodes": [{"id": "start", "type": "start", "trigger": {"kind": "manual"}}, ` + fields + `], "edges": []}`
-	}
-	tests := []struct {
-		name     string
-		raw      string
-		code     string
-		nodes    []string
-		contains string
-	}{
-		{"array instead of object", `[1, 2]`, model.CodeBadDefinition, nil, "must be a JSON object"},
-		{"string", `"nodes"`, model.CodeBadDefinition, nil, "must be a JSON object"},
-		{"empty input", ``, model.CodeBadDefinition, nil, "must be a JSON object"},
-		{"broken JSON", `{"nodes": [`, model.CodeBadDefinition, nil, "not valid JSON"},
-		{"nodes not an array", `{"nodes": {"a": 1}}`, model.CodeBadDefinition, nil, "nodes must be an array"},
-		{"unknown top-level field", `{"nodes": [], "edges": [], "layout": {}}`, model.CodeBadDefinition, nil, `unknown field "layout"`},
-		{"options not an object", `{"nodes": [], "options": "720h"}`, model.CodeBadDefinition, nil, "options must be an object, got a string"},
-		{"unknown option", `{"nodes": [], "options": {"retention": "1h", "colour": "red"}}`, model.CodeBadDefinition, nil, `unknown option "colour"`},
-		{"bad retention", `{"nodes": [], "options": {"retention": "a month"}}`, model.CodeBadDefinition, nil, `options.retention: invalid duration "a month"`},
-		{"negative retention", `{"nodes": [], "options": {"retention": "-1h"}}`, model.CodeBadDefinition, nil, "options.retention must not be negative"},
-		{"unknown node field", node(`{"id": "a", "type": "auto", "colour": "red"}`), model.CodeBadNode, []string{"a"}, `node "a": unknown field "colour"`},
-		{"unknown node type", node(`{"id": "a", "type": "gateway"}`), model.CodeBadNode, []string{"a"}, `unknown type "gateway"`},
-		{"field of another type", node(`{"id": "d", "type": "delay", "interval": "1m", "sign": "all"}`), model.CodeBadNode, []string{"d"},
-			`node "d": field "sign" does not apply to delay nodes (it belongs to approval nodes)`},
-		{"trigger on an approval", node(`{"id": "a", "type": "approval", "approvers": {"users": ["x"]}, "trigger": {"kind": "manual"}}`), model.CodeBadNode, []string{"a"},
-			`field "trigger" does not apply to approval nodes`},
-		{"string where a number goes", node(`{"id": "a", "type": "approval", "approvers": {"users": ["x"]}, "sign": "vote", "pass_ratio": "half"}`), model.CodeBadNode, []string{"a"},
-			`field "pass_ratio": expected a number, got string`},
-		{"number where a string goes", node(`{"id": "a", "type": "approval", "approvers": {"users": ["x"]}, "sign": 2}`), model.CodeBadNode, []string{"a"},
-			`field "sign": expected a string, got number`},
-		{"wrong type inside approvers", node(`{"id": "a", "type": "approval", "approvers": {"users": "bob"}}`), model.CodeBadNode, []string{"a"},
-			`field "approvers.users": expected an array, got string`},
-		{"unknown approvers field", node(`{"id": "a", "type": "approval", "approvers": {"user": ["bob"]}}`), model.CodeBadNode, []string{"a"},
-			`field "approvers": unknown field "user"`},
-		{"unknown error_handler field", node(`{"id": "a", "type": "auto", "error_handler": {"operation": "retry", "retry": {"count": 1, "delay": "1s"}}}`), model.CodeBadNode, []string{"a"},
-			`unknown field "delay"`},
-		{"unknown plugins field", node(`{"id": "a", "type": "auto", "plugins": {"before": ["x"]}}`), model.CodeBadNode, []string{"a"},
-			`field "plugins": unknown field "before"`},
-		{"unknown cc field", node(`{"id": "a", "type": "auto", "cc": {"emails": ["x@y"]}}`), model.CodeBadNode, []string{"a"},
-			`field "cc": unknown field "emails"`},
-		{"bad duration", node(`{"id": "a", "type": "auto", "timeout": "soon"}`), model.CodeBadNode, []string{"a"},
-			`field "timeout": invalid duration "soon"`},
-		{"bad on_timeout shape", node(`{"id": "a", "type": "approval", "approvers": {"users": ["x"]}, "timeout": "1h", "on_timeout": {"node": "b"}}`), model.CodeBadNode, []string{"a"},
-			`unknown field "node"`},
-		{"unknown trigger field", `{"nodes": [{"id": "s", "type": "start", "trigger": {"kind": "manual", "cron": "x"}}]}`, model.CodeBadNode, []string{"s"},
-			`node "s": trigger: unknown field "cron"`},
-		{"trigger field of another kind", `{"nodes": [{"id": "s", "type": "start", "trigger": {"kind": "manual", "expr": "* * * * *"}}]}`, model.CodeBadNode, []string{"s"},
-			`node "s": trigger field "expr" does not apply to a manual trigger (it belongs to crontab)`},
-		{"trigger field of the wrong type", `{"nodes": [{"id": "s", "type": "start", "trigger": {"kind": "crontab", "expr": "* * * * *", "allow_repeated": "yes"}}]}`, model.CodeBadNode, []string{"s"},
-			`field "trigger.allow_repeated": expected true or false, got string`},
-		{"node not an object", `{"nodes": [42]}`, model.CodeBadNode, nil, "node #1 must be a JSON object, got a number"},
-		{"node id not a string", `{"nodes": [{"id": 7, "type": "end"}]}`, model.CodeBadNode, nil, "node #1: id must be a string"},
-		{"unknown edge field", node(`{"id": "a", "type": "end"}`)[:len(node(`{"id": "a", "type": "end"}`))-3] + `[{"from": "start", "to": "a", "when": {}}]}`,
-			model.CodeBadNode, []string{"start", "a"}, `edge #1 (start → a): unknown field "when"`},
-		{"edge default not a bool", node(`{"id": "a", "type": "end"}`)[:len(node(`{"id": "a", "type": "end"}`))-3] + `[{"from": "start", "to": "a", "default": "yes"}]}`,
-			model.CodeBadNode, []string{"start", "a"}, `field "default": expected true or false, got string`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, errs := model.ParseDefinition([]byte(tt.raw))
-			for _, e := range errs {
-				if e.Code == tt.code && strings.Contains(e.Message, tt.contains) {
-					if want := orEmpty(tt.nodes); !slices.Equal(e.Nodes, want) {
-						t.Errorf("nodes = %q, want %q", e.Nodes, want)
-					}
-					return
-				}
-			}
-			t.Errorf("no %s error containing %q in %v", tt.code, tt.contains, errs)
-		})
-	}
-}
-
-func orEmpty(s []string) []string {
-	if s == nil {
-		return []string{}
-	}
-	return s
-}
-
-func TestParseDefinitionReportsEveryProblemAndKeepsTheRest(t *testing.T) {
-	raw := `{"nodes": [
-	  {"id": "d", "type": "delay", "interval": "1m", "sign": "all", "colour": "red", "timeout": "x"},
-	  {"id": "e", "type": "end"}
-	], "edges": [{"from": "d", "to": "e"}]}`
-	d, errs := model.ParseDefinition([]byte(raw))
-	if d == nil {
-		t.Fatal("definition is nil for a usable top level")
-	}
-	if len(errs) != 3 {
-		t.Fatalf("want 3 errors (colour, sign, timeout), got %v", errs)
-	}
-	n := d.Node("d")
-	if n.Sign != "" {
-		t.Errorf("the foreign field sign was kept: %q", n.Sign)
-	}
-	if n.Interval.Std() != time.Minute || len(d.Outgoing("d")) != 1 || d.Node("e") == nil {
-		t.Errorf("valid fields were lost: %+v", d)
-	}
-}
-
-func TestParseDefinitionNilOnlyWhenUnusable(t *testing.T) {
-	if d, errs := model.ParseDefinition([]byte(`{"nodes": "x"}`)); d != nil || len(errs) != 1 {
-		t.Errorf("nodes not an array: d = %v, errs = %v", d, errs)
-	}
-	d, errs := model.ParseDefinition([]byte(`{}`))
-	if d == nil || len(errs) != 0 || len(d.Nodes) != 0 {
-		t.Errorf("empty object: d = %v, errs = %v", d, errs)
-	}
-}
 
 func TestDurationJSON(t *testing.T) {
 	tests := []struct {
@@ -329,6 +98,57 @@ func TestOnTimeoutJSON(t *testing.T) {
 	}
 }
 
+func TestJoinJSON(t *testing.T) {
+	tests := []struct {
+		in   string
+		want model.Join
+		out  string
+	}{
+		{`"and"`, model.Join{Mode: model.JoinAnd}, `"and"`},
+		{`"or"`, model.Join{Mode: model.JoinOr}, `"or"`},
+		{`{"min": 2}`, model.Join{Mode: model.JoinMin, Min: 2}, `{"min":2}`},
+		{`{"min": 1, "cancel_rest": true}`, model.Join{Mode: model.JoinMin, Min: 1, CancelRest: true}, `{"min":1,"cancel_rest":true}`},
+		{`null`, model.Join{}, `null`},
+	}
+	for _, tt := range tests {
+		var j model.Join
+		if err := json.Unmarshal([]byte(tt.in), &j); err != nil {
+			t.Errorf("Unmarshal(%s): %v", tt.in, err)
+			continue
+		}
+		if j != tt.want {
+			t.Errorf("Unmarshal(%s) = %+v, want %+v", tt.in, j, tt.want)
+		}
+		out, err := json.Marshal(j)
+		if err != nil || string(out) != tt.out {
+			t.Errorf("Marshal(%+v) = %s, %v; want %s", j, out, err, tt.out)
+		}
+	}
+	for _, bad := range []string{`{}`, `{"min": "2"}`, `{"min": 2, "max": 3}`, `2`, `["and"]`, `true`} {
+		var j model.Join
+		if err := json.Unmarshal([]byte(bad), &j); err == nil {
+			t.Errorf("Unmarshal(%s) = %+v, want an error", bad, j)
+		}
+	}
+	// A node without a join writes none, and reads back with the default. (graph.Parse checks a definition from a
+	// user against the schema first; stored definitions are read like this.)
+	var d model.Definition
+	if err := json.Unmarshal([]byte(`{"nodes":[{"id":"s","type":"start","trigger":{"kind":"message","message":"order.paid"}},
+		{"id":"m","type":"auto","join":{"min":2}},{"id":"e","type":"end"}],"edges":[{"from":"s","to":"m"},{"from":"m","to":"e"}]}`), &d); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.Node("m"); m.JoinMode() != model.JoinMin || m.Join.Min != 2 || d.Node("e").JoinMode() != model.JoinAnd {
+		t.Errorf("joins %+v %+v", m.Join, d.Node("e").Join)
+	}
+	if tr := d.Node("s").Trigger; tr.Kind != model.TriggerMessage || tr.Message != "order.paid" || tr.IsZero() {
+		t.Errorf("trigger %+v", tr)
+	}
+	out, _ := json.Marshal(&d)
+	if !strings.Contains(string(out), `"join":{"min":2}`) || strings.Count(string(out), `"join"`) != 1 {
+		t.Errorf("marshalled %s", out)
+	}
+}
+
 func TestDefinitionMarshalsArrays(t *testing.T) {
 	b, err := json.Marshal(model.Definition{})
 	if err != nil || string(b) != `{"nodes":[],"edges":[]}` {
@@ -351,8 +171,18 @@ func TestValidationErrorNodesNeverNull(t *testing.T) {
 	}
 }
 
+// decode reads a definition with its lenient decoder (graph.Parse, which checks it, has its tests in service/graph).
+func decode(t *testing.T, raw string) *model.Definition {
+	t.Helper()
+	var d model.Definition
+	if err := json.Unmarshal([]byte(raw), &d); err != nil {
+		t.Fatal(err)
+	}
+	return &d
+}
+
 func TestDefinitionLookups(t *testing.T) {
-	d := mustParse(t, `{"nodes": [
+	d := decode(t, `{"nodes": [
 	  {"id": "oops", "type": "error"},
 	  {"id": "start", "type": "start", "trigger": {"kind": "manual"}},
 	  {"id": "a", "type": "auto"}, {"id": "b", "type": "auto"}, {"id": "end", "type": "end"}
@@ -436,7 +266,7 @@ func TestDefinitionConcurrentReaders(t *testing.T) {
 		fmt.Fprintf(&sb, `{"from": "start", "to": "n%d"}`, i)
 	}
 	sb.WriteString("]}")
-	d := mustParse(t, sb.String())
+	d := decode(t, sb.String())
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
@@ -496,100 +326,5 @@ func TestTriggerHelpers(t *testing.T) {
 	}
 	if _, _, err := (model.Trigger{EndAt: "tomorrow"}).Window(); err == nil {
 		t.Error("end_at tomorrow was accepted")
-	}
-}
-
-func TestForeignFields(t *testing.T) {
-	n := model.Node{ID: "d", Type: model.NodeDelay, Interval: 5, Sign: "all", Message: "m", Trigger: model.Trigger{Kind: "manual"}}
-	if got := n.ForeignFields(); !slices.Equal(got, []string{"trigger", "sign", "message"}) {
-		t.Errorf("ForeignFields = %v", got)
-	}
-	if got := (&model.Node{Type: "gateway", Sign: "all"}).ForeignFields(); got != nil {
-		t.Errorf("unknown type ForeignFields = %v", got)
-	}
-	tr := model.Trigger{Kind: model.TriggerCrontab, Expr: "* * * * *", Module: "m", Members: []string{"x"}}
-	if got := tr.ForeignFields(); !slices.Equal(got, []string{"module", "members"}) {
-		t.Errorf("trigger ForeignFields = %v", got)
-	}
-}
-
-// TestParseDefinitionPathsAgree: a well-formed definition is read in one strict pass; a definition with any
-// problem is read field by field. Both must build the same definition, which the test checks by adding an
-// unknown top-level field (one bad_definition error) to force the second path.
-func TestParseDefinitionPathsAgree(t *testing.T) {
-	inputs := map[string]string{
-		"every field": fullDefinition,
-		"nulls count as absent": `{"nodes": [
-		  {"id": "s", "type": "start", "trigger": {"kind": "manual", "expr": null, "form": null}, "sign": null, "meta": null},
-		  {"id": "d", "type": "delay", "interval": "1m", "sign": null, "form": null, "on_timeout": null, "timeout": null},
-		  {"id": "e", "type": "end", "plugins": null}
-		], "edges": [{"from": "s", "to": "d", "condition": null, "default": null, "meta": null}, {"from": "d", "to": "e"}], "meta": null}`,
-		"field names match case-insensitively, as encoding/json does": `{"Nodes": [
-		  {"ID": "s", "Type": "start", "Trigger": {"Kind": "crontab", "EXPR": "* * * * *"}},
-		  {"id": "a", "type": "approval", "Approvers": {"Users": ["bob"]}, "Sign": "all", "Timeout": "1h", "On_Timeout": "remind"},
-		  {"id": "e", "type": "end"}
-		], "EDGES": [{"From": "s", "To": "a"}, {"from": "a", "to": "e", "Default": false}]}`,
-		"a trigger of an unknown kind keeps its fields": `{"nodes": [{"id": "s", "type": "start", "trigger": {"kind": "webhook", "expr": "x", "module": "m"}}]}`,
-		"options":                           `{"nodes": [], "options": {"Retention": "720h"}}`,
-		"options in seconds, null and zero": `{"nodes": [], "options": {"retention": 0}}`,
-		"null options":                      `{"nodes": [], "options": null}`,
-		"empty":                             `{}`,
-	}
-	for name, raw := range inputs {
-		t.Run(name, func(t *testing.T) {
-			clean, errs := model.ParseDefinition([]byte(raw))
-			if clean == nil || len(errs) != 0 {
-				t.Fatalf("ParseDefinition: %v", errs)
-			}
-			forced := strings.Replace(strings.TrimSpace(raw), "{", `{"zzz": 1, `, 1)
-			if raw == "{}" {
-				forced = `{"zzz": 1}`
-			}
-			each, errs := model.ParseDefinition([]byte(forced))
-			if each == nil || len(errs) != 1 || errs[0].Code != model.CodeBadDefinition {
-				t.Fatalf("forced field-by-field parse: %v", errs)
-			}
-			if !reflect.DeepEqual(clean.Nodes, each.Nodes) || !reflect.DeepEqual(clean.Edges, each.Edges) || !reflect.DeepEqual(clean.Meta, each.Meta) ||
-				!reflect.DeepEqual(clean.Options, each.Options) {
-				t.Errorf("the two parsers disagree:\none pass:  %+v\n%+v\nper field: %+v\n%+v", clean.Nodes, clean.Edges, each.Nodes, each.Edges)
-			}
-		})
-	}
-	d := mustParse(t, inputs["field names match case-insensitively, as encoding/json does"])
-	if a := d.Node("a"); a == nil || a.Sign != model.SignAll || a.OnTimeout.Action != model.TimeoutRemind || d.Start().Trigger.Expr != "* * * * *" {
-		t.Errorf("case-insensitive fields not read: %+v", d.Nodes)
-	}
-	if d := mustParse(t, inputs["nulls count as absent"]); d.Node("d").Sign != "" || d.Edges[0].Condition != nil || d.Meta != nil {
-		t.Errorf("nulls not absent: %+v", d)
-	}
-	if d := mustParse(t, inputs["options"]); d.Options.Retention == nil || d.Options.Retention.Std() != 720*time.Hour {
-		t.Errorf("options.retention not read: %+v", d.Options)
-	}
-	if d := mustParse(t, inputs["options in seconds, null and zero"]); d.Options.Retention == nil || *d.Options.Retention != 0 {
-		t.Errorf(`"retention": 0 must be kept (keep forever), not dropped: %+v`, d.Options)
-	}
-	if d := mustParse(t, inputs["null options"]); d.Options.Retention != nil {
-		t.Errorf("null options: %+v", d.Options)
-	}
-	// The option survives a round trip (the definition is stored as written and re-read at publish).
-	b, _ := json.Marshal(mustParse(t, inputs["options"]))
-	if back := mustParse(t, string(b)); back.Options.Retention == nil || back.Options.Retention.Std() != 720*time.Hour {
-		t.Errorf("options lost in %s", b)
-	}
-	if b, _ := json.Marshal(mustParse(t, `{"nodes": []}`)); strings.Contains(string(b), "options") {
-		t.Errorf("absent options are written: %s", b)
-	}
-}
-
-// Problems that the one strict pass stops at are all reported, in node order, by the field-by-field pass.
-func TestParseDefinitionNullEntries(t *testing.T) {
-	_, errs := model.ParseDefinition([]byte(`{"nodes": [null, {"id": "e", "type": "end"}], "edges": [null]}`))
-	var msgs []string
-	for _, e := range errs {
-		msgs = append(msgs, e.Message)
-	}
-	want := []string{"node #1 must be a JSON object, got null", "edge #1 must be a JSON object, got null"}
-	if !slices.Equal(msgs, want) {
-		t.Errorf("errors = %q, want %q", msgs, want)
 	}
 }

@@ -27,13 +27,16 @@ type User struct {
 	// Disabled users cannot log in, their tokens stop working, and they get no new tasks.
 	Disabled bool `json:"disabled"`
 	// PasswordChangeRequired is set while the bootstrap admin still has the default password.
-	PasswordChangeRequired bool      `json:"password_change_required,omitempty"`
-	Language               string    `json:"language"`
-	Email                  string    `json:"email"`
-	Mobile                 string    `json:"mobile"`
-	IMID                   string    `json:"im_id"`
-	CreatedAt              time.Time `json:"created_at"`
-	UpdatedAt              time.Time `json:"updated_at"`
+	PasswordChangeRequired bool   `json:"password_change_required,omitempty"`
+	Language               string `json:"language"`
+	Email                  string `json:"email"`
+	Mobile                 string `json:"mobile"`
+	IMID                   string `json:"im_id"`
+	// TokenVersion is the version every login token of the user carries: bumping it (password change, admin
+	// reset, disable, a role taken away: RevokesTokens) makes every token signed before stop working.
+	TokenVersion int64     `json:"-"`
+	CreatedAt    time.Time `json:"created_at"`
+	UpdatedAt    time.Time `json:"updated_at"`
 }
 
 // Initiators and actors that are not people. None of them can be a username (':' is not allowed in one), so no
@@ -94,8 +97,14 @@ func (u *User) Validate() error {
 	if len(u.DisplayName) > 128 {
 		return CodedError(EINVALID, "invalid_display_name", "display_name is longer than 128 characters")
 	}
+	if err := CheckName("display_name", u.DisplayName, 128); err != nil {
+		return err
+	}
 	if len(u.Department) > 128 {
 		return CodedError(EINVALID, "invalid_department", "department is longer than 128 characters")
+	}
+	if err := CheckName("department", u.Department, 128); err != nil {
+		return err
 	}
 	if u.Manager != "" {
 		if err := ValidUsername(u.Manager); err != nil {
@@ -113,16 +122,70 @@ func (u *User) Validate() error {
 	return nil
 }
 
-// APIToken is a long-lived credential for a business system. Only its hash is stored.
+// Languages the UI and notifications speak; "" means the browser's.
+var Languages = []string{"zh-CN", "en"}
+
+var (
+	mobileRe = regexp.MustCompile(`^\+?[0-9][0-9 ()-]{2,30}$`)
+	// emailRe is deliberately loose (something@something.tld, no spaces or control characters): mail systems
+	// decide the rest, and a notification that cannot be delivered shows in the delivery log.
+	emailRe = regexp.MustCompile(`^[^\s@<>()\[\],;:"\\]+@[^\s@<>()\[\],;:"\\]+\.[^\s@<>()\[\],;:"\\]+$`)
+)
+
+// ValidateProfile checks what a user sets about themselves (PUT /me) and an admin may set about them: display
+// name (1-128 bytes once trimmed), language, email, mobile and IM id. Errors are EINVALID with a code naming the
+// field.
+func (u *User) ValidateProfile() error {
+	u.DisplayName = strings.TrimSpace(u.DisplayName)
+	if u.DisplayName == "" || len(u.DisplayName) > 128 {
+		return CodedError(EINVALID, "invalid_display_name", "display_name must be 1 to 128 characters")
+	}
+	if err := CheckName("display_name", u.DisplayName, 128); err != nil {
+		return err
+	}
+	if u.Language != "" && !slices.Contains(Languages, u.Language) {
+		return CodedError(EINVALID, "invalid_language", "language must be one of %s, or empty for the browser's (got %q)", strings.Join(Languages, ", "), u.Language)
+	}
+	u.Email = strings.TrimSpace(u.Email)
+	if u.Email != "" && (len(u.Email) > 254 || !emailRe.MatchString(u.Email)) {
+		return CodedError(EINVALID, "invalid_email", "email %q is not an address like name@example.com", u.Email)
+	}
+	u.Mobile = strings.TrimSpace(u.Mobile)
+	if u.Mobile != "" && !mobileRe.MatchString(u.Mobile) {
+		return CodedError(EINVALID, "invalid_mobile", "mobile %q must be a phone number: digits, spaces, '-', '(', ')', an optional leading '+', at most 32 characters", u.Mobile)
+	}
+	u.IMID = strings.TrimSpace(u.IMID)
+	if len(u.IMID) > 128 || strings.ContainsFunc(u.IMID, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return CodedError(EINVALID, "invalid_im_id", "im_id must be at most 128 characters, without control characters")
+	}
+	return nil
+}
+
+// IsEnabledAdmin reports whether the user can act as an admin: holds the role and is not disabled.
+func (u *User) IsEnabledAdmin() bool { return !u.Disabled && u.HasRole(RoleAdmin) }
+
+// APIToken is a long-lived credential for a business system. Only its hash is stored. Names need not be unique:
+// two tokens named "erp" are two tokens, told apart by ID.
 type APIToken struct {
-	ID        string     `json:"id"`
-	TenantID  string     `json:"tenant"`
-	Name      string     `json:"name"`
-	Hash      string     `json:"-"`
-	Roles     []string   `json:"roles"`
-	CreatedBy string     `json:"created_by"`
-	CreatedAt time.Time  `json:"created_at"`
-	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	ID       string   `json:"id"`
+	TenantID string   `json:"tenant"`
+	Name     string   `json:"name"`
+	Hash     string   `json:"-"`
+	Roles    []string `json:"roles"`
+	// Owner is the admin whose authority the token carries: it works only while Owner exists and is an enabled
+	// admin. A token created by another token has that token's owner. "" for tokens created by a token before
+	// owners existed (they keep working).
+	Owner      string     `json:"owner"`
+	CreatedBy  string     `json:"created_by"`
+	CreatedAt  time.Time  `json:"created_at"`
+	ExpiresAt  *time.Time `json:"expires_at"`
+	LastUsedAt *time.Time `json:"last_used_at"`
+	RevokedAt  *time.Time `json:"revoked_at,omitempty"`
+}
+
+// Expired reports whether the token's expiry has passed at now.
+func (t *APIToken) Expired(now time.Time) bool {
+	return t.ExpiresAt != nil && !now.Before(*t.ExpiresAt)
 }
 
 // Department groups users; its leader resolves `initiator.department.leader`.
@@ -137,9 +200,22 @@ type Department struct {
 // Principal is who is calling: a user (logged in) or an API token.
 type Principal struct {
 	TenantID string
-	Username string // for API tokens: "token:<name>"
+	// Username names the caller wherever a name is shown or recorded (history, initiator, audit actor): the user,
+	// or "token:<name>" for an API token. Two tokens may share a name; TokenID tells them apart.
+	Username string
 	Roles    []string
-	Token    bool // authenticated with an API token
+	Token    bool   // authenticated with an API token
+	TokenID  string // the API token's id (Token only)
+	Owner    string // the API token's owner (Token only; see APIToken.Owner)
+}
+
+// Subject identifies the caller uniquely, for what must not be shared between two tokens of the same name
+// (idempotency keys): the username, or "token:<id>".
+func (p *Principal) Subject() string {
+	if p.Token && p.TokenID != "" {
+		return "token:" + p.TokenID
+	}
+	return p.Username
 }
 
 // IsAdmin reports whether the principal holds the admin role.
@@ -219,9 +295,25 @@ type IdentityStore interface {
 	// UsersWithRole lists the usernames holding role.
 	UsersWithRole(ctx context.Context, tenant, role string) ([]string, error)
 	CountUsers(ctx context.Context) (int64, error)
+	// UpdateUser changes a user in one transaction with its row locked: fn edits the user as stored (its tenant
+	// and username cannot change). A change that would leave the tenant without an enabled admin is refused with
+	// ECONFLICT last_admin, checked under lock so that two admins demoting each other at once cannot both
+	// succeed. ENOTFOUND for an unknown user; fn's error is returned as it is.
+	UpdateUser(ctx context.Context, tenant, username string, fn func(u *User) error) (*User, error)
+	// DeleteUser deletes a user, their role index rows and the API tokens they own, in one transaction under the
+	// same admin lock as UpdateUser: deleting the last enabled admin is ECONFLICT last_admin. ENOTFOUND for an
+	// unknown user. Instances, tasks and history keep the name.
+	DeleteUser(ctx context.Context, tenant, username string) (*User, error)
 	CreateAPIToken(ctx context.Context, t *APIToken) error
-	// GetAPITokenByHash returns ENOTFOUND for unknown or revoked tokens.
+	// GetAPITokenByHash returns ENOTFOUND for unknown or revoked tokens (expired ones are returned).
 	GetAPITokenByHash(ctx context.Context, hash string) (*APIToken, error)
+	// ListAPITokens pages through a tenant's tokens by name, then id.
+	ListAPITokens(ctx context.Context, tenant string, page Page) ([]*APIToken, string, error)
+	// DeleteAPIToken deletes a token and returns it; ENOTFOUND for an unknown id.
+	DeleteAPIToken(ctx context.Context, tenant, id string) (*APIToken, error)
+	// TouchAPIToken sets last_used_at to at when it is unset or before olderThan (so concurrent requests of one
+	// token write it once).
+	TouchAPIToken(ctx context.Context, id string, at, olderThan time.Time) error
 	// CreateDepartment returns ECONFLICT when the name exists.
 	CreateDepartment(ctx context.Context, d *Department) error
 	GetDepartment(ctx context.Context, tenant, name string) (*Department, error)

@@ -45,12 +45,43 @@ const (
 	TaskKindResubmit   = "resubmit"    // returned to the initiator
 )
 
-// Edge states (InstanceState.Edges, index-aligned with the definition's edges).
+// Edge states (InstanceState.Edges, index-aligned with the definition's edges). Every incoming edge of a node
+// ends up taken, pruned or killed (API.md "Semantics changes").
 const (
 	EdgeUnknown byte = 0
 	EdgeTaken   byte = 1
-	EdgeDead    byte = 2
+	// EdgeDead is the "not taken" of instances written before pruned and killed were told apart. It is read,
+	// never written: the engine turns it into pruned (its source completed: routing did not choose it) or
+	// killed (its source was rejected, failed, cancelled, or skipped because of a killed edge) when it loads
+	// such an instance (see engine.upgradeEdges).
+	EdgeDead   byte = 2
+	EdgePruned byte = 3 // routing did not choose it: a false condition, a default edge whose sibling was taken, a source skipped as pruned
+	EdgeKilled byte = 4 // its source was rejected or failed, or skipped as killed
 )
+
+// Node error codes (API.md "Semantics changes"): every node error carries one. The sub-process codes are raised
+// by the sub-process nodes only.
+const (
+	NodeErrPluginFailed     = "plugin_failed"     // a plugin exited non-zero, answered nonsense, or is not uploaded
+	NodeErrPluginTimeout    = "plugin_timeout"    // an auto node's timeout passed before its plugins were through
+	NodeErrNoApprover       = "no_approver"       // nobody (existing and enabled) to decide an approval node
+	NodeErrNoRoute          = "no_route"          // no outgoing edge of a completed node (or a join) can be taken
+	NodeErrCallbackTimeout  = "callback_timeout"  // a callback node's timeout passed without a callback, with no timeout_branch
+	NodeErrApprovalTimeout  = "approval_timeout"  // an approval node's timeout passed and it has no on_timeout
+	NodeErrBadUntil         = "bad_until"         // a delay node's until is not a time
+	NodeErrSubprocessFailed = "subprocess_failed" // a child instance ended rejected, failed or terminated
+	NodeErrSubprocessDepth  = "subprocess_depth"  // sub-processes nested deeper than allowed
+	NodeErrTooManyChildren  = "too_many_children" // a for_each sub-process over too many elements
+)
+
+// NodeFailure is a node's error as the instance shows it (`error`), as a catch branch reads it (`context.error`)
+// and as the history item node.failed carries it.
+type NodeFailure struct {
+	Code    string          `json:"code"`
+	NodeID  string          `json:"node_id"`
+	Message string          `json:"message"`
+	Data    json.RawMessage `json:"data,omitempty"`
+}
 
 // Instance is one run of a template version.
 type Instance struct {
@@ -81,6 +112,8 @@ type InstanceState struct {
 	Edges []byte `json:"edges"`
 	// Seq numbers node visits and tasks; ids are derived from it (see NodeInstanceID, TaskID).
 	Seq int `json:"seq"`
+	// Error is the last unhandled node error (thrown to the error node or failing the instance), if any.
+	Error *NodeFailure `json:"error,omitempty"`
 }
 
 // NodeState is one node of an instance at its current visit.
@@ -95,6 +128,7 @@ type NodeState struct {
 	EndedAt        *time.Time `json:"ended_at"`
 	Attempt        int        `json:"attempt,omitempty"` // retries taken by the error handler
 	Error          string     `json:"error,omitempty"`
+	ErrorCode      string     `json:"error_code,omitempty"` // the code of Error
 	CallbackURL    string     `json:"callback_url,omitempty"`
 	WaitingFor     string     `json:"waiting_for,omitempty"` // what a waiting node waits for: delay, callback, message, retry, plugin
 	Seq            int        `json:"seq"`                   // activation order (for listing)
@@ -218,6 +252,7 @@ const (
 	TimerApprovalTimeout = "approval_timeout"
 	TimerRetry           = "retry"
 	TimerCrontab         = "crontab"
+	TimerPluginTimeout   = "plugin_timeout" // an auto node's timeout: bounds its plugin runs, async waits included
 )
 
 // Timer statuses.
@@ -300,12 +335,17 @@ type Work struct {
 	RunUpdates []RunUpdate
 	// Fence, when set, is written with the work (idempotency_commits): the request's Idempotency-Key did it.
 	Fence *IdempotencyFence
+	// Audit, when set, is written with the work (audit_log): an admin's jump, a terminate, an override start.
+	Audit *AuditEntry
 }
 
 // RunUpdate is a plugin run's new state, applied when its status is one of From.
 type RunUpdate struct {
 	Run  *PluginRun
 	From []string
+	// Close writes only the status, the error and the end time (timed out or cancelled by the engine): what the
+	// run printed so far is kept.
+	Close bool
 }
 
 // PluginRun statuses.
@@ -315,7 +355,8 @@ const (
 	RunSucceeded = "succeeded"
 	RunFailed    = "failed"
 	RunTimedOut  = "timed_out"
-	RunWaiting   = "waiting" // replied {"async":true}: waits for POST /plugin-runs/{id}/result
+	RunWaiting   = "waiting"   // replied {"async":true}: waits for POST /plugin-runs/{id}/result
+	RunCancelled = "cancelled" // its node visit ended before it did (terminate, withdraw, jump, return, a caught error elsewhere)
 )
 
 // PluginRun is one execution of a plugin for a node.
@@ -406,6 +447,30 @@ type BatchInstanceStore interface {
 	// creates are new instances (of tenant, not yet stored) written in the same transaction, as CreateInstance
 	// would: groups of steps may include starts. A create that cannot be written fails the whole call.
 	UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *Work) error, creates ...*Work) (map[string]error, error)
+}
+
+// MessageTrigger is a template whose latest published version starts on a message name.
+type MessageTrigger struct {
+	Key     string
+	Version int
+}
+
+// MessageStore keeps message ids (de-duplication of POST /messages) and the message start triggers.
+type MessageStore interface {
+	// ClaimMessageID records a message id as being handled by the caller (claimed true), unless it was seen:
+	// then it returns the stored answer of the first request (answer non-nil), or nil while that request is
+	// still running. A claim left without an answer since before staleBefore (its request died) is taken over.
+	ClaimMessageID(ctx context.Context, tenant, id string, now, staleBefore time.Time) (answer []byte, claimed bool, err error)
+	// FinishMessageID stores the answer of the request that claimed the id.
+	FinishMessageID(ctx context.Context, tenant, id string, answer []byte) error
+	// AbandonMessageID forgets a claim whose request failed before it did anything, so a retry may run.
+	AbandonMessageID(ctx context.Context, tenant, id string) error
+	// PurgeMessageIDs deletes message ids recorded before t.
+	PurgeMessageIDs(ctx context.Context, before time.Time) (int64, error)
+	// SetMessageTrigger records the message name a template's latest version starts on ("" = none).
+	SetMessageTrigger(ctx context.Context, tenant, key string, version int, message string) error
+	// MessageTriggers lists the templates that start on a message name, by key.
+	MessageTriggers(ctx context.Context, tenant, message string) ([]MessageTrigger, error)
 }
 
 // TimerStore reads timer rows for the scheduler.

@@ -17,8 +17,17 @@ type Plugin struct {
 	SHA256     string        `json:"sha256"`
 	Size       int64         `json:"size"`
 	UploadedBy string        `json:"uploaded_by"`
-	CreatedAt  time.Time     `json:"created_at"`
+	// Network is NetworkOn or NetworkOff: an "off" version runs in a network namespace of its own, with no
+	// interface up.
+	Network   string    `json:"network"`
+	CreatedAt time.Time `json:"created_at"`
 }
+
+// Network settings of a plugin version.
+const (
+	NetworkOn  = "on"
+	NetworkOff = "off"
+)
 
 // RunFilter selects plugin runs for GET /plugins/{name}/runs.
 type RunFilter struct {

@@ -63,6 +63,9 @@ func NewCache(dir string, src BlobSource) (*Cache, error) {
 	if dir == "" {
 		return nil, errors.New("plugin: the plugin cache needs a directory")
 	}
+	if src == nil {
+		return nil, errors.New("plugin: the plugin cache needs a source of plugin files (the store)")
+	}
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, fmt.Errorf("plugin: cache directory %q: %w", dir, err)

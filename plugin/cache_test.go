@@ -146,3 +146,49 @@ func TestImportLegacy(t *testing.T) {
 		}
 	})
 }
+
+// TestNewCacheAndDBLogValidate: the cache needs a directory and a source, the run log a store.
+func TestNewCacheAndDBLogValidate(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	if _, err := plugin.NewCache("", s); err == nil || !strings.Contains(err.Error(), "needs a directory") {
+		t.Errorf("no directory: %v", err)
+	}
+	if _, err := plugin.NewCache(t.TempDir(), nil); err == nil || !strings.Contains(err.Error(), "needs a source") {
+		t.Errorf("no source: %v", err)
+	}
+	if _, err := plugin.NewDBLog(nil); err == nil || !strings.Contains(err.Error(), "needs a store") {
+		t.Errorf("no store: %v", err)
+	}
+}
+
+// TestDBLog: every attempt's record goes into the database under the run's tenant, in attempt order, also when
+// the executor's context is already cancelled (a shutdown right after the run ended).
+func TestDBLog(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		l, err := plugin.NewDBLog(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		started := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
+		job := plugin.Job{RunID: "inst-1.r1", TenantID: "acme", Attempt: 1, Spec: plugin.Spec{Name: "grant", Version: 2, Runtime: plugin.RuntimePython},
+			Input: plugin.Input{InstanceID: "inst-1", NodeID: "n"}}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := l.Write(ctx, job, plugin.Result{ExitCode: 1, Stderr: []byte("boom"), StartedAt: started, EndedAt: started.Add(time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		job.Attempt = 2
+		if err := l.Write(context.Background(), job, plugin.Result{ExitCode: 0, Stdout: []byte("{}"), Output: &plugin.Output{}, StartedAt: started.Add(time.Minute),
+			EndedAt: started.Add(time.Minute + time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+		logs, err := s.RunLogs(context.Background(), "acme", "inst-1.r1")
+		if err != nil || len(logs) != 2 || logs[0].Attempt != 1 || logs[1].Attempt != 2 || logs[0].Plugin != "grant" || logs[0].InstanceID != "inst-1" ||
+			!strings.Contains(logs[0].Record, "=== run inst-1.r1 attempt 1 ===") || !strings.Contains(logs[0].Record, "boom") {
+			t.Fatalf("logs = %+v, %v", logs, err)
+		}
+		if _, err := s.RunLogs(context.Background(), model.DefaultTenant, "inst-1.r1"); !model.IsKind(err, model.ENOTFOUND) {
+			t.Fatalf("another tenant reads the log: %v", err)
+		}
+	})
+}

@@ -16,10 +16,11 @@ import (
 
 // Job is one claimed attempt of a durable plugin run.
 type Job struct {
-	RunID   string
-	Attempt int
-	Spec    Spec
-	Input   Input
+	RunID    string
+	TenantID string // the run's tenant (its log is kept under it)
+	Attempt  int
+	Spec     Spec
+	Input    Input
 }
 
 // Queue is the durable side of the executor, implemented by the store (MySQL/SQLite) with
@@ -56,16 +57,18 @@ type ExecutorOptions struct {
 	Logs RunLog
 	// ShutdownTimeout: after Run's context is done, in-flight runs get this long to finish on their own; then
 	// their processes are killed and the runs are abandoned (not completed) so their lease expires and another
-	// worker retries them. 0 waits for them to finish, which each plugin's own timeout bounds.
+	// worker retries them. 0 waits for them to finish, which each plugin's own timeout bounds — or until the
+	// deadline given to Drain.
 	ShutdownTimeout time.Duration
 	// OnComplete is called after each run has been handed to Queue.Complete, with Complete's error (or
 	// ErrAbandoned). It is a test signal and a metrics hook; it must not block for long.
 	OnComplete func(job Job, res Result, err error)
 }
 
-// Executor claims runs from a Queue and executes them with a Runner, at most Workers at a time.
+// Executor claims runs from a Queue and executes them with a Runner, at most Workers at a time. It is built before
+// the engine, which hands it runs (Offer) and wakes it (Notify); the queue, which needs the engine, comes with Run.
 type Executor struct {
-	q    Queue
+	q    Queue // set by Run
 	r    Runner
 	opts ExecutorOptions
 	log  *slog.Logger
@@ -80,6 +83,10 @@ type Executor struct {
 	mu      sync.Mutex
 	running map[string]Job // by run id: the leases to heartbeat (executing or offered)
 	offered []Job          // handed over already leased, waiting for a free worker
+
+	kill     chan struct{} // closed (once) to kill the runs in flight after Run's context is done
+	killOnce sync.Once
+	drained  chan struct{} // closed when Run has returned
 }
 
 // Retry policy of Queue.Complete: a database blip must not turn a finished run into a re-run, but a store that
@@ -90,8 +97,11 @@ const (
 	completeTimeout  = 30 * time.Second
 )
 
-// NewExecutor returns an executor over q and r. Call Run to start it.
-func NewExecutor(q Queue, r Runner, opts ExecutorOptions) *Executor {
+// NewExecutor returns an executor running plugins with r. Call Run to start it.
+func NewExecutor(r Runner, opts ExecutorOptions) (*Executor, error) {
+	if r == nil {
+		return nil, errors.New("plugin: an executor needs a runner")
+	}
 	if opts.Workers <= 0 {
 		opts.Workers = 4
 	}
@@ -111,7 +121,6 @@ func NewExecutor(q Queue, r Runner, opts ExecutorOptions) *Executor {
 		opts.Now = time.Now
 	}
 	return &Executor{
-		q:       q,
 		r:       r,
 		opts:    opts,
 		log:     opts.Logger.With("component", "plugin_executor", "worker", opts.WorkerID),
@@ -119,7 +128,9 @@ func NewExecutor(q Queue, r Runner, opts ExecutorOptions) *Executor {
 		offer:   make(chan struct{}, 1),
 		freed:   make(chan struct{}, opts.Workers),
 		running: make(map[string]Job),
-	}
+		kill:    make(chan struct{}),
+		drained: make(chan struct{}),
+	}, nil
 }
 
 func defaultWorkerID() string {
@@ -189,15 +200,28 @@ func (e *Executor) takeOffered(n int) []Job {
 	return jobs
 }
 
-// Run claims and executes runs until ctx is done, then stops claiming, waits for the runs in flight (see
-// ShutdownTimeout) and returns nil. It may be called once.
-func (e *Executor) Run(ctx context.Context) error {
+// Run claims runs from q and executes them until ctx is done, then stops claiming, waits for the runs in flight
+// (see ShutdownTimeout and Drain) and returns nil. It may be called once.
+func (e *Executor) Run(ctx context.Context, q Queue) error {
+	if q == nil {
+		return errors.New("plugin: Run needs a queue")
+	}
 	if !e.started.CompareAndSwap(false, true) {
 		return errors.New("plugin: executor already started")
 	}
-	// Runs outlive ctx so a shutdown lets them finish; hardStop cancels them when ShutdownTimeout passes.
+	defer close(e.drained)
+	e.q = q
+	// Runs outlive ctx so a shutdown lets them finish; hardStop cancels them when ShutdownTimeout passes or
+	// Drain's deadline comes.
 	runCtx, hardStop := context.WithCancel(context.WithoutCancel(ctx))
 	defer hardStop()
+	go func() {
+		select {
+		case <-e.kill:
+			hardStop()
+		case <-runCtx.Done():
+		}
+	}()
 
 	var workers sync.WaitGroup
 	hbDone := make(chan struct{})
@@ -214,15 +238,40 @@ func (e *Executor) Run(ctx context.Context) error {
 		workers.Wait()
 		close(drained)
 	}()
-	var stopOnce sync.Once
 	if e.opts.ShutdownTimeout > 0 {
-		t := time.AfterFunc(e.opts.ShutdownTimeout, func() { stopOnce.Do(hardStop) })
+		t := time.AfterFunc(e.opts.ShutdownTimeout, e.killRuns)
 		defer t.Stop()
 	}
 	<-drained
 	close(hbDone)
 	<-hbStopped
 	e.log.Info("plugin executor stopped")
+	return nil
+}
+
+func (e *Executor) killRuns() { e.killOnce.Do(func() { close(e.kill) }) }
+
+// Drain is the executor's part of a stop, after Run's context was cancelled: it waits for the runs in flight to
+// finish until shortly before ctx's deadline (a second, or a tenth of the time left, sooner: what stops after the
+// executor needs some of it), then kills them (they are abandoned, not completed: their leases expire and another
+// worker runs them again) and waits for Run to return. It returns at once when Run never started.
+func (e *Executor) Drain(ctx context.Context) error {
+	if !e.started.Load() {
+		return nil
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, dl.Add(-min(time.Second, time.Until(dl)/10)))
+		defer cancel()
+	}
+	select {
+	case <-e.drained:
+		return nil
+	case <-ctx.Done():
+	}
+	e.log.Warn("plugin runs still in flight at the stop deadline: killing them; they run again elsewhere")
+	e.killRuns()
+	<-e.drained
 	return nil
 }
 

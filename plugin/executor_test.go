@@ -126,10 +126,13 @@ func startExecutorCtx(t *testing.T, parent context.Context, q plugin.Queue, r pl
 	if opts.WorkerID == "" {
 		opts.WorkerID = "test-worker"
 	}
-	ex = plugin.NewExecutor(q, r, opts)
+	ex, err := plugin.NewExecutor(r, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(parent)
 	returned := make(chan error, 1)
-	go func() { returned <- ex.Run(ctx) }()
+	go func() { returned <- ex.Run(ctx, q) }()
 	var once sync.Once
 	var runErr error
 	stop = func() error {
@@ -350,7 +353,7 @@ func TestExecutorShutdownWaitsForRunsInFlight(t *testing.T) {
 	if claimed != 1 || len(completed) != 1 {
 		t.Errorf("claimed %d completed %d, want 1 1", claimed, len(completed))
 	}
-	if err := ex.Run(context.Background()); err == nil {
+	if err := ex.Run(context.Background(), q); err == nil {
 		t.Error("a second Run should be refused")
 	}
 }
@@ -371,6 +374,62 @@ func TestExecutorShutdownTimeoutAbandonsRuns(t *testing.T) {
 	}
 	c := waitCompletion(t, done)
 	if !errors.Is(c.err, plugin.ErrAbandoned) {
+		t.Errorf("completion err %v, want ErrAbandoned", c.err)
+	}
+	if _, _, completed := q.snapshot(); len(completed) != 0 {
+		t.Errorf("an abandoned run was completed: %+v", completed)
+	}
+}
+
+// TestExecutorDrainKillsAtTheDeadline: Drain (the executor's part of a stop) waits for a run in flight until its
+// deadline, then kills it; the run is abandoned, not completed, and Run returns. Before Run, Drain does nothing.
+func TestExecutorDrainKillsAtTheDeadline(t *testing.T) {
+	if _, err := plugin.NewExecutor(nil, plugin.ExecutorOptions{}); err == nil {
+		t.Fatal("NewExecutor accepted no runner")
+	}
+	q := newFakeQueue(1)
+	started := make(chan struct{})
+	r := runnerFunc(func(ctx context.Context, _ plugin.Spec, in plugin.Input) plugin.Result {
+		close(started)
+		<-ctx.Done() // a run that only ends when killed
+		return plugin.Result{ExitCode: -1, Err: fmt.Errorf("run canceled: %w", ctx.Err())}
+	})
+	done := make(chan completion, 1)
+	ex, err := plugin.NewExecutor(r, plugin.ExecutorOptions{Workers: 1, PollInterval: time.Hour, WorkerID: "w",
+		OnComplete: func(job plugin.Job, res plugin.Result, err error) { done <- completion{job, res, err} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ex.Drain(context.Background()); err != nil {
+		t.Fatalf("Drain before Run: %v", err)
+	}
+	if err := ex.Run(context.Background(), nil); err == nil {
+		t.Fatal("Run accepted no queue")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- ex.Run(ctx, q) }()
+	<-started
+	cancel()
+	select {
+	case <-returned:
+		t.Fatal("Run returned with a run in flight before any deadline")
+	case <-time.After(50 * time.Millisecond):
+	}
+	dctx, cancelDrain := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelDrain()
+	if err := ex.Drain(dctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-returned:
+		if err != nil {
+			t.Fatalf("Run = %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after Drain killed its run")
+	}
+	if c := waitCompletion(t, done); !errors.Is(c.err, plugin.ErrAbandoned) {
 		t.Errorf("completion err %v, want ErrAbandoned", c.err)
 	}
 	if _, _, completed := q.snapshot(); len(completed) != 0 {
@@ -454,7 +513,10 @@ func TestExecutorOffer(t *testing.T) {
 		current.Add(-1)
 		return ok(in)
 	})
-	ex := plugin.NewExecutor(q, r, plugin.ExecutorOptions{Workers: workers, PollInterval: time.Hour})
+	ex, err := plugin.NewExecutor(r, plugin.ExecutorOptions{Workers: workers, PollInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if ex.Available() {
 		t.Fatal("available before Run")
 	}

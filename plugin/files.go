@@ -33,8 +33,14 @@ var namePattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 // shaPattern is a lowercase hex SHA-256, the file name of a stored version.
 var shaPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
+// ReservedName is not a plugin name: GET /api/v1/plugins/sandbox is the sandbox report.
+const ReservedName = "sandbox"
+
 // ValidName reports whether name can name a plugin. It returns an EINVALID error saying why not.
 func ValidName(name string) error {
+	if name == ReservedName {
+		return model.CodedError(model.EINVALID, "bad_plugin_name", "plugin name %q is reserved (GET /api/v1/plugins/sandbox is the sandbox report)", name)
+	}
 	if !namePattern.MatchString(name) {
 		return model.CodedError(model.EINVALID, "bad_plugin_name",
 			"plugin name %q must be 1-64 lowercase letters, digits or dashes and start with a letter", name)

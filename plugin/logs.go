@@ -161,3 +161,38 @@ func (s *LogStore) Purge(olderThan time.Time) (removed int, err error) {
 	}
 	return removed, nil
 }
+
+// RunLogStore keeps run log records where every replica reads them: the store's plugin_run_logs table.
+type RunLogStore interface {
+	// AppendRunLog stores the record of one attempt (a second record of the same attempt is ignored).
+	AppendRunLog(ctx context.Context, l *model.PluginRunLog) error
+}
+
+// DBLog is the RunLog of a deployment: the record of every finished attempt goes into the database, where the
+// log of a run is readable from every replica (GET /plugin-runs/{id}/log), whichever replica ran it.
+type DBLog struct {
+	st RunLogStore
+}
+
+var _ RunLog = (*DBLog)(nil)
+
+// NewDBLog returns the run log kept in st.
+func NewDBLog(st RunLogStore) (*DBLog, error) {
+	if st == nil {
+		return nil, errors.New("plugin: the run log needs a store")
+	}
+	return &DBLog{st: st}, nil
+}
+
+// Write implements RunLog.
+func (l *DBLog) Write(ctx context.Context, job Job, res Result) error {
+	// The run's own context may be ending (shutdown); a finished attempt's record is still worth keeping.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	tenant := job.TenantID
+	if tenant == "" {
+		tenant = model.DefaultTenant
+	}
+	return l.st.AppendRunLog(ctx, &model.PluginRunLog{RunID: job.RunID, Attempt: job.Attempt, TenantID: tenant, Plugin: job.Spec.Name,
+		InstanceID: job.Input.InstanceID, Record: string(FormatRecord(job, res)), CreatedAt: res.StartedAt})
+}

@@ -52,8 +52,11 @@ type Spec struct {
 	Name    string
 	Version int
 	Runtime Runtime
-	Path    string        // absolute path of the file, from FileStore.Path
+	Path    string        // absolute path of a file Halley can read (FileStore.Path); the runner runs a copy of it
 	Timeout time.Duration // 0: the runner's default
+	// NetworkOff runs the plugin in a network namespace of its own, with no interface up (the plugin's upload
+	// option network=off). A runner that cannot do that fails the run rather than run it with the network.
+	NetworkOff bool
 }
 
 // Input is the JSON object written to the plugin's stdin (API.md, "Plugins").
@@ -138,6 +141,10 @@ type ProcessRunner struct {
 	// PipeGrace bounds how long Run waits, once the plugin has exited, for its stdout/stderr to close; only a
 	// process that escaped the process group (setsid) can hold them longer. Default DefaultPipeGrace.
 	PipeGrace time.Duration
+	// Sandbox confines the runs (a uid per run, limits, a cgroup leaf, network off); its WorkRoot replaces
+	// WorkRoot, its python interpreter (resolved at start) replaces Python. nil runs plugins as Halley's own
+	// user without limits: for development and tests, never in production (the composition root always sets one).
+	Sandbox *Sandbox
 }
 
 var _ Runner = (*ProcessRunner)(nil)
@@ -173,23 +180,32 @@ func (r *ProcessRunner) config(spec Spec) runnerConfig {
 	return c
 }
 
-// argv returns the command line for spec.
-func (c runnerConfig) argv(spec Spec) ([]string, error) {
+// check verifies the spec: a known runtime and an absolute path to a regular file.
+func (c runnerConfig) check(spec Spec) error {
 	if err := spec.Runtime.Validate(); err != nil {
-		return nil, err
+		return err
 	}
 	if !filepath.IsAbs(spec.Path) {
-		return nil, fmt.Errorf("plugin file path %q is not absolute", spec.Path)
+		return fmt.Errorf("plugin file path %q is not absolute", spec.Path)
 	}
 	fi, err := os.Stat(spec.Path)
 	if err != nil {
-		return nil, fmt.Errorf("plugin file: %w", err)
+		return fmt.Errorf("plugin file: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("plugin file %s is not a regular file", spec.Path)
+		return fmt.Errorf("plugin file %s is not a regular file", spec.Path)
 	}
+	return nil
+}
+
+// argv returns the command line for spec; its last element is the plugin file. python is the interpreter the
+// sandbox resolved at start ("" = look c.python up on the plugins' PATH now).
+func (c runnerConfig) argv(spec Spec, python string) ([]string, error) {
 	if spec.Runtime == RuntimeBinary {
 		return []string{spec.Path}, nil
+	}
+	if python != "" {
+		return []string{python, spec.Path}, nil
 	}
 	py, err := lookPath(c.python, c.path)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -28,8 +29,7 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	defer func() { res.EndedAt = time.Now() }()
 
 	c := r.config(spec)
-	argv, err := c.argv(spec)
-	if err != nil {
+	if err := c.check(spec); err != nil {
 		res.Err = fmt.Errorf("plugin %s v%d: %w", spec.Name, spec.Version, err)
 		return res
 	}
@@ -38,25 +38,58 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		res.Err = err
 		return res
 	}
-	if r.WorkRoot == "" || !filepath.IsAbs(r.WorkRoot) {
-		res.Err = fmt.Errorf("plugin runner: WorkRoot %q must be an absolute directory", r.WorkRoot)
+	root := r.WorkRoot
+	if r.Sandbox != nil {
+		root = r.Sandbox.WorkRoot()
+	}
+	if root == "" || !filepath.IsAbs(root) {
+		res.Err = fmt.Errorf("plugin runner: WorkRoot %q must be an absolute directory", root)
 		return res
 	}
-	if err := os.MkdirAll(r.WorkRoot, 0o755); err != nil {
+	// The sandbox's share of this run: a uid of its own, a cgroup leaf (or a refusal).
+	box, err := r.Sandbox.begin(ctx, spec)
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	defer box.end()
+	argv, err := c.argv(spec, box.python())
+	if err != nil {
+		res.Err = fmt.Errorf("plugin %s v%d: %w", spec.Name, spec.Version, err)
+		return res
+	}
+	if err := os.MkdirAll(root, 0o711); err != nil {
 		res.Err = fmt.Errorf("plugin runner: unable to create work root: %w", err)
 		return res
 	}
-	workdir, err := os.MkdirTemp(r.WorkRoot, "run-")
+	// The pid in the name lets a later start of Halley remove it if this process dies first.
+	workdir, err := os.MkdirTemp(root, fmt.Sprintf("%s%d-", rundirPrefix, os.Getpid()))
 	if err != nil {
 		res.Err = fmt.Errorf("plugin runner: unable to create working directory: %w", err)
 		return res
 	}
-	defer removeAll(workdir)
+	defer box.removeDir(workdir)
+	// The plugin runs from a copy in its own directory: where the file is stored (the plugin dir, a cache of
+	// the database's copy) stays closed to it.
+	runFile, err := copyPluginFile(spec, workdir)
+	if err != nil {
+		res.Err = fmt.Errorf("plugin %s v%d: %w", spec.Name, spec.Version, err)
+		return res
+	}
+	argv[len(argv)-1] = runFile
+	if err := box.checkFormat(spec, runFile); err != nil {
+		res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
+		return res
+	}
 	if spec.Runtime == RuntimePython {
 		if err := os.WriteFile(filepath.Join(workdir, sdk.FileName), sdk.Python(), 0o644); err != nil {
 			res.Err = fmt.Errorf("plugin runner: unable to write the SDK: %w", err)
 			return res
 		}
+	}
+	if err := box.own(workdir); err != nil {
+		res.Err = fmt.Errorf("plugin runner: unable to hand the working directory to the plugin uid: %w", err)
+		return res
 	}
 	if err := ctx.Err(); err != nil {
 		res.Err = fmt.Errorf("plugin run canceled before it started: %w", err)
@@ -65,18 +98,20 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 
 	stdout := newCapWriter(c.outputCap, stderrTailForMessages)
 	stderr := newCapWriter(c.outputCap, stderrTailForMessages)
+	prog := argv[0] // what the sandbox's prlimit(1) executes
+	argv = box.argv(argv)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = workdir
 	cmd.Env = c.environ(workdir, in)
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = stdout
 	cmd.Stderr = stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = box.sysProcAttr()
 	// After the plugin exits, Wait gives a process that escaped the group this long to close the pipes, then
 	// closes them itself.
 	cmd.WaitDelay = c.pipeGrace
 
-	if err := cmd.Start(); err != nil {
+	if err := box.start(cmd); err != nil {
 		res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
 		return res
 	}
@@ -94,21 +129,30 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	case watchErr = <-exited:
 	case <-timer.C:
 		res.TimedOut = true
-		killGroup(pid)
+		box.killGroup(pid)
 		watchErr = <-exited
 	case <-ctx.Done():
 		canceled = ctx.Err()
-		killGroup(pid)
+		box.killGroup(pid)
 		watchErr = <-exited
 	}
-	// Whatever the plugin left behind in its group dies with the run.
-	killGroup(pid)
+	// Whatever the plugin left behind dies with the run: its group, and its cgroup or every process of its uid
+	// (setsid daemons included), before Wait so that no escaped process holds the pipes.
+	box.killGroup(pid)
+	box.killRest()
 	waitErr := cmd.Wait()
 
 	res.Stdout, res.StdoutTruncated = stdout.buf, stdout.truncated
 	res.Stderr, res.StderrTruncated = stderr.buf, stderr.truncated
 	if cmd.ProcessState != nil {
 		res.ExitCode = cmd.ProcessState.ExitCode()
+	}
+
+	// In a sandboxed run prlimit(1) executes the plugin: its failure to do so is a run that never started.
+	if why, ok := box.execFailure(res.ExitCode, res.Stderr, prog); ok && !res.TimedOut && canceled == nil {
+		res.ExitCode = -1
+		res.Err = fmt.Errorf("plugin %s v%d: unable to start: %s", spec.Name, spec.Version, why)
+		return res
 	}
 
 	switch {
@@ -162,9 +206,38 @@ func waitExitedNoReap(pid int) error {
 	}
 }
 
-// killGroup sends SIGKILL to every process in the group led by pid. ESRCH (nobody left) is fine.
-func killGroup(pid int) {
-	_ = syscall.Kill(-pid, syscall.SIGKILL)
+// copyPluginFile copies the plugin file into the run's directory, read-only, executable when the original is.
+func copyPluginFile(spec Spec, workdir string) (string, error) {
+	src, err := os.Open(spec.Path)
+	if err != nil {
+		return "", fmt.Errorf("plugin file: %w", err)
+	}
+	defer src.Close()
+	fi, err := src.Stat()
+	if err != nil {
+		return "", fmt.Errorf("plugin file: %w", err)
+	}
+	mode := os.FileMode(0o444)
+	if fi.Mode().Perm()&0o111 != 0 {
+		mode = 0o555
+	}
+	name := "plugin"
+	if spec.Runtime == RuntimePython {
+		name = "plugin.py"
+	}
+	dst := filepath.Join(workdir, name)
+	f, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return "", fmt.Errorf("unable to copy the plugin file: %w", err)
+	}
+	if _, err := io.Copy(f, src); err != nil {
+		_ = f.Close()
+		return "", fmt.Errorf("unable to copy the plugin file: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("unable to copy the plugin file: %w", err)
+	}
+	return dst, nil
 }
 
 // removeAll removes a run's working directory even when the plugin left read-only folders in it.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/gin-gonic/gin"
@@ -70,6 +71,10 @@ func fail(c *gin.Context, err error) {
 	details := de.Details
 	if details == nil {
 		details = map[string]any{}
+	}
+	// A 429 or 503 that knows when to come back says so in the header HTTP clients read.
+	if ra, ok := details["retry_after"].(int); ok && (status == http.StatusTooManyRequests || status == http.StatusServiceUnavailable) {
+		c.Header("Retry-After", strconv.Itoa(max(ra, 1)))
 	}
 	c.AbortWithStatusJSON(status, ErrorBody{Error: ErrorDetail{Code: code, Message: de.Message, Details: details}})
 }

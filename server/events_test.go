@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tidwall/gjson"
+
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -82,9 +84,15 @@ func TestAPITriggers(t *testing.T) {
 				"allow_remote_ips": "127.0.0.1/32, ::1"}),
 			M{"id": "grant", "type": "auto"}, M{"id": "end", "type": "end"},
 		}, []any{edge("start", "grant"), edge("grant", "end")})
-		// The token is stored hashed.
-		if r := e.do("GET", "/api/v1/templates/hr-leave", e.admin, nil, nil); strings.Contains(string(r.Body), "s3cret-token") || !strings.Contains(string(r.Body), "sha256:") {
-			t.Fatalf("trigger secret not hashed: %s", r.Body)
+		// The token is stored keyed-hashed and shown to nobody, admins included.
+		if r := e.do("GET", "/api/v1/templates/hr-leave", e.admin, nil, nil); strings.Contains(string(r.Body), "s3cret-token") ||
+			strings.Contains(string(r.Body), "sha256:") || gjson.GetBytes(r.Body, "draft.definition.nodes.0.trigger.header_token").String() != "***" {
+			t.Fatalf("trigger secret shown: %s", r.Body)
+		}
+		var stored string
+		s.DB().Raw("SELECT definition FROM template_versions WHERE tkey = ?", "hr-leave").Scan(&stored)
+		if !strings.HasPrefix(gjson.Get(stored, "nodes.0.trigger.header_token").String(), "hmac-sha256:") || strings.Contains(stored, "s3cret-token") {
+			t.Fatalf("trigger secret stored as %s", stored)
 		}
 		tok := map[string]string{"X-Halley-Token": "s3cret-token"}
 		r := e.do("POST", "/api/v1/trigger/sync/hr/leave?dept=eng", "", M{"days": 2}, tok)
@@ -148,7 +156,7 @@ func TestForms(t *testing.T) {
 			t.Fatalf("get form: %d %s", r.Status, r.Body)
 		}
 		r = e.do("POST", "/api/v1/forms/open-form/submit", "", M{"days": 3}, nil)
-		if r.Status != 201 || r.JSON["initiator"] != "anonymous" || r.JSON["context"].(M)["days"] != float64(3) || r.JSON["status"] != "completed" {
+		if r.Status != 201 || r.JSON["initiator"] != model.InitiatorAnonymous || r.JSON["context"].(M)["days"] != float64(3) || r.JSON["status"] != "completed" {
 			t.Fatalf("anonymous submit: %d %s", r.Status, r.Body)
 		}
 		assertError(t, e.do("GET", "/api/v1/forms/team-form", "", nil, nil), 401, "login_required")
@@ -392,7 +400,7 @@ func TestCrontab(t *testing.T) {
 		e.advance(time.Minute) // 09:05
 		e.fireDue()
 		items := list()
-		if len(items) != 1 || items[0].(M)["initiator"] != "cron" || items[0].(M)["context"].(M)["scheduled_at"] != "2026-03-02T09:05:00Z" {
+		if len(items) != 1 || items[0].(M)["initiator"] != model.InitiatorCron || items[0].(M)["context"].(M)["scheduled_at"] != "2026-03-02T09:05:00Z" {
 			t.Fatalf("first fire: %v", items)
 		}
 		e.advance(5 * time.Minute) // 09:10: the 09:05 instance still runs → skipped

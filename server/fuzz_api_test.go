@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/gin-gonic/gin"
+	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/store"
@@ -38,6 +39,8 @@ var bodylessWrites = map[string]bool{
 	"POST /api/v1/templates/:key/publish": true,
 	"DELETE /api/v1/subscriptions/:id":    true,
 	"POST /api/v1/cc/:id/read":            true,
+	"DELETE /api/v1/users/:username":      true,
+	"DELETE /api/v1/tokens/:id":           true,
 }
 
 // freeForm are the routes whose body is any JSON the caller likes (a callback's output, form values, a
@@ -64,11 +67,15 @@ func TestFuzzPublicAPI(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		var router *gin.Engine
 		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+			withPlugins(t, nil)(d)
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger(), Outbound: loopbackOutbound(t)})
 			d.BodyLimit = 1 << 20 // the production default
 			d.Logger = quietLogger()
-			router = server.New(*d).Handler().(*gin.Engine) // a twin of the env's server, for its route table
+			twin, err := server.New(*d) // a twin of the env's server, for its route table
+			if err != nil {
+				t.Fatal(err)
+			}
+			router = twin.Handler().(*gin.Engine)
 		})
 		f := newFuzzer(t, e, seed)
 		f.fixtures()
@@ -124,6 +131,8 @@ type fuzzer struct {
 	tokens []string            // admin, plain user, bad token, none
 	ids    map[string][]string // real values by path parameter name
 	prev   string              // the previous request, for failures that come from what went before on the connection
+	// formInstance runs fuzz-form: its amount is read-only to everyone who may write into it.
+	formInstance string
 }
 
 func newFuzzer(t *testing.T, e *env, seed int64) *fuzzer {
@@ -149,22 +158,33 @@ func (f *fuzzer) fixtures() {
 		M{"id": "end", "type": "end"}}, []any{edge("start", "lead"), edge("start", "wait"), edge("wait", "end"), edge("lead", "end")})
 	e.publish("hook", []any{start(M{"kind": "sync-api", "module": "erp", "function": "order", "login_verification": "token", "header_token": "s3cret-token"}),
 		M{"id": "end", "type": "end"}}, []any{edge("start", "end")})
+	// A form start with a file field, and an approval whose form has read-only, editable and file fields: the
+	// routes that check approve data and file values get real targets.
+	fields := []any{M{"id": "a", "type": "money", "label": "Amount", "field": "amount", "readonly": true},
+		M{"id": "b", "type": "input", "label": "Note", "field": "review.note"}, M{"id": "c", "type": "attachment", "label": "Files", "field": "review.files"}}
+	e.publish("fuzz-form", []any{start(M{"kind": "form", "form": M{"kind": "components", "fields": fields}}),
+		M{"id": "check", "type": "approval", "approvers": M{"users": []string{"bob"}}, "form": M{"kind": "components", "fields": fields}},
+		M{"id": "end", "type": "end"}}, []any{edge("start", "check"), edge("check", "end")})
 	inst := mustStatus(e.do("POST", "/api/v1/instances", bob, M{"template": "fuzz", "context": M{"n": 1}, "correlation_id": "c-1"}, nil), 201)
 	id := inst.JSON["id"].(string)
+	formInst := mustStatus(e.do("POST", "/api/v1/forms/fuzz-form/submit", bob, M{"amount": 10}, nil), 201)
+	f.formInstance = formInst.JSON["id"].(string)
 	mustStatus(e.upload("echo", "python", "", []byte("print('{}')"), e.admin), 201)
 	sub := mustStatus(e.do("POST", "/api/v1/subscriptions", e.admin, M{"event": "task.created", "webhook_url": "http://127.0.0.1:9/hook"}, nil), 201)
 
 	f.ids["id"] = []string{id, sub.JSON["id"].(string)}
 	f.ids["execution_id"] = []string{id}
-	for _, tk := range e.instance(id).JSON["tasks"].([]any) {
-		f.ids["id"] = append(f.ids["id"], tk.(M)["id"].(string))
+	for _, in := range []string{id, formInst.JSON["id"].(string)} {
+		for _, tk := range e.instance(in).JSON["tasks"].([]any) {
+			f.ids["id"] = append(f.ids["id"], tk.(M)["id"].(string))
+		}
 	}
 	bms := mustStatus(e.do("GET", "/api/v1/instances/"+id+"/bookmarks", e.admin, nil, nil), 200)
 	for _, b := range bms.JSON["items"].([]any) {
 		f.ids["id"] = append(f.ids["id"], b.(M)["id"].(string))
 		f.ids["appinst_id"] = append(f.ids["appinst_id"], b.(M)["node_instance_id"].(string))
 	}
-	f.ids["key"] = []string{"fuzz", "hook"}
+	f.ids["key"] = []string{"fuzz", "hook", "fuzz-form"}
 	f.ids["n"] = []string{"1"}
 	f.ids["username"] = []string{"admin", "bob"}
 	f.ids["name"] = []string{"echo"}
@@ -300,8 +320,8 @@ func (f *fuzzer) body(route string, write, freeForm bool) ([]byte, string, bool)
 		b = full[:1+f.rng.Intn(len(full)-1)]
 	case kind == 1: // valid JSON, but not an object
 		b, _ = json.Marshal([]any{f.value(3), []any{}, f.nasty(), 42.5, true}[f.rng.Intn(5)])
-		if string(b) == "null" {
-			b = []byte("[null]")
+		if string(b) == "null" || b[0] == '{' { // value may give an object (e.g. {}), which a bodyless write accepts
+			b = append(append([]byte("["), b...), ']')
 		}
 	case kind == 2: // nesting deeper than encoding/json's limit of 10,000
 		depth := 10_001 + f.rng.Intn(1000)
@@ -555,7 +575,7 @@ var wellFormed = map[string]func(f *fuzzer) M{
 	"POST /api/v1/instances/:id/jump":      func(f *fuzzer) M { return M{"to": f.word(), "reason": f.word()} },
 	"POST /api/v1/tasks/:id/transfer":      func(f *fuzzer) M { return M{"to": f.word(), "comment": f.word()} },
 	"POST /api/v1/tasks/:id/return":        func(f *fuzzer) M { return M{"to": f.word(), "comment": f.word()} },
-	"POST /api/v1/tasks/:id/approve":       func(f *fuzzer) M { return M{"comment": f.word(), "data": M{f.word(): f.value(3)}} },
+	"POST /api/v1/tasks/:id/approve":       func(f *fuzzer) M { return M{"comment": f.word(), "data": f.approveData()} },
 	"POST /api/v1/tasks/:id/reject":        func(f *fuzzer) M { return M{"comment": f.word()} },
 	"POST /api/v1/tasks/:id/reclaim":       func(f *fuzzer) M { return M{"comment": f.word()} },
 	"POST /api/v1/instances/:id/withdraw":  func(f *fuzzer) M { return M{"reason": f.word()} },
@@ -565,8 +585,9 @@ var wellFormed = map[string]func(f *fuzzer) M{
 		return M{"users": f.words(), "position": f.pick([]string{"before", "after", "parallel"}, f.word()), "comment": f.word()}
 	},
 	"POST /api/v1/instances": func(f *fuzzer) M {
-		return M{"template": f.pick([]string{"fuzz"}, f.word()), "version": f.rng.Intn(3), "context": M{f.word(): f.value(3)},
-			"correlation_id": f.word(), "title": f.word()}
+		return M{"template": f.pick([]string{"fuzz", "fuzz-form", "hook"}, f.word()), "version": f.rng.Intn(3), "context": M{f.word(): f.value(3)},
+			"correlation_id": f.pick([]string{"c-1"}, f.word()), "title": f.word(), "override_trigger": f.rng.Intn(2) == 0,
+			"initiator": f.pick([]string{"bob", "admin", "system:cron", "anonymous", ""}, f.word())}
 	},
 	"POST /api/v1/instances/linear": func(f *fuzzer) M {
 		steps := []any{}
@@ -584,10 +605,50 @@ var wellFormed = map[string]func(f *fuzzer) M{
 			"webhook_url": f.pick([]string{"https://example.com/", "http://127.0.0.1:9/", "file:///etc/passwd"}, f.word()), "secret": f.word()}
 	},
 	"POST /api/v1/callback/:execution_id/:appinst_id": func(f *fuzzer) M { return M{f.word(): f.value(3)} },
-	"POST /api/v1/forms/:key/submit":                  func(f *fuzzer) M { return M{f.word(): f.value(3)} },
-	"POST /api/v1/plugin-runs/:id/result": func(f *fuzzer) M {
-		return M{"status": f.pick([]string{"succeeded", "failed"}, f.word()), "data": M{f.word(): f.value(2)}}
+	"POST /api/v1/forms/:key/submit": func(f *fuzzer) M {
+		return M{f.pick([]string{"amount", "review"}, f.word()): f.value(3), "review": M{"files": f.fileValue(), "note": f.word()}}
 	},
+	"POST /api/v1/plugin-runs/:id/result": func(f *fuzzer) M {
+		return M{"status": f.pick([]string{"succeeded", "failed"}, f.word()), "data": M{f.word(): f.value(2), "context": f.value(1),
+			"decision": f.pick([]string{"approve", "reject", ""}, f.word())}}
+	},
+}
+
+// approveData is approve data aimed at the forms of the fixtures: read-only fields, editable ones, file fields with
+// hostile values, fields beside them, and nesting deeper than contexts may go.
+func (f *fuzzer) approveData() any {
+	switch f.rng.Intn(6) {
+	case 0:
+		return M{"amount": f.value(1)}
+	case 1:
+		return M{"review": M{"note": f.word(), "files": f.fileValue()}}
+	case 2:
+		return M{"review": M{f.word(): f.value(2)}}
+	case 3:
+		var v any = f.word()
+		for i := 0; i < 65+f.rng.Intn(100); i++ {
+			v = M{"x": v}
+		}
+		return M{"review": v}
+	case 4:
+		return f.value(3)
+	}
+	return M{f.word(): f.value(3)}
+}
+
+// fileValue is the value of a file field: lists of hostile files, links in disguise, ids, or anything.
+func (f *fuzzer) fileValue() any {
+	urls := []string{"javascript:alert(1)", "JaVaScRiPt:alert(1)", "data:text/html,<script>alert(1)</script>", "data:text/plain;base64,eA==",
+		"data:;base64,!!", "https://evil.example/x", "vbscript:x", f.word()}
+	switch f.rng.Intn(4) {
+	case 0:
+		return []any{M{"name": f.word(), "size": f.value(0), "type": f.pick([]string{"text/plain", "a/b"}, f.word()), "data_url": f.pick(urls, f.word())}}
+	case 1:
+		return []any{f.pick([]string{"01a2-att"}, f.word()), M{"id": f.word(), f.word(): f.value(1)}}
+	case 2:
+		return f.pick(urls, f.word())
+	}
+	return f.value(2)
 }
 
 // word is a hostile string that JSON can carry, often around the stores' column lengths (64 to 1,024).
@@ -648,8 +709,8 @@ func TestFuzzWellFormedWrites(t *testing.T) {
 	seed, n := fuzzKnobs(t)
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+			withPlugins(t, nil)(d)
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger(), Outbound: loopbackOutbound(t)})
 			d.BodyLimit = 1 << 20
 			d.Logger = quietLogger()
 		})
@@ -674,5 +735,20 @@ func TestFuzzWellFormedWrites(t *testing.T) {
 			}
 		}
 		t.Logf("seed %d: %d well-formed writes over %d routes: %d 2xx, %d 4xx", seed, n, len(routes), counts[2], counts[4])
+		// What the access rules promise held under all of it: the read-only amount is as submitted, and every
+		// instance of the API-triggered template came through its trigger or an admin's recorded override.
+		if got := gjson.GetBytes(e.instance(f.formInstance).Body, "context.amount").Raw; got != "10" {
+			t.Errorf("the read-only amount of %s became %s", f.formInstance, got)
+		}
+		var rows []struct{ ID, Initiator string }
+		if err := s.DB().Raw("SELECT id, initiator FROM instances WHERE tkey = 'hook'").Scan(&rows).Error; err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			started := gjson.GetBytes(e.do("GET", "/api/v1/instances/"+r.ID+"/history", e.admin, nil, nil).Body, "items.0")
+			if r.Initiator != "api:erp/order" && started.Get("data.override_trigger").String() != "sync-api" {
+				t.Errorf("instance %s of the sync-api template (initiator %s) skipped its trigger: %s", r.ID, r.Initiator, started.Raw)
+			}
+		}
 	})
 }

@@ -71,7 +71,7 @@ func (s *Server) idempotent(c *gin.Context) {
 	h.Write(body)
 	user, tenant := "anonymous:"+c.ClientIP(), model.DefaultTenant
 	if p := principal(c); p != nil {
-		user, tenant = p.Username, p.TenantID
+		user, tenant = p.Subject(), p.TenantID // two API tokens of one name keep their keys apart
 	}
 	rec := &model.IdempotencyRecord{TenantID: tenant, Username: user, Key: key, RequestHash: hex.EncodeToString(h.Sum(nil))}
 	ctx := c.Request.Context()

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -17,7 +19,19 @@ func (s *Server) startInstance(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.Start(c.Request.Context(), principal(c), req)
+	var v *engine.InstanceView
+	start := func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.engine.Start(ctx, principal(c), req)
+		return err
+	}
+	var err error
+	if req.OverrideTrigger {
+		// An admin skipping a template's own trigger (its form's members, an API trigger's credentials) is a
+		// change to audit; the engine writes the entry with the start, the new instance as its target.
+		err = s.record(c, model.AuditInstanceOverride, "", start)
+	} else {
+		err = start(c.Request.Context(), nil)
+	}
 	if err != nil {
 		fail(c, err)
 		return
@@ -90,7 +104,12 @@ func (s *Server) terminate(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.Terminate(c.Request.Context(), principal(c), c.Param("id"), req.Reason)
+	var v *engine.InstanceView
+	err := s.record(c, model.AuditInstanceTerminate, c.Param("id"), func(ctx context.Context, e *model.AuditEntry) (err error) {
+		e.Reason = req.Reason
+		v, err = s.engine.Terminate(ctx, principal(c), c.Param("id"), req.Reason)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -249,6 +268,10 @@ func (s *Server) sendMessage(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if r.Duplicate {
+		c.JSON(http.StatusOK, r) // a message_id seen before: the first answer, nothing done
+		return
+	}
 	c.JSON(http.StatusAccepted, r)
 }
 
@@ -289,12 +312,13 @@ func (s *Server) returnTask(c *gin.Context) {
 }
 
 func (s *Server) returnTargets(c *gin.Context) {
-	ts, err := s.engine.ReturnTargets(c.Request.Context(), principal(c), c.Param("id"))
+	ts, noInitiator, err := s.engine.ReturnTargetsWhy(c.Request.Context(), principal(c), c.Param("id"))
 	if err != nil {
 		fail(c, err)
 		return
 	}
-	c.JSON(http.StatusOK, gin.H{"items": ts})
+	// no_initiator: the start is left out because nobody could resubmit (the initiator is not a person).
+	c.JSON(http.StatusOK, gin.H{"items": ts, "no_initiator": noInitiator})
 }
 
 func (s *Server) reclaim(c *gin.Context) {
@@ -317,7 +341,12 @@ func (s *Server) jump(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.Jump(c.Request.Context(), principal(c), c.Param("id"), req)
+	var v *engine.InstanceView
+	err := s.record(c, model.AuditInstanceJump, c.Param("id"), func(ctx context.Context, e *model.AuditEntry) (err error) {
+		e.Reason = strings.TrimSpace(req.Reason + " " + req.Comment)
+		v, err = s.engine.Jump(ctx, principal(c), c.Param("id"), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return

@@ -18,7 +18,6 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
-	"github.com/halley-bpm/halley/service/template"
 )
 
 // flowEnv is the HTTP server with the template service and the engine on a real store; the engine runs on a
@@ -33,10 +32,7 @@ type flowEnv struct {
 func newFlowEnv(t *testing.T, s *store.Store) *flowEnv {
 	t.Helper()
 	f := &flowEnv{clk: clock.NewFake(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)), key: []byte("callback-key-for-tests"), tokens: map[string]string{}}
-	f.env = newEnv(t, s, func(d *server.Deps) {
-		tpl := template.New(s, f.clk.Now)
-		d.Templates = tpl
-		d.Engine = engine.New(s, tpl, s, engine.Options{Clock: f.clk, CallbackKey: f.key})
+	f.env = newEnvWith(t, s, wiring{engine: &engine.Options{Clock: f.clk, CallbackKey: f.key}}, func(d *server.Deps) {
 		d.BodyLimit = 64 << 10
 	})
 	f.tokens["admin"] = f.admin
@@ -524,11 +520,12 @@ func TestHistoryAndDiagramHTTP(t *testing.T) {
 		id := f.start("ann", map[string]any{"template": "route", "context": map[string]any{"days": 2}, "title": "2 days"})
 		f.wantOK(f.act("bob", f.task(id, "lead", "bob").Get("id").String(), "approve", map[string]any{"comment": "fine", "data": map[string]any{"ok": true}}), 200)
 		in := f.wantInstance(id, "completed", map[string]string{"start": "completed", "lead": "completed", "big": "skipped", "end": "completed"})
-		if in.Get("context.ok").Bool() != true || in.Get("context.days").Int() != 2 || in.Get("title").String() != "2 days" {
+		// Without a node form the approver's data is theirs, under context.<node_id>.
+		if in.Get("context.lead.ok").Bool() != true || in.Get("context.ok").Exists() || in.Get("context.days").Int() != 2 || in.Get("title").String() != "2 days" {
 			t.Fatalf("context after approve with data: %s", in.Get("context").Raw)
 		}
 		want := []string{"instance.started", "node.activated:start", "node.completed:start", "node.activated:lead", "task.created:lead",
-			"task.approved:lead", "node.completed:lead", "node.skipped:big", "node.activated:end", "node.completed:end", "instance.completed"}
+			"context.changed:lead", "task.approved:lead", "node.completed:lead", "node.skipped:big", "node.activated:end", "node.completed:end", "instance.completed"}
 		if got := f.history(id); !slices.Equal(got, want) {
 			t.Fatalf("history\n got %v\nwant %v", got, want)
 		}
@@ -693,10 +690,11 @@ func TestCallbackURLHTTP(t *testing.T) {
 		if !strings.HasPrefix(cb, "/api/v1/callback/"+id+"/"+nid+"?token=") {
 			t.Fatalf("callback_url %q", cb)
 		}
-		// Someone who may read the instance but is neither admin nor initiator does not see the secret URL.
-		bobView := f.do("GET", "/api/v1/instances/"+id, f.tokens["bob"], nil, nil)
-		if bobView.Status == 200 && strings.Contains(string(bobView.Body), "token=") {
-			t.Fatalf("callback token shown to bob: %s", bobView.Body)
+		// The signed URL is a credential for systems: the initiator does not see it (nor anyone but admins and
+		// API tokens).
+		annView := f.do("GET", "/api/v1/instances/"+id, f.tokens["ann"], nil, nil)
+		if annView.Status != 200 || strings.Contains(string(annView.Body), "token=") {
+			t.Fatalf("callback token shown to the initiator: %d %s", annView.Status, annView.Body)
 		}
 
 		base := "/api/v1/callback/" + id + "/" + nid
@@ -732,13 +730,19 @@ func TestCallbackURLHTTP(t *testing.T) {
 		if gjson.GetBytes(r.Body, "items.#").Int() != 1 || bm.Get("kind").String() != "callback" || bm.Get("node_id").String() != "hook" {
 			t.Fatalf("bookmarks: %s", r.Body)
 		}
-		assertError(t, f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.tokens["bob"], map[string]any{"data": map[string]any{"x": 1}}, nil), 403, "")
-		f.wantOK(f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.tokens["ann"], map[string]any{"data": map[string]any{"x": 1}}, nil), 200)
+		if bm.Get("payload.callback_url").Exists() {
+			t.Fatalf("the initiator sees the callback URL in the bookmark: %s", r.Body)
+		}
+		// A system wait is not the initiator's to resume (they would forge what the system reports).
+		assertError(t, f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.tokens["bob"], map[string]any{"data": map[string]any{"x": 1}}, nil), 403, "not_allowed")
+		assertError(t, f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.tokens["ann"], map[string]any{"data": map[string]any{"x": 1}}, nil), 403, "not_allowed")
+		f.wantOK(f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.admin, map[string]any{"data": map[string]any{"x": 1}}, nil), 200)
 		if in := f.wantInstance(id2, "completed", map[string]string{"hook": "completed"}); in.Get("context.hook.x").Int() != 1 {
 			t.Fatalf("context.hook: %s", in.Get("context").Raw)
 		}
-		assertError(t, f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.tokens["ann"], nil, nil), 409, "")
-		assertError(t, f.do("POST", "/api/v1/bookmarks/nope/resume", f.tokens["ann"], nil, nil), 404, "")
+		assertError(t, f.do("POST", "/api/v1/bookmarks/"+bm.Get("id").String()+"/resume", f.admin, nil, nil), 409, "")
+		assertError(t, f.do("POST", "/api/v1/bookmarks/nope/resume", f.admin, nil, nil), 404, "")
+		assertError(t, f.do("POST", "/api/v1/bookmarks/nope/resume", f.tokens["ann"], nil, nil), 403, "not_allowed")
 		// An approval's wait is listed, but resumed only by deciding its tasks.
 		f.publish("one", single(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))
 		id3 := f.start("ann", map[string]any{"template": "one"})

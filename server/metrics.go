@@ -2,6 +2,7 @@ package server
 
 import (
 	"database/sql"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -56,8 +57,21 @@ func (m *metrics) middleware(c *gin.Context) {
 		route = "unmatched"
 	}
 	st := strconv.Itoa(c.Writer.Status())
-	m.requests.WithLabelValues(route, c.Request.Method, st).Inc()
-	m.latency.WithLabelValues(route, c.Request.Method, st).Observe(time.Since(start).Seconds())
+	method := methodLabel(c.Request.Method)
+	m.requests.WithLabelValues(route, method, st).Inc()
+	m.latency.WithLabelValues(route, method, st).Observe(time.Since(start).Seconds())
+}
+
+// methodLabel bounds the method label: HTTP allows any token as a method (and API triggers accept ANY), so a
+// client sending FOO1, FOO2... would otherwise grow a time series per name. The standard methods keep their
+// name; every other one is "other".
+func methodLabel(m string) string {
+	switch m {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete, http.MethodOptions,
+		http.MethodConnect, http.MethodTrace:
+		return m
+	}
+	return "other"
 }
 
 func (s *Server) metricsHandler(c *gin.Context) {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strings"
@@ -13,7 +14,21 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 )
 
-// uploadPlugin stores a new version of a plugin (multipart: name, runtime, timeout, file).
+// SandboxReporter tells what confines plugin runs; *plugin.Sandbox is one.
+type SandboxReporter interface {
+	Report() plugin.SandboxReport
+}
+
+// pluginSandbox answers what the plugin sandbox of this replica has in force, and why not where it has not.
+func (s *Server) pluginSandbox(c *gin.Context) {
+	if s.sandbox == nil {
+		c.JSON(http.StatusOK, plugin.SandboxReport{PluginsRun: true, Protections: []plugin.Protection{}})
+		return
+	}
+	c.JSON(http.StatusOK, s.sandbox.Report())
+}
+
+// uploadPlugin stores a new version of a plugin (multipart: name, runtime, timeout, network, file).
 func (s *Server) uploadPlugin(c *gin.Context) {
 	name := c.PostForm("name")
 	if err := plugin.ValidName(name); err != nil {
@@ -33,6 +48,15 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 			return
 		}
 		timeout = d
+	}
+	network := model.NetworkOn
+	switch v := c.PostForm("network"); v {
+	case "", model.NetworkOn:
+	case model.NetworkOff:
+		network = model.NetworkOff
+	default:
+		fail(c, model.CodedError(model.EINVALID, "invalid_network", `network must be "on" or "off"`))
+		return
 	}
 	fh, err := c.FormFile("file")
 	if err != nil {
@@ -68,8 +92,13 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 	}
 	// The file goes into the database with the version row, in one transaction: every replica can run it.
 	pl := &model.Plugin{TenantID: p.TenantID, Name: name, Version: version, Runtime: string(runtime), Timeout: timeout, TimeoutStr: timeout.String(),
-		SHA256: sum, Size: size, UploadedBy: p.Username}
-	if err := s.plugins.CreatePlugin(ctx, pl, f); err != nil {
+		SHA256: sum, Size: size, UploadedBy: p.Username, Network: network}
+	// Recorded in the transaction that stores the version and its file.
+	err = s.record(c, model.AuditPluginUpload, name, func(ctx context.Context, e *model.AuditEntry) error {
+		e.SetAfter(map[string]any{"name": pl.Name, "version": pl.Version, "runtime": pl.Runtime, "timeout": pl.TimeoutStr, "sha256": pl.SHA256, "size": pl.Size, "network": pl.Network})
+		return s.plugins.CreatePlugin(ctx, pl, f)
+	})
+	if err != nil {
 		fail(c, err)
 		return
 	}
@@ -115,7 +144,7 @@ func (s *Server) getPlugin(c *gin.Context) {
 	}
 	latest := vs[0]
 	c.JSON(http.StatusOK, gin.H{"name": latest.Name, "version": latest.Version, "runtime": latest.Runtime, "sha256": latest.SHA256,
-		"size": latest.Size, "timeout": latest.TimeoutStr, "versions": vs})
+		"size": latest.Size, "timeout": latest.TimeoutStr, "network": latest.Network, "versions": vs})
 }
 
 func (s *Server) pluginRuns(c *gin.Context) {

@@ -9,11 +9,13 @@ import (
 	"fmt"
 	"io"
 	"mime/multipart"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/templates"
 	exampleplugins "github.com/halley-bpm/halley/templates/plugins"
 )
@@ -57,53 +60,68 @@ func (r *runs) wait(t *testing.T, n int) {
 	}
 }
 
-// startExecutor runs a real executor (real child processes) for the env's engine until the test ends.
-// now is the env's clock: leases are set and checked on the same clock the test moves.
-func startExecutor(t *testing.T, d *server.Deps, st *store.Store, rec *runs, worker string, now func() time.Time) {
+// newExecutor returns a real executor (real child processes) reporting to rec and logging runs in st, not yet
+// running; now is the env's clock: leases are set and checked on the same clock the test moves.
+func newExecutor(t *testing.T, st plugin.RunLogStore, rec *runs, worker string, now func() time.Time) *plugin.Executor {
 	t.Helper()
-	runExecutor(t, d, st, rec, worker, now, false)
+	return newExecutorWith(t, st, rec, worker, now, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
 }
 
-// runExecutor is startExecutor; attach makes it the engine's local executor (runs handed over at commit).
-// Each executor has a plugin cache of its own, as each replica does: files come from the database.
-func runExecutor(t *testing.T, d *server.Deps, st *store.Store, rec *runs, worker string, now func() time.Time, attach bool) {
+// newExecutorWith is newExecutor with a runner of the test's.
+func newExecutorWith(t *testing.T, st plugin.RunLogStore, rec *runs, worker string, now func() time.Time, runner plugin.Runner) *plugin.Executor {
 	t.Helper()
-	files, err := plugin.NewCache(t.TempDir(), st)
+	logs, err := plugin.NewDBLog(st)
 	if err != nil {
 		t.Fatal(err)
 	}
-	q := engine.NewPluginQueue(d.Engine, st, files)
-	ex := plugin.NewExecutor(q, &plugin.ProcessRunner{WorkRoot: t.TempDir()},
-		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete, Logs: q,
-			Logger: quietLogger(), Now: now})
-	if attach {
-		q.Attach(ex)
-		t.Cleanup(func() { d.Engine.SetPluginHandOver(nil) })
+	ex, err := plugin.NewExecutor(runner,
+		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
+			Logs: logs, Logger: quietLogger(), Now: now})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return ex
+}
+
+// runExecutor runs ex on the queue until the test ends.
+func runExecutor(t *testing.T, ex *plugin.Executor, q plugin.Queue) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { ex.Run(ctx); close(done) }()
+	go func() { ex.Run(ctx, q); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func withPlugins(t *testing.T, s *store.Store, rec *runs) func(*server.Deps) {
+// startExecutor runs a real executor that claims the env's engine's runs until the test ends.
+func startExecutor(t *testing.T, d *server.Deps, rec *runs, worker string, now func() time.Time) {
+	t.Helper()
+	runExecutor(t, newExecutor(t, d.Plugins, rec, worker, now), d.Engine.PluginQueue())
+}
+
+// withPlugins allows small plugin uploads and, with rec, runs an executor that claims the runs.
+func withPlugins(t *testing.T, rec *runs) func(*server.Deps) {
 	return func(d *server.Deps) {
-		now := d.Engine.Now
-		d.Plugins, d.PluginMaxSize = s, 64<<10
+		d.PluginMaxSize = 64 << 10
 		if rec != nil {
-			startExecutor(t, d, s, rec, "w1", now)
+			startExecutor(t, d, rec, "w1", d.Engine.Now)
 		}
 	}
 }
 
 func (e *env) upload(name, runtime, timeout string, file []byte, token string) resp {
 	e.t.Helper()
+	return e.uploadWith(map[string]string{"name": name, "runtime": runtime, "timeout": timeout}, file, token)
+}
+
+// uploadWith uploads a plugin with the given multipart fields (empty ones are left out).
+func (e *env) uploadWith(fields map[string]string, file []byte, token string) resp {
+	e.t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
-	mw.WriteField("name", name)
-	mw.WriteField("runtime", runtime)
-	if timeout != "" {
-		mw.WriteField("timeout", timeout)
+	for _, k := range []string{"name", "runtime", "timeout", "network"} {
+		if v := fields[k]; v != "" {
+			mw.WriteField(k, v)
+		}
 	}
 	fw, _ := mw.CreateFormFile("file", "plugin.py")
 	fw.Write(file)
@@ -129,7 +147,7 @@ print(json.dumps({"context": {"checked_by": "plugin", "phase_seen": d["phase"], 
 
 func TestPluginUpload(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		e := newEnv(t, s, withPlugins(t, s, nil))
+		e := newEnv(t, s, withPlugins(t, nil))
 		bob := e.mkUser("bob")
 		r := e.upload("edit-ctx", "python", "5s", []byte(editContext), e.admin)
 		sum := sha256.Sum256([]byte(editContext))
@@ -139,7 +157,7 @@ func TestPluginUpload(t *testing.T) {
 		if r = e.upload("edit-ctx", "python", "", []byte(editContext+"\n"), e.admin); r.Status != 201 || fmt.Sprint(r.JSON["version"]) != "2" {
 			t.Fatalf("second upload: %s", r.Body)
 		}
-		for _, bad := range []string{"../x", "a/b", "Edit", "", ".", strings.Repeat("a", 65)} {
+		for _, bad := range []string{"../x", "a/b", "Edit", "", ".", strings.Repeat("a", 65), "sandbox"} {
 			assertError(t, e.upload(bad, "python", "", []byte("print(1)"), e.admin), 400, "")
 		}
 		assertError(t, e.upload("ok-name", "ruby", "", []byte("x"), e.admin), 400, "invalid_runtime")
@@ -164,7 +182,7 @@ func TestPluginUpload(t *testing.T) {
 func TestPluginsInNodes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		bob := e.mkUser("bob")
 		e.upload("edit-ctx", "python", "5s", []byte(editContext), e.admin)
 		e.upload("say-no", "python", "5s", []byte(`print('{"decision": "reject"}')`), e.admin)
@@ -232,7 +250,7 @@ func TestPluginsInNodes(t *testing.T) {
 func TestPluginFailuresAndAsync(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		e.mkUser("bob")
 		marker := filepath.Join(t.TempDir(), "attempts")
 		flaky := fmt.Sprintf(`import json, os, sys
@@ -303,6 +321,12 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		path := strings.TrimPrefix(in.CallbackURL, "http://halley.test")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/"+runID+"/result?token=forged", "", M{"status": "succeeded"}, nil), 401, "invalid_result_token")
 		assertError(t, e.do("POST", path, "", M{"status": "maybe"}, nil), 400, "invalid_status")
+		// A decision other than approve or reject was stored and read as approve.
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": "maybe"}}, nil), 400, "invalid_decision")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded", "data": M{"context": M{}, "decision": 1}}, nil), 400, "invalid_decision")
+		if r := e.instance(id); nodeState(r, "work") != "active" {
+			t.Fatalf("a refused result moved the node: %s", r.Body)
+		}
 		r := e.do("POST", path, "", M{"status": "succeeded", "data": M{"ticket": "T-1"}}, nil)
 		if r.Status != 200 || r.JSON["status"] != "succeeded" {
 			t.Fatalf("result: %d %s", r.Status, r.Body)
@@ -310,9 +334,96 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 		if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["ticket"] != "T-1" {
 			t.Fatalf("after the result: %s", r.Body)
 		}
-		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_not_waiting")
+		assertError(t, e.do("POST", path, "", M{"status": "succeeded"}, nil), 409, "run_closed")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/nope/result", e.admin, M{"status": "failed"}, nil), 404, "")
 	})
+}
+
+// TestRunErrorBeforeStart: a run that fails before its process starts (a runner that cannot prepare it, a plugin
+// file gone from the database) records why; the run log shows the error, with no exit code (none exists).
+func TestRunErrorBeforeStart(t *testing.T) {
+	cases := []struct {
+		name   string
+		runner func(t *testing.T) plugin.Runner
+		break_ func(t *testing.T, s *store.Store, sha string)
+		want   string
+		// prepared: the run fails while its claim prepares it (its file cannot be fetched), before an executor
+		// gets it: no OnComplete to wait for.
+		prepared bool
+	}{
+		{"a relative work root (the embedded default's old bug)", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: "data/plugin-work"}
+		}, nil, `WorkRoot "data/plugin-work" must be an absolute directory`, false},
+		{"no interpreter", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: t.TempDir(), Python: "/nonexistent/python3"}
+		}, nil, "interpreter /nonexistent/python3 is not an executable file", false},
+		{"the plugin file is gone", func(t *testing.T) plugin.Runner {
+			return &plugin.ProcessRunner{WorkRoot: t.TempDir()}
+		}, func(t *testing.T, s *store.Store, sha string) {
+			for _, table := range []string{"blob_chunks", "blobs"} {
+				if err := s.DB().Exec("DELETE FROM "+table+" WHERE sha256 = ?", sha).Error; err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, "is not stored in the database", true},
+	}
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		for _, tc := range cases {
+			t.Run(tc.name, func(t *testing.T) {
+				rec := newRuns()
+				e := newEnv(t, s, func(d *server.Deps) {
+					withPlugins(t, nil)(d)
+					runExecutor(t, newExecutorWith(t, s, rec, "w1", d.Engine.Now, tc.runner(t)), d.Engine.PluginQueue())
+				})
+				up := e.upload("probe", "python", "5s", []byte(editContext), e.admin)
+				if up.Status != 201 {
+					t.Fatalf("upload: %d %s", up.Status, up.Body)
+				}
+				if tc.break_ != nil {
+					tc.break_(t, s, up.JSON["sha256"].(string))
+				}
+				key := fmt.Sprintf("before-start-%d", time.Now().UnixNano())
+				e.publish(key, []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"after": []string{"probe"}}}, M{"id": "end", "type": "end"}},
+					[]any{edge("start", "work"), edge("work", "end")})
+				id := e.do("POST", "/api/v1/instances", e.admin, M{"template": key}, nil).JSON["id"].(string)
+				runs := func() []any {
+					return e.do("GET", "/api/v1/plugins/probe/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+				}
+				if tc.prepared {
+					deadline := time.Now().Add(10 * time.Second)
+					for len(runs()) == 0 || runs()[0].(M)["status"] == "queued" {
+						if time.Now().After(deadline) {
+							t.Fatalf("the run was never failed: %v", runs())
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				} else {
+					rec.wait(t, 1)
+				}
+				items := runs()
+				if len(items) != 1 {
+					t.Fatalf("runs: %v", items)
+				}
+				run := items[0].(M)
+				if run["status"] != "failed" || run["exit_code"] != nil || !strings.Contains(fmt.Sprint(run["error"]), tc.want) {
+					t.Fatalf("the run must be failed, without exit code, with an error naming %q: %v", tc.want, run)
+				}
+				if r := e.instance(id); r.JSON["status"] == "completed" || nodeState(r, "work") != "failed" || !strings.Contains(nodeField(r, "work", "error"), tc.want) {
+					t.Fatalf("the instance must not complete and its node must carry the error: %s", r.Body)
+				}
+			})
+		}
+	})
+}
+
+// nodeField is a field of the node state of id in an instance answer, as text ("" when absent).
+func nodeField(r resp, id, field string) string {
+	for _, n := range r.JSON["nodes"].([]any) {
+		if n.(M)["node_id"] == id && n.(M)[field] != nil {
+			return fmt.Sprint(n.(M)[field])
+		}
+	}
+	return ""
 }
 
 // TestTwoExecutorsAndRescue: two executors on two store connections share the runs of one MySQL database, each
@@ -334,10 +445,21 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	s2 := open()
 	rec := newRuns()
 	e := newEnv(t, s1, func(d *server.Deps) {
-		withPlugins(t, s1, nil)(d)
-		startExecutor(t, d, s1, rec, "w1", d.Engine.Now)
-		startExecutor(t, d, s2, rec, "w2", d.Engine.Now)
+		withPlugins(t, nil)(d)
+		startExecutor(t, d, rec, "w1", d.Engine.Now)
 	})
+	// The second executor is another process's: its own engine on its own connections, its own plugin cache
+	// (files come from the database).
+	files, err := plugin.NewCache(t.TempDir(), s2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng2, err := engine.New(engine.Deps{Store: s2, Templates: template.New(s2, e.clock.Now), Directory: s2, Events: noEvents{}, Outbox: nobody{},
+		PluginFiles: files, Executor: engine.NoExecutor}, engine.Options{Clock: e.clock})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runExecutor(t, newExecutor(t, s2, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
 	os.WriteFile(count, nil, 0o644)
 	e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`open(%q, "a").write("x")
@@ -373,7 +495,7 @@ func TestRunRescue(t *testing.T) {
 		rec := newRuns()
 		var deps server.Deps
 		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
+			withPlugins(t, nil)(d)
 			deps = *d
 		})
 		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
@@ -384,7 +506,7 @@ func TestRunRescue(t *testing.T) {
 		if err != nil || len(claimed) != 1 {
 			t.Fatalf("dead worker claim: %v %v", claimed, err)
 		}
-		startExecutor(t, &deps, s, rec, "live", deps.Engine.Now)
+		startExecutor(t, &deps, rec, "live", deps.Engine.Now)
 		// While the lease holds, the live executor leaves the run alone.
 		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed again: %v", again)
@@ -401,13 +523,35 @@ func TestRunRescue(t *testing.T) {
 	})
 }
 
+// TestStaleClaimLeavesNewerRuns: a claim is taken as of its now. A claim whose transaction runs late (here: its
+// now is before the run existed, as when the clock moved on while the claim waited for a lock) must not lease the
+// newer run until a time already past — the next claim would take it again while it still executes (two
+// processes of one run). Found as a flaky TestPluginFailuresAndAsync under load.
+func TestStaleClaimLeavesNewerRuns(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, withPlugins(t, nil))
+		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
+		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
+			[]any{edge("start", "work"), edge("work", "end")})
+		before := e.clock.Now()
+		e.advance(time.Minute)
+		e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil)
+		if stale, err := s.ClaimRuns(context.Background(), "late", 10, before, before.Add(30*time.Second)); err != nil || len(stale) != 0 {
+			t.Fatalf("a claim as of a time before the run existed took it: %v %v", stale, err)
+		}
+		if now, err := s.ClaimRuns(context.Background(), "w", 10, e.clock.Now(), e.clock.Now().Add(30*time.Second)); err != nil || len(now) != 1 {
+			t.Fatalf("a current claim: %v %v", now, err)
+		}
+	})
+}
+
 // TestCacheTemplateEndToEnd runs the ready-made cache-resource-change template (seeds/003) with its example
 // plugin create-cache: a large request goes through the owner and the SRE lead, then the auto node's plugin
 // creates the cache and writes it into the context.
 func TestCacheTemplateEndToEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, s, rec))
+		e := newEnv(t, s, withPlugins(t, rec))
 		mgr := e.mkUser("mgr")
 		lee := e.mkUser("lee", "sre-lead")
 		r := e.do("POST", "/api/v1/users", e.admin, M{"username": "alice", "password": "pw-alice-123", "manager": "mgr"}, nil)
@@ -451,10 +595,12 @@ func TestCacheTemplateEndToEnd(t *testing.T) {
 func TestHandOver(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			runExecutor(t, d, s, rec, "local", d.Engine.Now, true)
-			runExecutor(t, d, s, rec, "poller", d.Engine.Now, false)
+		clk := &testClock{t: time.Now()}
+		local := newExecutor(t, s, rec, "local", clk.Now) // the engine's own: runs are handed to it at the commit
+		e := newEnvWith(t, s, wiring{clock: clk, executor: local}, func(d *server.Deps) {
+			withPlugins(t, nil)(d)
+			runExecutor(t, local, d.Engine.PluginQueue())
+			startExecutor(t, d, rec, "poller", d.Engine.Now)
 		})
 		count := filepath.Join(t.TempDir(), "count")
 		os.WriteFile(count, nil, 0o644)
@@ -510,13 +656,14 @@ print(json.dumps({"context": {"echo": d["context"].get("n")}}))
 	})
 }
 
-// deadHandOver leases every run to a worker that dies between the commit and the hand-over.
-type deadHandOver struct{ now func() time.Time }
+// deadExecutor is a local executor that takes every run (until it is off) and dies between the commit and the
+// hand-over: offered runs are never run.
+type deadExecutor struct{ off atomic.Bool }
 
-func (d deadHandOver) Lease() (string, time.Time, bool) {
-	return "dead", d.now().Add(time.Minute), true
-}
-func (deadHandOver) HandOver([]*model.PluginRun) {}
+func (d *deadExecutor) Available() bool        { return !d.off.Load() }
+func (*deadExecutor) WorkerID() string         { return "dead" }
+func (*deadExecutor) Lease() time.Duration     { return time.Minute }
+func (*deadExecutor) Offer(jobs ...plugin.Job) {}
 
 // TestHandOverLost: a run written leased to the local executor whose process dies before the hand-over is left
 // alone while its lease holds, then claimed by another executor as attempt 2.
@@ -524,21 +671,21 @@ func TestHandOverLost(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
 		var deps server.Deps
-		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, nil)(d)
-			d.Engine.SetPluginHandOver(deadHandOver{d.Engine.Now})
+		dead := &deadExecutor{}
+		e := newEnvWith(t, s, wiring{executor: dead}, func(d *server.Deps) {
+			withPlugins(t, nil)(d)
 			deps = *d
 		})
 		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
 		e.publish("ticks", []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"pre": []string{"tick"}}}, M{"id": "end", "type": "end"}},
 			[]any{edge("start", "work"), edge("work", "end")})
 		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil).JSON["id"].(string)
-		deps.Engine.SetPluginHandOver(nil)
+		dead.off.Store(true)
 		if n := e.rowCount("plugin_runs", "instance_id = ? AND status = ? AND lease_owner = ? AND started_at IS NOT NULL AND lease_until IS NOT NULL",
 			id, model.RunRunning, "dead"); n != 1 {
 			t.Fatalf("the run is not written leased: %d", n)
 		}
-		startExecutor(t, &deps, s, rec, "live", deps.Engine.Now)
+		startExecutor(t, &deps, rec, "live", deps.Engine.Now)
 		if again, _ := s.ClaimRuns(context.Background(), "probe", 10, e.clock.Now(), e.clock.Now().Add(time.Minute)); len(again) != 0 {
 			t.Fatalf("a leased run was claimed: %v", again)
 		}
@@ -562,4 +709,117 @@ func (e *env) rowCount(table, where string, args ...any) int64 {
 		e.t.Fatal(err)
 	}
 	return n
+}
+
+// sandboxFor returns a sandbox as production builds it, with uids of the server package's own (63000 on) and a
+// work root the plugin uids can reach. Under CI (root) every protection the tests rely on must be in force.
+func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
+	t.Helper()
+	cfg := plugin.DefaultSandboxConfig(2)
+	cfg.UID, cfg.GID = uid, uid
+	work := t.TempDir()
+	for _, p := range []string{work, filepath.Dir(work)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg.WorkRoot = filepath.Join(work, "work")
+	cfg.Logger = quietLogger()
+	sb, err := plugin.NewSandbox(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{plugin.ProtectUser, plugin.ProtectNetwork} {
+		if p := sb.Report().Protection(n); !p.InForce {
+			if os.Getenv("CI") == "true" {
+				t.Fatalf("sandbox protection %s is not in force: %s", n, p.Detail)
+			}
+			t.Skipf("sandbox protection %s is not in force: %s", n, p.Detail)
+		}
+	}
+	return sb
+}
+
+func TestPluginNetworkOptionAndSandboxReport(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		sb := sandboxFor(t, 63000)
+		e := newEnv(t, s, func(d *server.Deps) {
+			d.PluginMaxSize, d.PluginSandbox = 64<<10, sb
+			runExecutor(t, newExecutorWith(t, s, rec, "w1", d.Engine.Now, &plugin.ProcessRunner{Sandbox: sb}), d.Engine.PluginQueue())
+		})
+		bob := e.mkUser("bob")
+
+		// A loopback listener both plugins try to reach.
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				c.Write([]byte("hi"))
+				c.Close()
+			}
+		}()
+		_, port, _ := net.SplitHostPort(l.Addr().String())
+		src := []byte(`import json, socket
+try:
+    got = socket.create_connection(("127.0.0.1", ` + port + `), timeout=5).recv(2).decode()
+except OSError as e:
+    got = "error: " + (e.strerror or str(e))
+print(json.dumps({"context": {"got": got}}))
+`)
+		r := e.uploadWith(map[string]string{"name": "offline", "runtime": "python", "network": "off"}, src, e.admin)
+		if r.Status != 201 || r.JSON["network"] != "off" {
+			t.Fatalf("upload network=off: %d %s", r.Status, r.Body)
+		}
+		if r = e.uploadWith(map[string]string{"name": "online", "runtime": "python"}, src, e.admin); r.Status != 201 || r.JSON["network"] != "on" {
+			t.Fatalf("upload without network: %d %s", r.Status, r.Body)
+		}
+		assertError(t, e.uploadWith(map[string]string{"name": "odd", "runtime": "python", "network": "sometimes"}, src, e.admin), 400, "invalid_network")
+		if _, err := s.GetPlugin(ctx0, "default", "odd", 0); !model.IsKind(err, model.ENOTFOUND) {
+			t.Fatal("a refused upload left a row")
+		}
+		if r = e.do("GET", "/api/v1/plugins/offline", e.admin, nil, nil); r.JSON["network"] != "off" || r.JSON["versions"].([]any)[0].(M)["network"] != "off" {
+			t.Fatalf("get: %s", r.Body)
+		}
+		if p, err := s.GetPlugin(ctx0, "default", "offline", 1); err != nil || p.Network != model.NetworkOff {
+			t.Fatalf("stored: %+v %v", p, err)
+		}
+
+		// Each runs as an auto node's plugin, through the engine's queue and the sandboxed executor.
+		for name, want := range map[string]string{"offline": "error: Network is unreachable", "online": "hi"} {
+			e.publish("net-"+name, []any{start(M{"kind": "manual"}), M{"id": "call", "type": "auto", "plugins": M{"pre": []string{name}}}, M{"id": "end", "type": "end"}},
+				[]any{edge("start", "call"), edge("call", "end")})
+			id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "net-" + name}, nil).JSON["id"].(string)
+			rec.wait(t, 1)
+			if r = e.instance(id); r.JSON["status"] != "completed" || r.JSON["context"].(M)["got"] != want {
+				t.Errorf("%s: %s, want context.got %q", name, r.Body, want)
+			}
+		}
+
+		// What is in force, for admins only.
+		r = e.do("GET", "/api/v1/plugins/sandbox", e.admin, nil, nil)
+		if r.Status != 200 || r.JSON["plugins_run"] != true || r.JSON["uids"] != "63000-63001" {
+			t.Fatalf("sandbox: %d %s", r.Status, r.Body)
+		}
+		names := map[string]bool{}
+		for _, p := range r.JSON["protections"].([]any) {
+			p := p.(M)
+			names[p["name"].(string)] = p["in_force"].(bool)
+			if p["detail"] == "" {
+				t.Errorf("protection without a detail: %v", p)
+			}
+		}
+		if len(names) != 8 || !names["user"] || !names["network_off"] || !names["environment"] {
+			t.Errorf("protections: %v", names)
+		}
+		assertError(t, e.do("GET", "/api/v1/plugins/sandbox", bob, nil, nil), 403, "admin_required")
+		assertError(t, e.do("GET", "/api/v1/plugins/sandbox", "", nil, nil), 401, "")
+	})
 }

@@ -6,16 +6,20 @@ package server
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
@@ -26,7 +30,8 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
-// Deps are what the server needs; the composition root builds them.
+// Deps are what the server needs; the composition root builds them. Identity, Templates, Engine, Triggers,
+// Plugins, Idempotency and Audit are required; the rest is optional.
 type Deps struct {
 	Identity  *identity.Service
 	Templates *template.Service
@@ -35,8 +40,15 @@ type Deps struct {
 	Plugins   model.PluginStore
 	// PluginMaxSize limits plugin uploads (default 10 MiB).
 	PluginMaxSize int64
+	// PluginSandbox answers GET /plugins/sandbox: what confines plugin runs on this replica (nil: nothing).
+	PluginSandbox SandboxReporter
 	// Subscriptions serves /subscriptions when set.
 	Subscriptions *subscription.Service
+	// Audit records admin changes, jumps, terminates and trigger overrides, and serves GET /audit.
+	Audit *audit.Recorder
+	// TriggerLimit limits the API trigger calls (/trigger/...) per client IP (HALLEY_TRIGGER_RATE_LIMIT); nil = no
+	// limit.
+	TriggerLimit *ratelimit.Buckets
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
@@ -50,31 +62,50 @@ type Deps struct {
 	BodyLimit int64
 	// UI serves the web app at / when set (frontend.Dist()).
 	UI http.FileSystem
+	// FormFrameAncestors are the origins that may frame the start-form pages (HALLEY_FORM_FRAME_ANCESTORS);
+	// empty = none.
+	FormFrameAncestors []string
 }
 
 // Server holds the handlers' dependencies.
 type Server struct {
-	identity  *identity.Service
-	templates *template.Service
-	engine    *engine.Engine
-	triggers  *trigger.Service
-	plugins   model.PluginStore
-	pluginMax int64
-	subs      *subscription.Service
-	proxies   []string
-	idem      model.IdempotencyStore
-	idemLease time.Duration
-	ready     map[string]Pinger
-	log       *slog.Logger
-	bodyLimit int64
-	metrics   *metrics
-	registry  *prometheus.Registry
-	ui        http.FileSystem
-	router    *gin.Engine
+	identity     *identity.Service
+	templates    *template.Service
+	engine       *engine.Engine
+	triggers     *trigger.Service
+	plugins      model.PluginStore
+	sandbox      SandboxReporter
+	pluginMax    int64
+	subs         *subscription.Service
+	audit        *audit.Recorder
+	triggerLimit *ratelimit.Buckets
+	proxies      []string
+	idem         model.IdempotencyStore
+	idemLease    time.Duration
+	ready        map[string]Pinger
+	log          *slog.Logger
+	bodyLimit    int64
+	metrics      *metrics
+	registry     *prometheus.Registry
+	ui           http.FileSystem
+	frameFrom    []string
+	router       *gin.Engine
 }
 
-// New builds the server and its routes.
-func New(d Deps) *Server {
+// New builds the server and its routes, or says which required dependency is missing.
+func New(d Deps) (*Server, error) {
+	for _, m := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Identity", d.Identity == nil}, {"Templates", d.Templates == nil}, {"Engine", d.Engine == nil}, {"Triggers", d.Triggers == nil},
+		{"Plugins", d.Plugins == nil}, {"Idempotency", d.Idempotency == nil},
+		{"Audit", d.Audit == nil},
+	} {
+		if m.missing {
+			return nil, fmt.Errorf("server: %s is required", m.name)
+		}
+	}
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
@@ -88,10 +119,11 @@ func New(d Deps) *Server {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI}
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
+		triggerLimit: d.TriggerLimit}
 	s.router = s.routes()
-	return s
+	return s, nil
 }
 
 // Handler returns the HTTP handler.
@@ -107,7 +139,7 @@ func (s *Server) routes() *gin.Engine {
 		r.SetTrustedProxies(nil)
 	}
 	r.ContextWithFallback = true
-	r.Use(requestID(), s.metrics.middleware, accessLog(s.log), recoverer())
+	r.Use(requestID(), securityHeaders(s.frameFrom), s.metrics.middleware, accessLog(s.log), recoverer())
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		fail(c, model.CodedError("method_not_allowed", "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
@@ -124,19 +156,23 @@ func (s *Server) routes() *gin.Engine {
 		return s.bodyLimit
 	}))
 	api.POST("/auth/login", s.login)
+	api.GET("/schemas/definition.json", s.definitionSchema)
+	api.GET(strings.TrimPrefix(formFramePath, "/api/v1"), s.formFrame)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
 	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
 
 	// Triggers authenticate as each trigger says; forms may be anonymous when their template allows it.
-	api.Any("/trigger/sync/:module/:function", s.triggerSync)
-	api.Any("/trigger/async/:module/:function", s.triggerAsync)
+	api.Any("/trigger/sync/:module/:function", s.limitTriggers, s.triggerSync)
+	api.Any("/trigger/async/:module/:function", s.limitTriggers, s.triggerAsync)
 	api.GET("/forms/:key", s.authenticateOptional, s.getForm)
 	api.POST("/forms/:key/submit", s.authenticateOptional, s.idempotent, s.submitForm)
 	api.POST("/plugin-runs/:id/result", s.authenticateOptional, s.pluginResult)
 
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)
+	authed.PUT("/me", s.updateMe)
+	authed.POST("/me/password", s.changeMyPassword)
 	authed.GET("/users", s.listUsers)
 	authed.GET("/users/:username", s.getUser)
 	authed.GET("/departments", s.listDepartments)
@@ -172,7 +208,12 @@ func (s *Server) routes() *gin.Engine {
 
 	admin := authed.Group("", adminOnly)
 	admin.POST("/users", s.createUser)
+	admin.PATCH("/users/:username", s.updateUser)
+	admin.DELETE("/users/:username", s.deleteUser)
+	admin.POST("/users/:username/password", s.resetPassword)
 	admin.POST("/tokens", s.createToken)
+	admin.GET("/tokens", s.listTokens)
+	admin.DELETE("/tokens/:id", s.deleteToken)
 	admin.POST("/departments", s.createDepartment)
 	admin.POST("/templates", s.createTemplate)
 	admin.PUT("/templates/:key/draft", s.saveDraft)
@@ -180,9 +221,11 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/templates/:key/trigger-log", s.triggerLog)
 	admin.POST("/plugins", s.uploadPlugin)
 	admin.GET("/plugins", s.listPlugins)
+	admin.GET("/plugins/sandbox", s.pluginSandbox)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
 	admin.GET("/plugin-runs/:id/log", s.pluginRunLog)
+	admin.GET("/audit", s.listAudit)
 	if s.subs != nil {
 		admin.POST("/subscriptions", s.createSubscription)
 		admin.GET("/subscriptions", s.listSubscriptions)

@@ -18,24 +18,28 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
 
 type env struct {
-	t      *testing.T
-	url    string
-	store  *store.Store
-	admin  string // admin's token
-	clock  *testClock
-	engine *engine.Engine
+	t        *testing.T
+	url      string
+	store    *store.Store
+	admin    string // admin's token
+	clock    *testClock
+	engine   *engine.Engine
+	triggers *trigger.Service
 }
 
 type resp struct {
@@ -53,25 +57,77 @@ func (r resp) code() string {
 
 func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 	t.Helper()
-	now := time.Now()
-	e := &env{t: t, store: s, clock: &testClock{t: now}}
+	return newEnvWith(t, s, wiring{}, mod)
+}
+
+// wiring is what a test chooses about the services behind the server; the zero value is the plain env.
+type wiring struct {
+	// clock, when set, is the env's clock (a local executor built before the env reads it too).
+	clock *testClock
+	// engine, when set, replaces the engine's default options (the env's clock, a test callback key and
+	// http://halley.test as the public URL); the template service runs on the same clock.
+	engine *engine.Options
+	// subs is the subscription service: the engine asks it which events are wanted, the server serves it.
+	subs *subscription.Service
+	// executor is the engine's local plugin executor (engine.NoExecutor when unset).
+	executor engine.LocalExecutor
+}
+
+// newEnvWith builds the services in the composition root's order (templates with the trigger publisher, the
+// engine, the trigger service) and serves them; mod adjusts the server's Deps before it is built.
+func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) *env {
+	t.Helper()
+	e := &env{t: t, store: s, clock: w.clock}
+	if e.clock == nil {
+		e.clock = &testClock{t: time.Now()}
+	}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), TokenTTL: 24 * time.Hour,
 		BcryptCost: bcrypt.MinCost, Now: e.clock.Now})
-	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1"); err != nil {
+	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1", false); err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, e.clock.Now)
-	clk := e.clock
-	eng := engine.New(s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"})
-	trg := trigger.New(s, tpl, eng, clk, nil)
-	tpl.SetPublisher(trg)
-	eng.SetCronHandler(trg.HandleCron)
-	e.engine = eng
-	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Idempotency: s, Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096}
+	opts := engine.Options{Clock: e.clock, CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"}
+	if w.engine != nil {
+		opts = *w.engine
+	}
+	var events engine.EventSink = noEvents{}
+	if w.subs != nil {
+		events = w.subs
+	}
+	if w.executor == nil {
+		w.executor = engine.NoExecutor
+	}
+	files, err := plugin.NewCache(t.TempDir(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched := scheduler.NewMemory(scheduler.Options{Clock: opts.Clock}) // crontab fires are armed here; tests fire them with fireDue
+	t.Cleanup(func() { sched.Close() })
+	pub, err := trigger.NewPublisher(s, sched, opts.Clock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tpl := template.New(s, opts.Clock.Now, template.WithPublishers(pub))
+	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: events, Outbox: nobody{}, PluginFiles: files, Executor: w.executor}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trg, err := trigger.New(trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub}, opts.Clock, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.engine, e.triggers = eng, trg
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
+		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
+		Audit: audit.New(s, opts.Clock.Now, quietLogger())}
 	if mod != nil {
 		mod(&d)
 	}
-	ts := httptest.NewServer(server.New(d).Handler())
+	srv, err := server.New(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv.Handler())
 	t.Cleanup(ts.Close)
 	e.url = ts.URL
 	r := e.do("POST", "/api/v1/auth/login", "", map[string]string{"username": "admin", "password": "admin-pw-1"}, nil)
@@ -81,6 +137,16 @@ func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 	e.admin = r.JSON["token"].(string)
 	return e
 }
+
+// noEvents is an engine.EventSink with no subscriptions.
+type noEvents struct{}
+
+func (noEvents) Wants(string, string, string) bool { return false }
+
+// nobody is an engine.Notifier that nobody listens to: tests dispatch the outbox themselves.
+type nobody struct{}
+
+func (nobody) Notify() {}
 
 func (e *env) do(method, path, token string, body any, hdr map[string]string) resp {
 	e.t.Helper()
@@ -142,8 +208,17 @@ func (c *testClock) set(t time.Time) {
 func (c *testClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 func (c *testClock) NewTimer(d time.Duration) clock.Timer   { return clock.Real{}.NewTimer(d) }
 
-// fireDue hands every pending timer due by the env's clock to the engine's timer handler, as the scheduler would,
-// and returns how many it handed over.
+// timerHandlers routes timers as the composition root does: the engine's kinds to it, crontab starts to triggers.
+func timerHandlers(eng *engine.Engine, trg *trigger.Service) scheduler.Handlers {
+	hs := scheduler.Handlers{model.TimerCrontab: trg}
+	for _, k := range engine.TimerKinds {
+		hs[k] = eng
+	}
+	return hs
+}
+
+// fireDue hands every pending timer due by the env's clock to the timers' handlers, as the scheduler's loop
+// would, and returns how many it handed over.
 func (e *env) fireDue() int {
 	e.t.Helper()
 	rows, err := e.store.PendingTimers(context.Background(), "", 10000)
@@ -159,7 +234,11 @@ func (e *env) fireDue() int {
 	if len(due) == 0 {
 		return 0
 	}
-	for i, err := range e.engine.HandleTimers(context.Background(), due) {
+	route, err := scheduler.Route(e.store, timerHandlers(e.engine, e.triggers))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for i, err := range route(context.Background(), due) {
 		if err != nil {
 			e.t.Fatalf("timer %s: %v", due[i].ID, err)
 		}
@@ -266,7 +345,8 @@ func TestUsersEndpoints(t *testing.T) {
 		}
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "carol", "password": "pw-carol-123"}, nil), 409, "user_exists")
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "../x", "password": "pw-carol-123"}, nil), 400, "invalid_username")
-		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "short"}, nil), 400, "weak_password")
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "short"}, nil), 422, "weak_password")
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "七个字符的密码"}, nil), 422, "weak_password")
 		assertError(t, e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": "dan", "password": "pw-dan-1234", "roles": []string{"Bad Role"}}, nil), 400, "invalid_role")
 		r = e.do("GET", "/api/v1/users/carol", e.admin, nil, nil)
 		if r.Status != 200 || r.JSON["department"] != "eng" {
@@ -399,3 +479,29 @@ func TestOperations(t *testing.T) {
 var ctx0 = context.Background()
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// TestNewNamesTheMissingDependency: the server's required dependencies are checked when it is built; a missing
+// one is an error naming it, not a nil dereferenced by the first request that needs it.
+func TestNewNamesTheMissingDependency(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	var full server.Deps
+	newEnv(t, s, func(d *server.Deps) { full = *d })
+	if _, err := server.New(full); err != nil {
+		t.Fatalf("complete deps: %v", err)
+	}
+	for name, drop := range map[string]func(*server.Deps){
+		"Identity":    func(d *server.Deps) { d.Identity = nil },
+		"Templates":   func(d *server.Deps) { d.Templates = nil },
+		"Engine":      func(d *server.Deps) { d.Engine = nil },
+		"Triggers":    func(d *server.Deps) { d.Triggers = nil },
+		"Plugins":     func(d *server.Deps) { d.Plugins = nil },
+		"Idempotency": func(d *server.Deps) { d.Idempotency = nil },
+		"Audit":       func(d *server.Deps) { d.Audit = nil },
+	} {
+		d := full
+		drop(&d)
+		if srv, err := server.New(d); err == nil || srv != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: New = %v, %v; want an error naming it", name, srv, err)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/gin-gonic/gin"
@@ -17,7 +18,12 @@ func (s *Server) createSubscription(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	sub, err := s.subs.Create(c.Request.Context(), principal(c), req)
+	var sub *model.Subscription
+	// The target is the new subscription's id, which the store knows when it writes the entry.
+	err := s.record(c, model.AuditSubscriptionCreate, "", func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		sub, err = s.subs.Create(ctx, principal(c), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -53,7 +59,10 @@ func (s *Server) getSubscription(c *gin.Context) {
 
 // deleteSubscription serves DELETE /subscriptions/{id} (admin): 204; its pending deliveries are dropped with it.
 func (s *Server) deleteSubscription(c *gin.Context) {
-	if err := s.subs.Delete(c.Request.Context(), principal(c), c.Param("id")); err != nil {
+	err := s.record(c, model.AuditSubscriptionDelete, c.Param("id"), func(ctx context.Context, _ *model.AuditEntry) error {
+		return s.subs.Delete(ctx, principal(c), c.Param("id"))
+	})
+	if err != nil {
 		fail(c, err)
 		return
 	}

@@ -19,8 +19,9 @@ import (
 	"time"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/clock"
+	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -31,10 +32,21 @@ import (
 func subsEnv(t *testing.T, s *store.Store) (*env, *subscription.Service, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Now().UTC())
-	svc := subscription.New(s, subscription.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jitter: func() float64 { return 0 }})
-	e := newEnv(t, s, func(d *server.Deps) { d.Subscriptions = svc })
-	e.engine.SetEvents(svc)
+	svc := subscription.New(s, subscription.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jitter: func() float64 { return 0 },
+		Outbound: loopbackOutbound(t)})
+	e := newEnvWith(t, s, wiring{subs: svc}, nil)
 	return e, svc, clk
+}
+
+// loopbackOutbound is the outbound client of a deployment with HALLEY_OUTBOUND_ALLOW=127.0.0.1: the receivers of
+// these tests are httptest servers on loopback, which the default refuses.
+func loopbackOutbound(t *testing.T) *outbound.Client {
+	t.Helper()
+	allow, err := outbound.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outbound.New(outbound.Options{Allow: allow})
 }
 
 // hookReceiver records webhook requests and answers with the statuses of its script (the last repeats).
@@ -66,6 +78,16 @@ func (h *hookReceiver) got() ([][]byte, []http.Header) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return append([][]byte{}, h.bodies...), append([]http.Header{}, h.heads...)
+}
+
+// newDispatcher is an outbox dispatcher of the handlers, for a test to run by hand (dispatch).
+func newDispatcher(t *testing.T, s *store.Store, hs outbox.Handlers, opts outbox.Options) *outbox.Dispatcher {
+	t.Helper()
+	d, err := outbox.New(s, hs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
 }
 
 // dispatch runs one outbox batch. On SQLite the dispatch holds the write lock while the event handler writes the
@@ -118,6 +140,11 @@ func TestSubscriptionsCRUDAndValidation(t *testing.T) {
 			{"secret for a plugin", M{"event": "*", "plugin": "p", "secret": "x"}, 400, "invalid_secret"},
 			{"unknown template", M{"event": "*", "template": "nope", "webhook_url": "https://x.example.com"}, 422, "unknown_template"},
 			{"duplicate", M{"event": "task.created", "template": "leave", "webhook_url": "https://hooks.example.com/a"}, 409, "subscription_exists"},
+			// The outbound guard (this deployment allows 127.0.0.1 only, for its test receivers).
+			{"cloud metadata", M{"event": "*", "webhook_url": "http://169.254.169.254/latest/meta-data/"}, 422, "address_not_allowed"},
+			{"private", M{"event": "*", "webhook_url": "https://10.1.2.3/hook"}, 422, "address_not_allowed"},
+			{"CGNAT", M{"event": "*", "webhook_url": "https://100.64.1.1/hook"}, 422, "address_not_allowed"},
+			{"IPv6 loopback", M{"event": "*", "webhook_url": "http://[::1]:8080/hook"}, 422, "address_not_allowed"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				assertError(t, e.do("POST", "/api/v1/subscriptions", e.admin, tc.body, nil), tc.status, tc.code)
@@ -204,10 +231,9 @@ func TestWebhookEndToEnd(t *testing.T) {
 		if strings.Join(kinds, ",") != "task.created,instance.completed" {
 			t.Fatalf("event outbox rows: %v", kinds)
 		}
-		d := outbox.New(s, outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		d.Handle(model.OutboxEvent, svc.OutboxHandler())
-		d.Handle(model.OutboxTimerArm, func(context.Context, []model.OutboxItem) error { return nil })
-		d.Handle(model.OutboxTimerCancel, func(context.Context, []model.OutboxItem) error { return nil })
+		ignore := func(context.Context, []model.OutboxItem) error { return nil }
+		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler(), model.OutboxTimerArm: ignore, model.OutboxTimerCancel: ignore},
+			outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		dispatch(t, d)
 
 		deliver := func() {
@@ -283,8 +309,8 @@ func TestDeliveryLogShowsFailures(t *testing.T) {
 		r := e.do("POST", "/api/v1/subscriptions", e.admin, M{"event": "instance.started", "webhook_url": down.URL}, nil)
 		id := r.JSON["id"].(string)
 		e.do("POST", "/api/v1/instances", e.admin, M{"template": "leave"}, nil)
-		d := outbox.New(s, outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-		d.Handle(model.OutboxEvent, svc.OutboxHandler())
+		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler()},
+			outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 		dispatch(t, d)
 		for range 8 {
 			if n, err := svc.DeliverOnce(context.Background()); err != nil || n != 1 {
@@ -307,13 +333,13 @@ func TestPluginSubscription(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
 		clk := clock.NewFake(time.Now().UTC())
-		var svc *subscription.Service
-		e := newEnv(t, s, func(d *server.Deps) {
-			withPlugins(t, s, rec)(d)
-			svc = subscription.New(s, subscription.Options{Clock: clk, Logger: quietLogger(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: d.Engine})
-			d.Subscriptions = svc
-		})
-		e.engine.SetEvents(svc)
+		eventPlugins, err := engine.NewEventPlugins(s, nobody{}) // the executor polls: no wake-up needed
+		if err != nil {
+			t.Fatal(err)
+		}
+		svc := subscription.New(s, subscription.Options{Clock: clk, Logger: quietLogger(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: eventPlugins,
+			Outbound: loopbackOutbound(t)})
+		e := newEnvWith(t, s, wiring{subs: svc}, withPlugins(t, rec))
 		marker := filepath.Join(t.TempDir(), "events")
 		e.upload("audit", "python", "5s", []byte(fmt.Sprintf(`import json, sys
 d = json.load(sys.stdin)
@@ -326,12 +352,14 @@ print("{}")
 		assertError(t, e.do("POST", "/api/v1/subscriptions", e.admin, M{"event": "instance.completed", "plugin": "nope"}, nil), 422, "")
 		e.publish("quick", []any{start(M{"kind": "manual"}), M{"id": "end", "type": "end"}}, []any{edge("start", "end")})
 		inst := e.do("POST", "/api/v1/instances", e.admin, M{"template": "quick"}, nil).JSON["id"].(string)
-		d := outbox.New(s, outbox.Options{Logger: quietLogger()})
-		d.Handle(model.OutboxEvent, svc.OutboxHandler())
+		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler()}, outbox.Options{Logger: quietLogger()})
 		dispatch(t, d)
 		if _, err := svc.DeliverOnce(context.Background()); err != nil {
 			t.Fatal(err)
 		}
+		// The event's run is stamped by the store's clock (real time); executors claim as of the engine's clock,
+		// which this env holds still: move it past the run's creation, as real time moves.
+		e.clock.set(time.Now())
 		rec.wait(t, 1)
 		b, _ := os.ReadFile(marker)
 		if string(b) != "event instance.completed "+inst+"\n" {

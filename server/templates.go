@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -23,7 +24,11 @@ func (s *Server) createTemplate(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	v, err := s.templates.Create(c.Request.Context(), principal(c), req)
+	var v *template.View
+	err := s.record(c, model.AuditTemplateCreate, req.Key, func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.templates.Create(ctx, principal(c), req)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -41,7 +46,11 @@ func (s *Server) saveDraft(c *gin.Context) {
 		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
 		return
 	}
-	v, err := s.templates.SaveDraft(c.Request.Context(), principal(c), c.Param("key"), req.Definition)
+	var v *template.View
+	err := s.record(c, model.AuditTemplateDraft, c.Param("key"), func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.templates.SaveDraft(ctx, principal(c), c.Param("key"), req.Definition)
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -50,7 +59,11 @@ func (s *Server) saveDraft(c *gin.Context) {
 }
 
 func (s *Server) publish(c *gin.Context) {
-	v, err := s.templates.Publish(c.Request.Context(), principal(c), c.Param("key"))
+	var v *model.TemplateVersion
+	err := s.record(c, model.AuditTemplatePublish, c.Param("key"), func(ctx context.Context, _ *model.AuditEntry) (err error) {
+		v, err = s.templates.Publish(ctx, principal(c), c.Param("key"))
+		return err
+	})
 	if err != nil {
 		fail(c, err)
 		return
@@ -68,7 +81,12 @@ func (s *Server) validateTemplate(c *gin.Context) {
 		fail(c, model.CodedError(model.EINVALID, "invalid_definition", "definition is required"))
 		return
 	}
-	c.JSON(http.StatusOK, template.Validate(req.Definition))
+	r, err := s.templates.ValidateFor(c.Request.Context(), principal(c).TenantID, req.Definition)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, r)
 }
 
 func (s *Server) listTemplates(c *gin.Context) {
@@ -102,9 +120,27 @@ func versionParam(c *gin.Context) (int, error) {
 	return n, nil
 }
 
+// readableTemplate refuses (404, as if it did not exist) a hidden template to whoever may not read it.
+func (s *Server) readableTemplate(c *gin.Context, key string) error {
+	p := principal(c)
+	hidden, err := s.templates.Hidden(c.Request.Context(), p.TenantID, key)
+	if err != nil || !hidden {
+		return err
+	}
+	ok, err := s.engine.MayReadHidden(c.Request.Context(), p, key)
+	if err == nil && !ok {
+		err = model.CodedError(model.ENOTFOUND, "template_not_found", "template %q not found", key)
+	}
+	return err
+}
+
 func (s *Server) getVersion(c *gin.Context) {
 	n, err := versionParam(c)
 	if err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.readableTemplate(c, c.Param("key")); err != nil {
 		fail(c, err)
 		return
 	}
@@ -119,6 +155,10 @@ func (s *Server) getVersion(c *gin.Context) {
 func (s *Server) versionDiagram(c *gin.Context) {
 	n, err := versionParam(c)
 	if err != nil {
+		fail(c, err)
+		return
+	}
+	if err := s.readableTemplate(c, c.Param("key")); err != nil {
 		fail(c, err)
 		return
 	}

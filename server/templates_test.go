@@ -1,13 +1,16 @@
 package server_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/templates"
+	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
 func twoStep(approver string, extraNode bool) map[string]any {
@@ -161,4 +164,77 @@ func TestReadyMadeTemplatesPublish(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestDefinitionSchemaRoute: the schema is public, served as JSON Schema with cache headers, and is the schema
+// the server validates with: a definition it refuses breaks the schema's rules.
+func TestDefinitionSchemaRoute(t *testing.T) {
+	e := newEnv(t, storetest.Open(t, store.SQLite), nil)
+	r := e.do("GET", "/api/v1/schemas/definition.json", "", nil, nil)
+	if r.Status != 200 || r.Header.Get("Content-Type") != "application/schema+json" {
+		t.Fatalf("GET schema: %d %q", r.Status, r.Header.Get("Content-Type"))
+	}
+	if string(r.Body) != model.DefinitionSchema {
+		t.Error("the served schema is not model.DefinitionSchema")
+	}
+	if r.JSON["$schema"] != "https://json-schema.org/draft/2020-12/schema" || r.JSON["$defs"].(map[string]any)["Node"] == nil {
+		t.Errorf("not the definition schema: %.200s", r.Body)
+	}
+	etag := r.Header.Get("ETag")
+	if etag == "" || !strings.Contains(r.Header.Get("Cache-Control"), "max-age=") {
+		t.Errorf("cache headers: ETag %q, Cache-Control %q", etag, r.Header.Get("Cache-Control"))
+	}
+	r = e.do("GET", "/api/v1/schemas/definition.json", "", nil, map[string]string{"If-None-Match": etag})
+	if r.Status != 304 || len(r.Body) != 0 {
+		t.Errorf("revalidation: %d, %d bytes", r.Status, len(r.Body))
+	}
+	r = e.do("GET", "/api/v1/schemas/definition.json", "", nil, map[string]string{"If-None-Match": `"other"`})
+	if r.Status != 200 {
+		t.Errorf("another ETag: %d", r.Status)
+	}
+	// A bearer token is not needed, and a bad one does not matter.
+	if r = e.do("GET", "/api/v1/schemas/definition.json", "not-a-token", nil, nil); r.Status != 200 {
+		t.Errorf("with a bad token: %d", r.Status)
+	}
+
+	// Any JSON Schema validator given the served schema agrees with POST /templates/validate about shape.
+	c := jsonschema.NewCompiler()
+	doc, err := jsonschema.UnmarshalJSON(strings.NewReader(string(r.Body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddResource("served.json", doc); err != nil {
+		t.Fatal(err)
+	}
+	served, err := c.Compile("served.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		def   map[string]any
+		valid bool
+	}{
+		{"valid", twoStep("bob", false), true},
+		{"unknown sign", withNode(twoStep("bob", false), map[string]any{"id": "x", "type": "approval", "approvers": map[string]any{"users": []string{"a"}}, "sign": "some"}), false},
+		{"field of another type", withNode(twoStep("bob", false), map[string]any{"id": "x", "type": "delay", "interval": 5, "sign": "all"}), false},
+	} {
+		res := e.do("POST", "/api/v1/templates/validate", e.admin, map[string]any{"definition": tc.def}, nil)
+		var inst any
+		b, _ := json.Marshal(tc.def)
+		inst, _ = jsonschema.UnmarshalJSON(strings.NewReader(string(b)))
+		schemaOK := served.Validate(inst) == nil
+		if schemaOK != tc.valid {
+			t.Errorf("%s: the served schema says valid=%v", tc.name, schemaOK)
+		}
+		if !tc.valid && res.JSON["valid"] != false {
+			t.Errorf("%s: validate answered %s", tc.name, res.Body)
+		}
+	}
+}
+
+// withNode returns def with one more node (unconnected: only its own fields matter here).
+func withNode(def map[string]any, n map[string]any) map[string]any {
+	out := map[string]any{"edges": def["edges"], "nodes": append(append([]any{}, def["nodes"].([]any)...), n)}
+	return out
 }

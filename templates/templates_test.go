@@ -1,6 +1,7 @@
 package templates_test
 
 import (
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -50,7 +51,7 @@ func TestTemplatesValidate(t *testing.T) {
 			if !res.Valid || len(res.Errors) != 0 {
 				t.Fatalf("invalid: %+v", res.Errors)
 			}
-			d, _ := model.ParseDefinition(tpl.Definition)
+			d, _ := graph.Parse(tpl.Definition)
 			if src := graph.Mermaid(d, nil, nil); strings.Count(src, "\n") < len(d.Nodes)+len(d.Edges) {
 				t.Errorf("diagram too short:\n%s", src)
 			}
@@ -62,12 +63,26 @@ func TestTemplatesValidate(t *testing.T) {
 	}
 }
 
+// TestTemplatesMergeWithoutExplicitJoins: the ready-made templates merge their condition branches with the
+// default join (the synchronizing "and" merges exactly the branches routing chose), as a user of a Chinese
+// approval designer expects: no template needs "or" to make a default edge and a condition branch meet.
+func TestTemplatesMergeWithoutExplicitJoins(t *testing.T) {
+	for key, tpl := range all(t) {
+		d, _ := graph.Parse(tpl.Definition)
+		for _, n := range d.Nodes {
+			if len(d.Incoming(n.ID)) > 1 && !n.Join.IsZero() {
+				t.Errorf("%s: node %s has join %s; merges use the default", key, n.ID, n.Join)
+			}
+		}
+	}
+}
+
 // The templates carry the scenarios they are named after.
 func TestTemplatesScenarios(t *testing.T) {
 	m := all(t)
 	def := func(key string) *model.Definition {
 		t.Helper()
-		d, errs := model.ParseDefinition(m[key].Definition)
+		d, errs := graph.Parse(m[key].Definition)
 		if d == nil || len(errs) > 0 {
 			t.Fatalf("%s: %v", key, errs)
 		}
@@ -98,8 +113,19 @@ func TestTemplatesScenarios(t *testing.T) {
 		if !evalEdge(toManager, `{"days": 5}`) || evalEdge(toManager, `{"days": 3}`) {
 			t.Error("lead → manager is not days > 3")
 		}
-		if !toEnd.Default || d.Node("end").JoinMode() != model.JoinOr {
-			t.Error("lead → end is not the default, or end does not join with or")
+		if !toEnd.Default || d.Node("end").JoinMode() != model.JoinAnd {
+			t.Error("lead → end is not the default, or end does not merge with the default join")
+		}
+	})
+	t.Run("leave: the team lead may escalate through a field of their form", func(t *testing.T) {
+		d := def("leave")
+		toManager := edgeTo(d, "lead", "manager")
+		if !evalEdge(toManager, `{"days": 2, "lead_review": {"escalate": true}}`) || evalEdge(toManager, `{"days": 2, "lead_review": {"escalate": false}}`) {
+			t.Error("lead → manager does not read the lead's escalate field")
+		}
+		f := model.ParseForm(d.Node("lead").Form)
+		if !f.Editable("lead_review.escalate") || !f.Editable("lead_review.deputy") || f.Editable("days") || f.Field("days") == nil {
+			t.Errorf("lead form = %+v", f)
 		}
 	})
 	t.Run("cache: large changes need the SRE lead; create-cache runs after the create node", func(t *testing.T) {
@@ -152,4 +178,53 @@ func TestTemplatesScenarios(t *testing.T) {
 			t.Errorf("trigger = %+v", tr)
 		}
 	})
+}
+
+// TestTemplateForms: every form of the ready-made templates is one the UI renders and the engine reads: component
+// forms whose fields have ids, labels and valid context paths. Approvers may change only what a condition or a
+// later step needs from them: no approval form leaves a field the start form asks for editable.
+func TestTemplateForms(t *testing.T) {
+	for key, tpl := range all(t) {
+		d, _ := graph.Parse(tpl.Definition)
+		startFields := map[string]bool{}
+		if tr := d.Start().Trigger; tr.Kind == model.TriggerForm {
+			f := model.ParseForm(tr.Form)
+			if f == nil {
+				t.Errorf("%s: the start form binds no field", key)
+				continue
+			}
+			for _, x := range f.Fields {
+				startFields[x.Field] = true
+			}
+		}
+		for _, n := range d.Nodes {
+			raw := n.Form
+			if n.Type == model.NodeStart {
+				raw = n.Trigger.Form
+			}
+			if len(raw) == 0 {
+				continue
+			}
+			var form struct {
+				Kind   string `json:"kind"`
+				Fields []struct {
+					ID, Type, Label, Field string
+					Readonly               bool
+				} `json:"fields"`
+			}
+			if err := json.Unmarshal(raw, &form); err != nil || form.Kind != "components" || len(form.Fields) == 0 {
+				t.Errorf("%s/%s: form is not a component form with fields: %s", key, n.ID, raw)
+				continue
+			}
+			parsed := model.ParseForm(raw)
+			for _, x := range form.Fields {
+				if x.ID == "" || x.Label == "" || x.Type == "" || parsed.Field(x.Field) == nil {
+					t.Errorf("%s/%s: field %+v lacks an id, label, type or valid path", key, n.ID, x)
+				}
+				if n.Type == model.NodeApproval && !x.Readonly && startFields[x.Field] {
+					t.Errorf("%s/%s: an approver may change %q, which the applicant filled in", key, n.ID, x.Field)
+				}
+			}
+		}
+	}
 }

@@ -348,6 +348,10 @@ async function api(req, url) {
   }
   if (m === 'GET' && p === '/plugins') return [200, { items: [] }]
   if (m === 'GET' && p === '/cc') return [200, { items: [] }]
+  // The form frame (server/security.go serves the real one, with its own sandbox policy).
+  if (m === 'GET' && p === '/ui/form-frame') {
+    return [200, `<!doctype html><body><script>addEventListener('message',function(e){if(e.source!==parent||typeof e.data.halleyFormDocument!=='string')return;document.open();document.write(e.data.halleyFormDocument);document.close()});parent.postMessage({halleyFrameReady:true},'*')</script></body>`, 'text/html']
+  }
   fail(404, 'not_found', `${m} ${p} is not in the mock`)
 }
 

@@ -1,6 +1,13 @@
 // End-to-end test of the UI against a real Halley (issue 7): an admin builds a two-approver template in the designer
 // by dragging nodes and connecting them, sets a condition on an edge and tests it, publishes; a user starts it from
 // its form; the approvers approve on a 390×844 phone viewport; the request shows completed with a green diagram.
+// Then (issue 16) a plugin run that never started shows its error, the admin edits, disables and resets users, the
+// reset user must choose a new password, switches the UI to 中文 and back, and a phone user saves their profile.
+// Then (issue 18) the attacks on the approver's browser: a javascript: URL submitted through a form is refused, one
+// stored in a request runs nothing when the approver opens and clicks it, injected markup is stopped by the
+// Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
+// Then (issue 20) an API token is created with an expiry, shown once and deleted, a user is deleted, and the audit
+// log shows a change with its before/after.
 //
 //   HALLEY_BIN=../halley npm run test:e2e      # the binary built from ./server/cmd/halley (it embeds dist/)
 //   HALLEY_E2E_MOCK=1 npm run test:e2e        # rehearse against e2e/mock-server.mjs (never in CI)
@@ -261,6 +268,31 @@ async function noHorizontalScroll() {
 const key = `leave-e2e-${Date.now().toString(36)}`
 let adminToken
 let instanceId
+const cspViolations = []
+let expectViolations = false
+const dialogs = []
+
+// raw calls the API and returns the status and the JSON body, whatever the status.
+async function raw(method, path, token, body) {
+  const r = await fetch(`${base}/api/v1${path}`, {
+    method,
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  })
+  const text = await r.text()
+  let json
+  try {
+    json = text ? JSON.parse(text) : undefined
+  } catch {
+    json = text
+  }
+  return { status: r.status, json }
+}
+
+async function publishTemplate(token, tkey, definition) {
+  await call('POST', '/templates', token, { key: tkey, name: tkey, definition })
+  await call('POST', `/templates/${tkey}/publish`, token)
+}
 
 try {
   await step('halley starts and is ready', async () => {
@@ -292,14 +324,41 @@ try {
   browser.setDefaultTimeout(STEP_TIMEOUT)
   page = browser.pages()[0] ?? (await browser.newPage())
   const consoleLog = createWriteStream(join(artifacts, 'browser-console.log'))
-  page.on('console', (m) => consoleLog.write(`[${m.type()}] ${m.text()}\n`))
+  page.on('console', (m) => {
+    consoleLog.write(`[${m.type()}] ${m.text()}\n`)
+    // Chromium reports every Content-Security-Policy violation on the console; the app must cause none.
+    if (/Content Security Policy/i.test(m.text())) cspViolations.push({ text: m.text(), expected: expectViolations })
+  })
   page.on('pageerror', (e) => consoleLog.write(`[pageerror] ${e.message}\n`))
+  page.on('dialog', (d) => {
+    dialogs.push(d.message())
+    d.dismiss().catch(() => {})
+  })
 
   await step('admin signs in and sees the header', async () => {
     await page.goto(`${base}/`)
     await page.waitForURL(/\/login/)
     await login('admin', ADMIN_PASSWORD)
     await page.locator('[data-test=current-user]').getByText('admin').first().waitFor()
+  })
+
+  await step('admin sees the plugin sandbox and uploads a network-off plugin', async () => {
+    await page.goto(`${base}/admin/plugins`)
+    const summary = page.locator('[data-test=sandbox-summary]')
+    await summary.waitFor()
+    expect(/\d+ of \d+ protections in force/.test(await summary.innerText()), `sandbox summary: ${await summary.innerText()}`)
+    await page.click('[data-test=sandbox-toggle]')
+    await page.locator('[data-test=sandbox-table]').getByText('network_off').waitFor()
+    await page.click('[data-test=upload-plugin]')
+    await page.setInputFiles('[data-test=plugin-file]', { name: 'offline-calc.py', mimeType: 'text/x-python', buffer: Buffer.from('print("{}")\n') })
+    expect((await field(page, 'plugin-name').inputValue()) === 'offline-calc', 'the name is not taken from the file name')
+    await page.locator('[data-test=plugin-network]').getByText('off').click()
+    await page.click('[data-test=plugin-submit]')
+    await page.locator('.el-table__row', { hasText: 'offline-calc' }).locator('.el-tag', { hasText: 'off' }).waitFor()
+    const p = await call('GET', '/plugins/offline-calc', adminToken)
+    expect(p.network === 'off', `GET /plugins/offline-calc network = ${p.network}`)
+    const sb = await call('GET', '/plugins/sandbox', adminToken)
+    expect(Array.isArray(sb.protections) && sb.protections.length === 8, `sandbox report: ${JSON.stringify(sb).slice(0, 300)}`)
   })
 
   await step('admin creates a template', async () => {
@@ -348,6 +407,19 @@ try {
     expect((await page.locator('.vue-flow__edge').count()) === 3, 'expected 3 edges')
   })
 
+  await step('the join picker explains all chosen / first / at least N', async () => {
+    await page.click('.vue-flow__node[data-id="end"] .name')
+    const picker = page.locator('[data-test=node-join]')
+    await picker.waitFor()
+    const helps = await picker.locator('.join-help').allInnerTexts()
+    expect(helps.length === 3 && helps.every((h) => h.trim().length > 20), `join help texts: ${JSON.stringify(helps)}`)
+    await page.click('[data-test=join-min]')
+    await page.locator('[data-test=join-min-n]').waitFor()
+    await page.locator('.vue-flow__node[data-id="end"] [data-test=join-badge]').waitFor()
+    await page.click('[data-test=join-and]')
+    await page.waitForFunction(() => !document.querySelector('.vue-flow__node[data-id="end"] [data-test=join-badge]'))
+  })
+
   await step('live validation names the approvals without approvers', async () => {
     await page.locator('[data-test=validation-status][data-valid=false]').waitFor()
     await page.locator('.vue-flow__node[data-id="approval"] [data-invalid=true]').waitFor()
@@ -364,6 +436,21 @@ try {
     await page.locator('.vue-flow__node[data-id="approval"]').getByText('Team lead').waitFor()
   })
 
+  await step('the node panel explains a field with the help text of the Go types (the definition schema)', async () => {
+    await page.click('[data-test=node-panel] h3') // closes the user picker's list
+    // The live validation (debounced) then drops the node's "needs approvers" alert, moving the fields up: wait
+    // for it, or the pointer ends up beside the ⓘ and the tooltip closes.
+    await page.locator('[data-test=node-panel] .el-alert').first().waitFor({ state: 'detached' })
+    await page.hover('[data-test="help-Node-timeout"]')
+    const tip = page.locator('.field-help-popper', { hasText: 'How long the node may take' })
+    await tip.waitFor()
+    // Live validation speaks the schema's language too: a timeout that is no duration is named with its field.
+    await field(page, 'node-timeout').fill('soon')
+    await page.locator('[data-test=node-panel] .el-alert', { hasText: 'timeout "soon" is not a duration' }).waitFor()
+    await field(page, 'node-timeout').fill('')
+    await page.locator('[data-test=node-panel] .el-alert', { hasText: 'is not a duration' }).waitFor({ state: 'detached' })
+  })
+
   await step('configure the second approver (Manager: carol)', async () => {
     await page.click('.vue-flow__node[data-id="approval_2"] .name')
     await page.locator('[data-test=node-panel] h3', { hasText: 'Approval' }).waitFor()
@@ -373,6 +460,15 @@ try {
     await pickOption('carol')
     await page.keyboard.press('Escape')
     await page.locator('.vue-flow__node[data-id="approval_2"]').getByText('Manager').waitFor()
+  })
+
+  await step('the start node can start on a message', async () => {
+    await page.click('.vue-flow__node[data-id="start"] .name')
+    await page.click('[data-test=trigger-kind]')
+    await pickOption(/Message|消息/)
+    await field(page, 'trigger-message').fill('order.paid')
+    await page.locator('[data-test=trigger-message-help]').waitFor()
+    await page.locator('.vue-flow__node[data-id="start"]').getByText('trigger: message').waitFor()
   })
 
   await step('make the start node a form with days and reason', async () => {
@@ -427,6 +523,19 @@ try {
     await page.waitForURL(new RegExp(`/versions/1$`))
     await page.locator('[data-test=readonly-badge]').waitFor()
     expect((await page.locator('[data-test=palette]').count()) === 0, 'the palette is shown in read-only mode')
+  })
+
+  await step('a Chinese user reads the field help in Chinese', async () => {
+    // The language chosen on this browser (admin's profile names none): the designer's ⓘ speaks it.
+    await page.evaluate(() => localStorage.setItem('halley.language', 'zh-CN'))
+    await page.reload()
+    await page.locator('[data-test=readonly-badge]').waitFor()
+    await page.click('.vue-flow__node[data-id="approval"] .name')
+    await page.hover('[data-test="help-Node-timeout"]')
+    await page.locator('.field-help-popper', { hasText: '节点最多可用多久' }).waitFor()
+    await page.evaluate(() => localStorage.setItem('halley.language', 'en'))
+    await page.reload()
+    await page.locator('[data-test=readonly-badge]').waitFor()
   })
 
   await step('admin signs out', async () => {
@@ -496,6 +605,318 @@ try {
     expect(inst.status === 'completed', `instance status is ${inst.status}`)
     const hist = await call('GET', `/instances/${instanceId}/history`, adminToken)
     expect((hist.items ?? []).length > 0, 'the history is empty')
+  })
+
+  await step('a failed request says why and highlights the failing step', async () => {
+    const ghostKey = `${key}-ghost`
+    const def = {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'review', type: 'approval', name: 'Ghost review', approvers: { users: ['ghost'] } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [{ from: 'start', to: 'review' }, { from: 'review', to: 'end' }],
+    }
+    const v = await call('POST', '/templates/validate', adminToken, { definition: def })
+    expect(v.valid && v.warnings?.[0]?.code === 'unknown_user', `validation of unknown users: ${JSON.stringify(v)}`)
+    await call('POST', '/templates', adminToken, { key: ghostKey, name: 'Ghost review', definition: def })
+    await call('POST', `/templates/${ghostKey}/publish`, adminToken)
+    const aliceToken = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-pw-123' })).token
+    const inst = await call('POST', '/instances', aliceToken, { template: ghostKey })
+    expect(inst.status === 'failed' && inst.error?.code === 'no_approver', `instance ${JSON.stringify(inst.error)} ${inst.status}`)
+    await login('alice', 'alice-pw-123')
+    await page.goto(`${base}/instances/${inst.id}`)
+    await page.locator('[data-test=instance-error][data-code=no_approver]').waitFor()
+    const text = await page.locator('[data-test=instance-error-text]').innerText()
+    expect(text.trim().length > 10, `error text: ${text}`)
+    await page.locator('[data-failing=true]').getByText('Ghost review').waitFor()
+    await page.locator('[data-test=diagram] svg').waitFor()
+    const highlighted = await page.evaluate(() => document.querySelector('[data-test=diagram] svg')?.innerHTML.includes('stroke-width:4px'))
+    expect(highlighted, 'the failing node is not highlighted in the diagram')
+    await page.locator('[data-test=edge-legend]').waitFor()
+  })
+
+  await step('the app is served under a strict Content-Security-Policy', async () => {
+    const r = await fetch(`${base}/inbox`)
+    const csp = r.headers.get('content-security-policy') ?? ''
+    const scriptSrc = csp.split(';').map((x) => x.trim()).find((x) => x.startsWith('script-src')) ?? ''
+    expect(scriptSrc === "script-src 'self'", `script-src is "${scriptSrc}" (CSP: ${csp})`)
+    expect(csp.includes("frame-ancestors 'none'") && r.headers.get('x-frame-options') === 'DENY', `the app may be framed: ${csp}`)
+    expect(r.headers.get('x-content-type-options') === 'nosniff', 'no nosniff')
+    expect(r.headers.get('referrer-policy') === 'no-referrer', `referrer policy ${r.headers.get('referrer-policy')}`)
+  })
+
+  const aliceToken = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-pw-123' })).token
+  const files = { id: 'files', type: 'attachment', label: 'Files', field: 'files', readonly: true }
+  const pwn = [
+    { name: 'evil.pdf', size: 10, type: 'application/pdf', data_url: "javascript:window.__pwned='href';alert('xss')" },
+    { name: 'page.html', size: 40, type: 'text/html', data_url: 'data:text/html;base64,' + Buffer.from('<script>parent.__pwned="data"</script>').toString('base64') },
+  ]
+
+  await step('a javascript: URL submitted through a form is refused', async () => {
+    await publishTemplate(adminToken, 'xss-form', {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'form', form: { kind: 'components', fields: [{ ...files, readonly: false }] } } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [{ from: 'start', to: 'end' }],
+    })
+    const r = await raw('POST', '/forms/xss-form/submit', undefined, { files: [pwn[0]] })
+    expect(r.status === 422 && r.json?.error?.code === 'invalid_file', `anonymous submit with a javascript: URL: ${r.status} ${JSON.stringify(r.json)}`)
+  })
+
+  let xssTask
+  await step('a javascript: URL in a request runs nothing in the approver\'s browser', async () => {
+    // Stored by a manual start (its context is free JSON), shown to bob through his form's file field.
+    await publishTemplate(adminToken, 'xss', {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        {
+          id: 'check',
+          type: 'approval',
+          name: 'Check',
+          approvers: { users: ['bob'] },
+          form: {
+            kind: 'components',
+            fields: [files, { id: 'note', type: 'input', label: 'Note', field: 'note', readonly: true }, { id: 'ok', type: 'input', label: 'Your remark', field: 'check.remark' }],
+          },
+        },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [
+        { from: 'start', to: 'check' },
+        { from: 'check', to: 'end' },
+      ],
+    })
+    const inst = await call('POST', '/instances', aliceToken, {
+      template: 'xss',
+      context: { files: pwn, note: '<img src=x onerror="window.__pwned=\'img\'">', link: "javascript:window.__pwned='link'" },
+    })
+    xssTask = inst.tasks[0].id
+    await login('bob', 'bob-pw-123')
+    await page.goto(`${base}/tasks/${xssTask}`)
+    await page.locator('[data-field=files]').waitFor()
+    const hrefs = await page.evaluate(() => [...document.querySelectorAll('[href], [src]')].map((e) => e.getAttribute('href') ?? e.getAttribute('src')))
+    const bad = hrefs.filter((h) => /^\s*(javascript|data|vbscript):/i.test(h ?? ''))
+    expect(bad.length === 0, `context values became links: ${JSON.stringify(bad)}`)
+    await page.locator('[data-field=files]').getByText('evil.pdf').click()
+    await page.locator('[data-field=files]').getByText('page.html').click()
+    await page.locator('[data-field=note]').waitFor()
+    await page.waitForTimeout(500)
+    const pwned = await page.evaluate(() => window.__pwned)
+    expect(pwned === undefined, `script ran: window.__pwned = ${pwned}`)
+    expect(dialogs.length === 0, `dialogs opened: ${JSON.stringify(dialogs)}`)
+    expect(new URL(page.url()).pathname === `/tasks/${xssTask}`, `the page navigated to ${page.url()}`)
+    // And were markup injected anyway, the policy stops its script.
+    expectViolations = true
+    const blocked = await page.evaluate(
+      () =>
+        new Promise((res) => {
+          document.addEventListener('securitypolicyviolation', (e) => res(e.violatedDirective), { once: true })
+          document.body.insertAdjacentHTML('beforeend', '<img src="data:," onerror="window.__pwned=\'inline\'">')
+          setTimeout(() => res(null), 2000)
+        }),
+    )
+    await page.waitForTimeout(200)
+    expectViolations = false
+    expect(String(blocked).startsWith('script-src'), `an injected inline handler was not blocked by the policy (${blocked})`)
+    expect((await page.evaluate(() => window.__pwned)) === undefined, 'the injected inline handler ran')
+    // bob fills in his field and approves: only it is sent.
+    await page.locator('[data-field="check.remark"] input').fill('looked at it')
+    await page.click('[data-test=approve]')
+    await page.click('[data-test=confirm]')
+    await page.locator('[data-test=task-status]').getByText('approved').waitFor()
+    const after = await call('GET', `/instances/${inst.id}`, adminToken)
+    expect(after.context?.check?.remark === 'looked at it' && after.context?.note?.startsWith('<img'), `context after approve: ${JSON.stringify(after.context)}`)
+  })
+
+  await step('an HTML form template runs in its sandboxed frame', async () => {
+    const html = `<p id="amount"></p><p id="token"></p>
+<script>
+  document.getElementById('amount').textContent = 'Amount: ' + window.halley.context.amount;
+  var t = 'no access';
+  try { t = String(window.parent.localStorage.length); } catch (e) {}
+  document.getElementById('token').textContent = 'Parent storage: ' + t;
+</script>`
+    await publishTemplate(adminToken, 'html-form', {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'look', type: 'approval', name: 'Look', approvers: { users: ['bob'] }, form: { kind: 'html', html } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [
+        { from: 'start', to: 'look' },
+        { from: 'look', to: 'end' },
+      ],
+    })
+    const inst = await call('POST', '/instances', aliceToken, { template: 'html-form', context: { amount: 42 } })
+    await page.goto(`${base}/tasks/${inst.tasks[0].id}`)
+    await page.locator('[data-test=html-form]').waitFor()
+    const frame = page.frameLocator('[data-test=html-form]')
+    await frame.locator('#amount', { hasText: 'Amount: 42' }).waitFor()
+    const token = await frame.locator('#token').textContent()
+    expect(token === 'Parent storage: no access', `the form's script reached the app's storage: ${token}`)
+  })
+
+  // ---- issue 16: a plugin run that never started, people, profile, the forced password change ----
+  await step('a plugin run that never started shows its error and no exit code', async () => {
+    const fd = new FormData()
+    fd.set('name', 'not-a-program')
+    fd.set('runtime', 'binary')
+    fd.set('file', new Blob(['this is not a program\n']), 'not-a-program')
+    const up = await fetch(`${base}/api/v1/plugins`, { method: 'POST', headers: { authorization: `Bearer ${adminToken}` }, body: fd })
+    expect(up.status === 201, `upload: ${up.status}`)
+    const def = {
+      nodes: [{ id: 'start', type: 'start', trigger: { kind: 'manual' } }, { id: 'work', type: 'auto', plugins: { after: ['not-a-program'] } }, { id: 'end', type: 'end' }],
+      edges: [{ from: 'start', to: 'work' }, { from: 'work', to: 'end' }],
+    }
+    await call('POST', '/templates', adminToken, { key: `broken-${key}`, name: 'Broken plugin (e2e)', definition: def })
+    await call('POST', `/templates/broken-${key}/publish`, adminToken)
+    const inst = await call('POST', '/instances', adminToken, { template: `broken-${key}` })
+    await login('admin', ADMIN_PASSWORD)
+    await page.goto(`${base}/admin/plugins/not-a-program`)
+    await page.locator('[data-test=run-error]', { hasText: 'unable to start' }).first().waitFor()
+    const exit = await page.locator('[data-test^=run-exit-]').first().innerText()
+    expect(exit.trim().startsWith('—'), `the exit cell should start with — (no exit code): ${exit}`)
+    const runs = await call('GET', `/plugins/not-a-program/runs?instance_id=${inst.id}`, adminToken)
+    expect(runs.items[0].status === 'failed' && runs.items[0].exit_code === null && /unable to start/.test(runs.items[0].error), JSON.stringify(runs.items[0]))
+    // The full log of the run comes from the database (any replica shows it).
+    await page.locator('[data-test=plugin-runs] .el-table__expand-icon').first().click()
+    await page.locator('[data-test=run-log]:visible').first().click()
+    const log = page.locator('[data-test=run-log-text]', { hasText: `=== run ${runs.items[0].id} attempt 1 ===` })
+    await log.waitFor()
+    expect(/unable to start/.test(await log.innerText()), 'the full log names why the run never started')
+  })
+
+  await step('admin edits, disables, enables and resets users on the Users page', async () => {
+    await page.goto(`${base}/admin/users`)
+    await page.click('[data-test=edit-carol]')
+    await field(page, 'edit-display-name').fill('Carol the Manager')
+    await field(page, 'edit-email').fill('carol@example.com')
+    await page.click('[data-test=save-user]')
+    await page.locator('[data-test=users-table]').getByText('Carol the Manager').waitFor()
+    const carol = await call('GET', '/users/carol', adminToken)
+    expect(carol.display_name === 'Carol the Manager' && carol.email === 'carol@example.com' && carol.roles.includes('manager'), JSON.stringify(carol))
+
+    await page.click('[data-test=disable-carol]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=status-carol][data-disabled=true]').waitFor()
+    const r = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'carol', password: 'carol-pw-123' }) })
+    const body = await r.json()
+    expect(r.status === 403 && body.error?.code === 'user_disabled', `a disabled user's login: ${r.status} ${JSON.stringify(body)}`)
+    await page.click('[data-test=enable-carol]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=status-carol][data-disabled=false]').waitFor()
+
+    await page.click('[data-test=reset-alice]')
+    await field(page, 'reset-new').fill('short')
+    await field(page, 'reset-repeat').fill('short')
+    await page.click('[data-test=do-reset]')
+    await page.locator('[data-test=reset-error]').waitFor()
+    await field(page, 'reset-new').fill('alice-reset-1')
+    await field(page, 'reset-repeat').fill('alice-reset-1')
+    await page.click('[data-test=do-reset]')
+    await page.locator('.el-message--success').last().waitFor()
+  })
+
+  await step('alice must choose a new password after the reset, and cannot skip it', async () => {
+    await login('alice', 'alice-reset-1')
+    await page.waitForURL((u) => u.pathname === '/password')
+    await page.goto(`${base}/inbox`)
+    await page.waitForURL((u) => u.pathname === '/password')
+    await page.fill('input[name=current-password]', 'alice-reset-1')
+    await page.fill('input[name=new-password]', 'alice-own-pw-2')
+    await page.fill('input[name=repeat-password]', 'alice-own-pw-2')
+    await page.click('[data-test=password-submit]')
+    await page.waitForURL((u) => u.pathname === '/inbox')
+    const me = await call('GET', '/me', (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token)
+    expect(me.password_change_required === false, JSON.stringify(me))
+  })
+
+  await step('alice switches her profile to 中文 and back to English', async () => {
+    await page.click('[data-test=profile-link]')
+    await page.waitForURL(/\/profile$/)
+    await page.locator('[data-test=profile-language] [data-lang="zh-CN"]').click()
+    await page.click('[data-test=profile-save]')
+    await page.locator('.app-header nav').getByText('待办').waitFor()
+    const tok = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token
+    expect((await call('GET', '/me', tok)).language === 'zh-CN', 'the language is kept on the profile')
+    await page.locator('[data-test=profile-language] [data-lang="en"]').click()
+    await page.click('[data-test=profile-save]')
+    await page.locator('.app-header nav').getByText('Inbox').waitFor()
+  })
+
+  await step('bob reaches his profile from the phone inbox and saves his email', async () => {
+    await login('bob', 'bob-pw-123', { viewport: { width: 390, height: 844 } })
+    await page.waitForURL(/\/m\/inbox/)
+    await page.click('[data-test=profile-link]')
+    await page.waitForURL(/\/m\/profile/)
+    await noHorizontalScroll()
+    await field(page, 'profile-email').fill('bob@example.com')
+    await page.click('[data-test=profile-save]')
+    await page.locator('.van-toast', { hasText: 'Profile saved' }).waitFor()
+    const tok = (await call('POST', '/auth/login', undefined, { username: 'bob', password: 'bob-pw-123' })).token
+    expect((await call('GET', '/me', tok)).email === 'bob@example.com', 'the email is saved')
+    await noHorizontalScroll()
+  })
+
+  // ---- issue 20: API tokens, deleting a user, the audit log ----
+  await step('admin creates an API token with an expiry, sees it once, and deletes it', async () => {
+    await login('admin', ADMIN_PASSWORD)
+    await page.goto(`${base}/admin/tokens`)
+    await page.click('[data-test=new-token]')
+    await field(page, 'token-name').fill('e2e-erp')
+    const expiry = field(page, 'token-expires')
+    await expiry.click()
+    await expiry.fill('2031-01-02 03:04:05')
+    await expiry.press('Enter')
+    await page.click('[data-test=create-token]')
+    const value = await field(page, 'token-value').inputValue()
+    expect(value.startsWith('hly_'), `the token is shown once: ${value}`)
+    const me = await call('GET', '/me', value)
+    expect(me.token === true && me.username === 'token:e2e-erp', JSON.stringify(me))
+    await page.click('[data-test=token-done]')
+    const listed = (await call('GET', '/tokens', adminToken)).items.find((x) => x.name === 'e2e-erp')
+    expect(listed && listed.owner === 'admin' && listed.expires_at?.startsWith('2031-01-0') && !('token' in listed), JSON.stringify(listed))
+    await page.locator('[data-test=expires-e2e-erp]', { hasText: '2031' }).waitFor()
+    await page.click('[data-test=delete-token-e2e-erp]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delete-token-e2e-erp]').waitFor({ state: 'detached' })
+    const r = await fetch(`${base}/api/v1/me`, { headers: { authorization: `Bearer ${value}` } })
+    expect(r.status === 401, `a deleted token: ${r.status}`)
+  })
+
+  await step('admin deletes a user on the Users page; they cannot sign in any more', async () => {
+    await call('POST', '/users', adminToken, { username: 'dave', password: 'dave-pw-123', display_name: 'Dave Leaving' })
+    await page.goto(`${base}/admin/users`)
+    await page.click('[data-test=delete-dave]')
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delete-dave]').waitFor({ state: 'detached' })
+    const r = await fetch(`${base}/api/v1/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'dave', password: 'dave-pw-123' }) })
+    expect(r.status === 401, `a deleted user's login: ${r.status}`)
+    expect((await page.locator('[data-test=delete-admin]').count()) === 0, 'no delete button for oneself')
+  })
+
+  await step('the audit log lists the changes and shows a before/after diff', async () => {
+    await page.goto(`${base}/admin/audit`)
+    await page.locator('[data-test=audit-table] .el-table__row').first().waitFor()
+    await field(page, 'audit-actor').fill('admin')
+    await page.click('[data-test=audit-action]')
+    await page.locator('.el-select-dropdown__item:visible', { hasText: 'User changed' }).click()
+    await page.click('[data-test=audit-search]')
+    await page.locator('[data-test=audit-table] .el-table__row', { hasText: 'carol' }).first().waitFor()
+    // The oldest of carol's three changes (edit, disable, enable) is the edit of her name and email.
+    await page.locator('[data-test="audit-open-user.update"]').last().click()
+    const diffTable = page.locator('[data-test=audit-diff]')
+    await diffTable.getByText('Carol the Manager').waitFor()
+    await diffTable.getByText('display_name').waitFor()
+    const entries = (await call('GET', '/audit?action=token.*', adminToken)).items.map((x) => x.action)
+    expect(entries.includes('token.create') && entries.includes('token.delete'), JSON.stringify(entries))
+  })
+
+  await step('no Content-Security-Policy violation in the whole run', async () => {
+    const unexpected = cspViolations.filter((v) => !v.expected)
+    expect(unexpected.length === 0, `CSP violations: ${unexpected.map((v) => v.text).join(' | ')}`)
   })
 } catch (e) {
   if (!(e instanceof StopError)) {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/store"
 )
 
@@ -48,21 +50,54 @@ type Config struct {
 	DBMaxIdleConns     int
 	DBConnMaxLifetime  time.Duration
 	PluginDir          string
+	// PluginWorkDir holds the plugin runs' working directories (HALLEY_PLUGIN_WORK_DIR, outside the data dir
+	// by default: the sandbox closes the data dir to the plugin uids) and PluginLogDir their logs, in the data
+	// dir. Like DataDir and PluginDir they are absolute once Load returns.
+	PluginWorkDir      string
+	PluginLogDir       string
 	PluginMaxSize      int64
 	PluginWorkers      int
 	PluginOutputCap    int
 	RetentionDays      int
 	TrustedProxies     []string
+	FormFrameAncestors []string
+	OutboundAllow      outbound.Allow
 	DBWait             time.Duration
+
 	// InstanceRetention: finished instances older than this are archived and deleted; 0 keeps them forever.
 	InstanceRetention time.Duration
 	RetentionSweep    time.Duration
 	RetentionBatch    int
 	RetentionDuty     float64
-	ArchiveDir        string
+	// ArchiveDir is absolute once Load returns (default <data dir>/archive).
+	ArchiveDir string
+
+	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
+	PluginPython       string
+	PluginUID          int
+	PluginGID          int
+	PluginAllowRoot    bool
+	PluginAddressSpace int64
+	PluginProcesses    int64
+	PluginFileSize     int64
+	PluginOpenFiles    int64
+	PluginCPUSeconds   int64
+	PluginCgroup       string
+
+	// File is the YAML file the settings were read from ("" when none), absolute: the sandbox closes it to
+	// plugins.
+	File string
+	// AuditRetention is how long audit entries are kept (0 = forever).
+	AuditRetention time.Duration
+	// TriggerRateLimit is API trigger calls a second per client IP (0 = no limit).
+	TriggerRateLimit float64
+	// HashConcurrency bounds concurrent bcrypt work (0 = the number of CPUs).
+	HashConcurrency int
 
 	// AdminPasswordDefaulted is true when HALLEY_ADMIN_PASSWORD was not set (the bootstrap then warns loudly).
 	AdminPasswordDefaulted bool
+	// PublicURLDefaulted is true when HALLEY_PUBLIC_URL was unset and PublicURL was derived from Addr.
+	PublicURLDefaulted bool
 	// SecretGenerated is true when HALLEY_SECRET was unset and the secret was generated and kept in the data dir.
 	SecretGenerated bool
 }
@@ -114,7 +149,7 @@ var settings = []Setting{
 		c.RedisURL = v
 		return nil
 	}},
-	{"HALLEY_REDIS_PREFIX", "redis_prefix", "halley:", "Prefix of every Redis key and pub/sub channel Halley uses (timers, job locks, wake-ups), so that several deployments can share one Redis; give each its own. The wake-up channel also names the Redis database.", func(c *Config, v string) error {
+	{"HALLEY_REDIS_PREFIX", "redis_prefix", "halley:", "Prefix of every Redis key and pub/sub channel Halley uses (timers, job locks, wake-ups, login attempts), so that several deployments can share one Redis; give each its own. The wake-up channel also names the Redis database.", func(c *Config, v string) error {
 		if !redisPrefixPattern.MatchString(v) {
 			return fmt.Errorf("must be 1 to 64 letters, digits or any of : _ . - (no braces: they would change the Redis Cluster hash slot), got %q", v)
 		}
@@ -130,7 +165,7 @@ var settings = []Setting{
 		c.TimerLinger = d
 		return nil
 	}},
-	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning).", func(c *Config, v string) error {
+	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning, and admin must choose a new password at the first sign-in).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {
 			return errors.New("must be 1 to 72 bytes")
 		}
@@ -188,6 +223,50 @@ var settings = []Setting{
 	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond). The file is stored in the database in one transaction, in 1 MiB rows: keep it in the tens of MiB.", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
 	{"HALLEY_PLUGIN_WORKERS", "plugin_workers", "8", "Plugin runs executed at once by this process.", intSetter(func(c *Config, n int64) { c.PluginWorkers = int(n) }, 1, 1024)},
 	{"HALLEY_PLUGIN_OUTPUT_CAP", "plugin_output_cap", "1048576", "Bytes of stdout and of stderr kept per plugin run; the rest is discarded.", intSetter(func(c *Config, n int64) { c.PluginOutputCap = int(n) }, 1024, 1<<30)},
+	{"HALLEY_PLUGIN_PYTHON", "plugin_python", "python3", "Interpreter of runtime=python plugins: a name looked up on the plugins' PATH (not Halley's own, which may hold shims such as pyenv's) or an absolute path. Resolved at start; the plugin uids must be able to execute it (every folder on its path searchable by others).", func(c *Config, v string) error {
+		if v == "" {
+			return errors.New("must not be empty")
+		}
+		if strings.Contains(v, "/") && !filepath.IsAbs(v) {
+			return fmt.Errorf("must be a name looked up on the plugins' PATH or an absolute path (got %q)", v)
+		}
+		c.PluginPython = v
+		return nil
+	}},
+	{"HALLEY_PLUGIN_WORK_DIR", "plugin_work_dir", "", "Parent of the per-run working directories, where each run's copy of its plugin file is executed: reachable by the plugin uids, not mounted noexec, outside the data dir; unset = <system temp dir>/halley-plugins.", func(c *Config, v string) error {
+		c.PluginWorkDir = v
+		return nil
+	}},
+	{"HALLEY_PLUGIN_UID", "plugin_uid", "61000", "First uid plugins run as: each run in flight gets its own, from this uid to this + HALLEY_PLUGIN_WORKERS - 1 (no passwd entry needed). Keep the range for Halley's plugins, one range per Halley process on a host.", intSetter(func(c *Config, n int64) { c.PluginUID = int(n) }, 0, 1<<31-1)},
+	{"HALLEY_PLUGIN_GID", "plugin_gid", "61000", "Group every plugin run has (and no supplementary groups).", intSetter(func(c *Config, n int64) { c.PluginGID = int(n) }, 0, 1<<31-1)},
+	{"HALLEY_PLUGIN_ALLOW_ROOT", "plugin_allow_root", "0", "1 lets plugins run as root where Halley would have to (it runs as root and cannot switch to the plugin uid, or HALLEY_PLUGIN_UID is 0); with 0 such runs are refused, and Halley says so at start.", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be 0 or 1 (got %q)", v)
+		}
+		c.PluginAllowRoot = b
+		return nil
+	}},
+	{"HALLEY_PLUGIN_ADDRESS_SPACE", "plugin_address_space", "536870912", "Virtual memory per plugin process in bytes (RLIMIT_AS; also memory.max of the run's cgroup where the memory controller is available); 0 = no limit. Go binaries reserve about 650 MiB at start: they need 1073741824.", intSetter(func(c *Config, n int64) { c.PluginAddressSpace = n }, 0, 1<<50)},
+	{"HALLEY_PLUGIN_PROCESSES", "plugin_processes", "128", "Processes and threads per plugin run (RLIMIT_NPROC of the run's own uid; pids.max of its cgroup where available); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginProcesses = n }, 0, 1<<22)},
+	{"HALLEY_PLUGIN_FILE_SIZE", "plugin_file_size", "67108864", "Largest file a plugin may write, in bytes (RLIMIT_FSIZE); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginFileSize = n }, 0, 1<<50)},
+	{"HALLEY_PLUGIN_OPEN_FILES", "plugin_open_files", "256", "Open files per plugin process (RLIMIT_NOFILE); 0 = Halley's own limit.", intSetter(func(c *Config, n int64) { c.PluginOpenFiles = n }, 0, 1<<20)},
+	{"HALLEY_PLUGIN_CPU_SECONDS", "plugin_cpu_seconds", "600", "CPU seconds per plugin process (RLIMIT_CPU; the plugin is killed past them, whatever its timeout); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginCPUSeconds = n }, 0, 1<<31)},
+	{"HALLEY_PLUGIN_CGROUP", "plugin_cgroup", "", "cgroup v2 folder in which each plugin run gets a leaf of its own, killed whole at the run's end (memory.max and pids.max too when the folder enables those controllers); unset = Halley's own cgroup; off = none.", func(c *Config, v string) error {
+		if v != "" && v != "off" && !filepath.IsAbs(v) {
+			return fmt.Errorf("must be an absolute path or off (got %q)", v)
+		}
+		c.PluginCgroup = v
+		return nil
+	}},
+	{"HALLEY_OUTBOUND_ALLOW", "outbound_allow", "", "Comma-separated CIDRs, IPs and host names (*.corp.example for a whole domain) that webhooks may reach although they are loopback, link-local, private or otherwise not public; unset = public addresses only.", func(c *Config, v string) error {
+		a, err := outbound.ParseAllow(v)
+		if err != nil {
+			return err
+		}
+		c.OutboundAllow = a
+		return nil
+	}},
 	{"HALLEY_TRUSTED_PROXIES", "trusted_proxies", "", "Comma-separated IPs/CIDRs of reverse proxies whose X-Forwarded-For is trusted for the client IP; unset = none (the TCP peer is the client).", func(c *Config, v string) error {
 		c.TrustedProxies = nil
 		for _, p := range strings.Split(v, ",") {
@@ -201,6 +280,20 @@ var settings = []Setting{
 				}
 			}
 			c.TrustedProxies = append(c.TrustedProxies, p)
+		}
+		return nil
+	}},
+	{"HALLEY_FORM_FRAME_ANCESTORS", "form_frame_ancestors", "", "Comma-separated origins (https://portal.example.com, https://*.example.com, 'self') that may show the start-form pages (/start/...) in an iframe; unset = no site may frame any page of Halley (frame-ancestors 'none').", func(c *Config, v string) error {
+		c.FormFrameAncestors = nil
+		for _, o := range strings.Split(v, ",") {
+			o = strings.TrimSpace(o)
+			if o == "" {
+				continue
+			}
+			if o != "'self'" && !frameOriginRe.MatchString(o) {
+				return fmt.Errorf("%q is not an origin like https://portal.example.com, https://*.example.com or 'self'", o)
+			}
+			c.FormFrameAncestors = append(c.FormFrameAncestors, o)
 		}
 		return nil
 	}},
@@ -227,7 +320,28 @@ var settings = []Setting{
 		c.ArchiveDir = v
 		return nil
 	}},
+	{"HALLEY_AUDIT_RETENTION", "audit_retention", "8760h", "How long audit log entries are kept (GET /api/v1/audit); older ones are purged hourly, oldest first. 0 = keep forever.", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 || (d > 0 && d < time.Hour) {
+			return fmt.Errorf("must be 0 (forever) or a duration of at least 1h, like 8760h for a year (got %q)", v)
+		}
+		c.AuditRetention = d
+		return nil
+	}},
+	{"HALLEY_TRIGGER_RATE_LIMIT", "trigger_rate_limit", "20", "API trigger calls (/api/v1/trigger/...) allowed per second from one client IP, per replica, in bursts of twice that; beyond, 429 with Retry-After. 0 = no limit.", func(c *Config, v string) error {
+		n, err := strconv.ParseFloat(v, 64)
+		if err != nil || n < 0 || n > 1e6 {
+			return fmt.Errorf("must be a number of calls a second from 0 (no limit) to 1000000, like 20 or 0.5 (got %q)", v)
+		}
+		c.TriggerRateLimit = n
+		return nil
+	}},
+	{"HALLEY_PASSWORD_HASH_CONCURRENCY", "password_hash_concurrency", "0", "Password checks and hashes (bcrypt: sign-ins, password changes) run at once; more wait up to 2s, then get 503 busy with Retry-After. 0 = the number of CPUs.", intSetter(func(c *Config, n int64) { c.HashConcurrency = int(n) }, 0, 1024)},
 }
+
+// frameOriginRe is an origin a Content-Security-Policy frame-ancestors source may name: http(s), a host (its
+// first label may be "*"), an optional port.
+var frameOriginRe = regexp.MustCompile(`^https?://(\*\.)?[A-Za-z0-9-]+(\.[A-Za-z0-9-]+)*(:[0-9]{1,5})?$`)
 
 func intSetter(set func(*Config, int64), min, max int64) func(*Config, string) error {
 	return func(c *Config, v string) error {
@@ -295,7 +409,7 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 			}
 		}
 	}
-	c := &Config{}
+	c := &Config{File: path}
 	for _, s := range settings {
 		v, ok := vals[s.Key]
 		if !ok {
@@ -310,23 +424,99 @@ func Load(path string, getenv func(string) string) (*Config, error) {
 		}
 	}
 	c.AdminPasswordDefaulted = !adminSet
-	if c.PluginDir == "" {
-		c.PluginDir = filepath.Join(c.DataDir, "plugins")
+	if err := c.absolutePaths(from); err != nil {
+		return nil, err
 	}
-	if c.ArchiveDir == "" {
-		c.ArchiveDir = filepath.Join(c.DataDir, "archive")
-	}
-	// The archive dir is named in log lines and read back by `halley archive show`, from whatever directory that
-	// runs in: keep it absolute.
-	abs, err := filepath.Abs(c.ArchiveDir)
-	if err != nil {
-		return nil, fmt.Errorf("HALLEY_ARCHIVE_DIR: %v", err)
-	}
-	c.ArchiveDir = abs
 	if c.PublicURL == "" {
 		c.PublicURL = "http://" + c.Addr
+		c.PublicURLDefaulted = true
 	}
 	return c, nil
+}
+
+// LocalURL is where a command run beside Halley (`halley templates load`) reaches the server this configuration
+// describes: HALLEY_PUBLIC_URL when it is set, else http://HALLEY_ADDR with an unspecified host (0.0.0.0, ::, or
+// none) replaced by 127.0.0.1, since one cannot connect to "any address".
+func (c *Config) LocalURL() string {
+	if !c.PublicURLDefaulted {
+		return c.PublicURL
+	}
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err != nil {
+		return "http://" + c.Addr
+	}
+	if ip, err := netip.ParseAddr(host); host == "" || (err == nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// absolutePaths makes every path setting absolute, once, against the working directory, and derives the folders
+// inside the data dir. Everything downstream then sees the same folders whatever its own working directory is:
+// the plugin runner refuses a relative work root, and a plugin process runs in a directory of its own.
+func (c *Config) absolutePaths(from map[string]string) error {
+	abs := func(key, env string, p *string) error {
+		a, err := filepath.Abs(*p)
+		if err != nil {
+			name := from[key]
+			if name == "" {
+				name = env
+			}
+			return fmt.Errorf("%s: unable to make %q absolute: %v", name, *p, err)
+		}
+		*p = a
+		return nil
+	}
+	if err := abs("data_dir", "HALLEY_DATA_DIR", &c.DataDir); err != nil {
+		return err
+	}
+	if c.PluginDir == "" {
+		c.PluginDir = filepath.Join(c.DataDir, "plugins")
+	} else if err := abs("plugin_dir", "HALLEY_PLUGIN_DIR", &c.PluginDir); err != nil {
+		return err
+	}
+	if c.PluginWorkDir == "" {
+		// Not in the data dir: the sandbox closes that to the plugin uids, which must enter their run directories.
+		c.PluginWorkDir = filepath.Join(os.TempDir(), "halley-plugins")
+	}
+	if err := abs("plugin_work_dir", "HALLEY_PLUGIN_WORK_DIR", &c.PluginWorkDir); err != nil {
+		return err
+	}
+	c.PluginLogDir = filepath.Join(c.DataDir, "plugin-logs")
+	// The archive dir is named in log lines and read back by `halley archive show`, from whatever directory that
+	// runs in.
+	if c.ArchiveDir == "" {
+		c.ArchiveDir = filepath.Join(c.DataDir, "archive")
+	} else if err := abs("archive_dir", "HALLEY_ARCHIVE_DIR", &c.ArchiveDir); err != nil {
+		return err
+	}
+	if c.File != "" {
+		if err := abs("", "--config", &c.File); err != nil {
+			return err
+		}
+	}
+	// A relative SQLite file in the database URL (sqlite://halley.db) is a path setting too.
+	if u, err := url.Parse(c.DatabaseURL); err == nil && u.Scheme == "sqlite" {
+		p := u.Host + u.Path
+		if err := abs("database_url", "HALLEY_DATABASE_URL", &p); err != nil {
+			return err
+		}
+		c.DatabaseURL = "sqlite://" + p
+	}
+	return nil
+}
+
+// PathAttrs are the folders and files Halley writes to, as slog attributes, for the log line at start.
+func (c *Config) PathAttrs() []any {
+	db := filepath.Join(c.DataDir, "halley.db")
+	if c.DatabaseURL != "" {
+		db = "(not a file)"
+		if u, err := url.Parse(c.DatabaseURL); err == nil && u.Scheme == "sqlite" {
+			db = u.Host + u.Path
+		}
+	}
+	return []any{"data_dir", c.DataDir, "database", db, "plugin_dir", c.PluginDir, "plugin_work_dir", c.PluginWorkDir,
+		"plugin_log_dir", c.PluginLogDir, "archive_dir", c.ArchiveDir}
 }
 
 // EnsureSecret makes sure c.Secret is set: when HALLEY_SECRET is unset it reads <data_dir>/secret, creating it

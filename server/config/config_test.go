@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,16 +14,18 @@ import (
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
 
 func TestDefaults(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd)
 	c, err := config.Load("", env(nil))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Addr != "127.0.0.1:8080" || c.DataDir != "./data" || c.DatabaseURL != "" || c.RedisURL != "" || c.AdminPassword != "admin" ||
+	data := filepath.Join(wd, "data")
+	if c.Addr != "127.0.0.1:8080" || c.DataDir != data || c.DatabaseURL != "" || c.RedisURL != "" || c.AdminPassword != "admin" ||
 		!c.AdminPasswordDefaulted || c.BodyLimit != 1<<20 || c.TokenTTL != 12*time.Hour || c.LogLevel != "info" ||
-		c.PluginDir != filepath.Join("./data", "plugins") || c.PublicURL != "http://127.0.0.1:8080" {
+		c.PluginDir != filepath.Join(data, "plugins") || c.PublicURL != "http://127.0.0.1:8080" {
 		t.Fatalf("defaults: %+v", c)
 	}
-	wd, _ := os.Getwd()
 	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
 		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 ||
 		c.ArchiveDir != filepath.Join(wd, "data", "archive") {
@@ -34,6 +37,65 @@ func TestDefaults(t *testing.T) {
 	if err != nil || c.InstanceRetention != 720*time.Hour || c.ArchiveDir != filepath.Join(wd, "rel", "archive") ||
 		c.RedisPrefix != "tenant-b:" || c.DBWait != 0 {
 		t.Fatalf("long-running settings: %+v, %v", c, err)
+	}
+}
+
+// TestPathsAreAbsolute: every path setting may be relative (the default ./data is); Load makes it absolute
+// against the working directory, once, so the plugin runner (which refuses a relative work root) and the store
+// see the same folders whatever their own working directory.
+func TestPathsAreAbsolute(t *testing.T) {
+	wd := t.TempDir()
+	t.Chdir(wd)
+	tmpWork := filepath.Join(os.TempDir(), "halley-plugins")
+	cases := []struct {
+		name                                         string
+		env                                          map[string]string
+		data, plugins, work, logs, archive, database string
+	}{
+		// The work dir is not in the data dir (the sandbox closes that to the plugin uids).
+		{"defaults", nil, "data", "data/plugins", tmpWork, "data/plugin-logs", "data/archive", ""},
+		{"relative data, plugin, work and archive dirs", map[string]string{"HALLEY_DATA_DIR": "var/../state", "HALLEY_PLUGIN_DIR": "./nas/plugins", "HALLEY_PLUGIN_WORK_DIR": "runs/",
+			"HALLEY_ARCHIVE_DIR": "nas/archive/"}, "state", "nas/plugins", "runs", "state/plugin-logs", "nas/archive", ""},
+		{"absolute ones stay", map[string]string{"HALLEY_DATA_DIR": "/srv/halley", "HALLEY_PLUGIN_DIR": "/mnt/nas", "HALLEY_PLUGIN_WORK_DIR": "/run/halley", "HALLEY_ARCHIVE_DIR": "/mnt/archive"},
+			"/srv/halley", "/mnt/nas", "/run/halley", "/srv/halley/plugin-logs", "/mnt/archive", ""},
+		{"a relative sqlite file", map[string]string{"HALLEY_DATABASE_URL": "sqlite://db/halley.db"},
+			"data", "data/plugins", tmpWork, "data/plugin-logs", "data/archive", "sqlite://" + filepath.Join(wd, "db/halley.db")},
+		{"an absolute sqlite file", map[string]string{"HALLEY_DATABASE_URL": "sqlite:///var/lib/h.db"},
+			"data", "data/plugins", tmpWork, "data/plugin-logs", "data/archive", "sqlite:///var/lib/h.db"},
+	}
+	at := func(p string) string {
+		if filepath.IsAbs(p) {
+			return p
+		}
+		return filepath.Join(wd, p)
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := config.Load("", env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := []string{c.DataDir, c.PluginDir, c.PluginWorkDir, c.PluginLogDir, c.ArchiveDir, c.DatabaseURL}
+			want := []string{at(tc.data), at(tc.plugins), at(tc.work), at(tc.logs), at(tc.archive), tc.database}
+			for i := range got {
+				if got[i] != want[i] {
+					t.Errorf("path %d: got %q, want %q", i, got[i], want[i])
+				}
+			}
+			attrs := fmt.Sprint(c.PathAttrs()...)
+			for _, p := range got[:5] {
+				if !strings.Contains(attrs, p) {
+					t.Errorf("PathAttrs %s lacks %s", attrs, p)
+				}
+			}
+		})
+	}
+	// The --config file, which the sandbox closes to plugins, is a path too.
+	if err := os.WriteFile("halley.yaml", []byte("log_level: warn\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := config.Load("halley.yaml", env(nil)); err != nil || c.File != filepath.Join(wd, "halley.yaml") {
+		t.Fatalf("config file: %v, %v", c, err)
 	}
 }
 
@@ -69,6 +131,10 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_DB_WAIT": "soon"}, want: "HALLEY_DB_WAIT: must be a duration"},
 		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_DUTY": "0"}, want: "HALLEY_INSTANCE_RETENTION_DUTY: must be a number from 0.01 to 1"},
 		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_BATCH": "5000"}, want: "HALLEY_INSTANCE_RETENTION_BATCH: must be a whole number from 1 to 1000"},
+		{env: map[string]string{"HALLEY_PLUGIN_PYTHON": "venv/bin/python3"}, want: "HALLEY_PLUGIN_PYTHON: must be a name looked up on the plugins' PATH or an absolute path"},
+		{env: map[string]string{"HALLEY_PLUGIN_CGROUP": "halley"}, want: "HALLEY_PLUGIN_CGROUP: must be an absolute path or off"},
+		{env: map[string]string{"HALLEY_PLUGIN_ALLOW_ROOT": "maybe"}, want: "HALLEY_PLUGIN_ALLOW_ROOT: must be 0 or 1"},
+		{env: map[string]string{"HALLEY_OUTBOUND_ALLOW": "10.0.0.0/33"}, want: "HALLEY_OUTBOUND_ALLOW: \"10.0.0.0/33\" is not a CIDR"},
 		{file: map[string]string{"colour": "blue"}, want: `unknown setting "colour"`},
 		{file: map[string]string{"log_level": "loud"}, want: "log_level (in "},
 	}
@@ -119,6 +185,33 @@ func TestDocumented(t *testing.T) {
 	for _, s := range config.Settings() {
 		if !strings.Contains(string(b), s.Env) || !strings.Contains(string(b), s.Key) {
 			t.Errorf("docs/configuration.md does not document %s (%s)", s.Env, s.Key)
+		}
+	}
+}
+
+// TestLocalURL: `halley templates load` finds the server as serve describes it: HALLEY_PUBLIC_URL, else
+// http://HALLEY_ADDR with an unspecified host made the loopback.
+func TestLocalURL(t *testing.T) {
+	cases := []struct {
+		env  map[string]string
+		want string
+	}{
+		{nil, "http://127.0.0.1:8080"},
+		{map[string]string{"HALLEY_ADDR": "127.0.0.1:9001"}, "http://127.0.0.1:9001"},
+		{map[string]string{"HALLEY_ADDR": "0.0.0.0:9002"}, "http://127.0.0.1:9002"},
+		{map[string]string{"HALLEY_ADDR": "[::]:9003"}, "http://127.0.0.1:9003"},
+		{map[string]string{"HALLEY_ADDR": ":9004"}, "http://127.0.0.1:9004"},
+		{map[string]string{"HALLEY_ADDR": "[::1]:9005"}, "http://[::1]:9005"},
+		{map[string]string{"HALLEY_ADDR": "halley.local:9006"}, "http://halley.local:9006"},
+		{map[string]string{"HALLEY_ADDR": "0.0.0.0:9007", "HALLEY_PUBLIC_URL": "https://halley.example.com/"}, "https://halley.example.com"},
+	}
+	for _, tc := range cases {
+		c, err := config.Load("", env(tc.env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.LocalURL(); got != tc.want {
+			t.Errorf("%v: LocalURL() = %q, want %q", tc.env, got, tc.want)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -76,8 +77,19 @@ type Sweeper struct {
 	retention map[model.RetentionGroup]*time.Duration
 }
 
-// New returns a sweeper over st; call Run.
-func New(st model.ArchiveStore, opts Options) *Sweeper {
+// New returns a sweeper over st writing into opts.Dir (required, absolute: every replica must name the same
+// storage, whatever its working directory); call Run.
+func New(st model.ArchiveStore, opts Options) (*Sweeper, error) {
+	switch {
+	case st == nil:
+		return nil, errors.New("archive: the sweeper needs a store")
+	case opts.Dir == "" || !filepath.IsAbs(opts.Dir):
+		return nil, fmt.Errorf("archive: the archive directory must be an absolute path (HALLEY_ARCHIVE_DIR), got %q", opts.Dir)
+	case opts.Retention < 0:
+		return nil, fmt.Errorf("archive: retention must not be negative (0 keeps instances forever), got %v", opts.Retention)
+	case opts.Duty < 0 || opts.Duty > 1:
+		return nil, fmt.Errorf("archive: duty must be from 0 (the default) to 1, got %v", opts.Duty)
+	}
 	if opts.Every <= 0 {
 		opts.Every = time.Hour
 	}
@@ -87,7 +99,7 @@ func New(st model.ArchiveStore, opts Options) *Sweeper {
 	if opts.Lease <= 0 {
 		opts.Lease = min(max(2*opts.Every, 10*time.Second), 2*time.Minute)
 	}
-	if opts.Duty <= 0 || opts.Duty > 1 {
+	if opts.Duty == 0 {
 		opts.Duty = 0.1
 	}
 	if opts.Owner == "" {
@@ -102,7 +114,7 @@ func New(st model.ArchiveStore, opts Options) *Sweeper {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Sweeper{st: st, opts: opts, log: opts.Logger.With("component", "retention_sweep"), retention: map[model.RetentionGroup]*time.Duration{}}
+	return &Sweeper{st: st, opts: opts, log: opts.Logger.With("component", "retention_sweep"), retention: map[model.RetentionGroup]*time.Duration{}}, nil
 }
 
 // Run sweeps at once and then every Options.Every until ctx is done. A failed sweep is logged and tried again at

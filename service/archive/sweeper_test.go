@@ -16,6 +16,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/archive"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
@@ -30,6 +31,16 @@ var (
 	t0    = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	admin = &model.Principal{TenantID: model.DefaultTenant, Username: "admin", Roles: []string{model.RoleAdmin}}
 )
+
+// noEvents: nobody subscribed to any event.
+type noEvents struct{}
+
+func (noEvents) Wants(string, string, string) bool { return false }
+
+// nobody drains the outbox (the tests look at its rows).
+type nobody struct{}
+
+func (nobody) Notify() {}
 
 // harness is an engine on a real store with a fake clock, and a sweeper on the same store and clock.
 type harness struct {
@@ -46,8 +57,16 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 	clk := clock.NewFake(t0)
 	s.SetNow(clk.Now)
 	tpl := template.New(s, clk.Now)
-	h := &harness{t: t, s: s, clk: clk, tpl: tpl, dir: t.TempDir(),
-		eng: engine.New(s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})}
+	files, err := plugin.NewCache(t.TempDir(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
+		Executor: engine.NoExecutor}, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, s: s, clk: clk, tpl: tpl, dir: t.TempDir(), eng: eng}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost})
 	for _, u := range []string{"admin", "bob"} {
 		if _, err := ids.CreateUser(ctx, model.DefaultTenant, identity.CreateUserRequest{Username: u, Password: "pw-" + u + "-1234"}); err != nil {
@@ -62,7 +81,11 @@ func (h *harness) sweeper(opts archive.Options) *archive.Sweeper {
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
-	return archive.New(h.s, opts)
+	sw, err := archive.New(h.s, opts)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return sw
 }
 
 func (h *harness) publish(key, def string) {

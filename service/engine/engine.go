@@ -18,15 +18,48 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/template"
 )
+
+// Store is what the engine keeps in the database, as one interface: instances changed one at a time and in
+// groups (group commit, batched timers), the plugin versions and runs its steps queue and finish, and the message
+// ids and message start triggers of POST /messages. The engine
+// relies on every method; a store (or a test's wrapper of one) that has them all behaves the same everywhere.
+// storetest.EngineStoreContract checks an implementation against the contract the engine relies on.
+type Store interface {
+	model.InstanceStore
+	model.BatchInstanceStore
+	// GetPlugin returns a plugin version (0 = latest); ENOTFOUND when missing.
+	GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error)
+	// GetRun returns a plugin run; ENOTFOUND when missing.
+	GetRun(ctx context.Context, tenant, id string) (*model.PluginRun, error)
+	// ClaimRuns leases up to n queued runs (or running runs whose lease expired) to worker.
+	ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*model.PluginRun, error)
+	// ExtendRuns renews the leases of runs worker still executes.
+	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error
+	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).
+	FinishRunOnly(ctx context.Context, r *model.PluginRun) error
+	// ClaimMessageID records a message id as being handled by the caller (claimed true), unless it was seen:
+	// then it returns the stored answer of the first request (answer non-nil), or nil while that request is
+	// still running. A claim left without an answer since before staleBefore (its request died) is taken over.
+	ClaimMessageID(ctx context.Context, tenant, id string, now, staleBefore time.Time) (answer []byte, claimed bool, err error)
+	// FinishMessageID stores the answer of the request that claimed the id.
+	FinishMessageID(ctx context.Context, tenant, id string, answer []byte) error
+	// AbandonMessageID forgets a claim whose request failed before it did anything, so a retry may run.
+	AbandonMessageID(ctx context.Context, tenant, id string) error
+	// MessageTriggers lists the templates that start on a message name, by key (trigger.Publisher keeps the index).
+	MessageTriggers(ctx context.Context, tenant, message string) ([]model.MessageTrigger, error)
+}
 
 // Directory answers who holds a role, who a user's manager is and who leads a department.
 type Directory interface {
 	UsersWithRole(ctx context.Context, tenant, role string) ([]string, error)
 	GetUser(ctx context.Context, tenant, username string) (*model.User, error)
 	GetDepartment(ctx context.Context, tenant, name string) (*model.Department, error)
+	// UserStates answers, for each name that is a user, whether it is disabled; other names are left out.
+	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
 }
 
 // EventSink says whether anybody subscribed to an event, so that events nobody wants cost nothing.
@@ -34,26 +67,74 @@ type EventSink interface {
 	Wants(tenant, event, template string) bool
 }
 
-// Options configure the engine.
+// Notifier is woken when there is work for it; Notify never blocks.
+type Notifier interface {
+	Notify()
+}
+
+// LocalExecutor is this process's plugin executor as the engine sees it (*plugin.Executor). A run the engine
+// queues while it has a free worker is written leased to it in the queuing transaction and offered to it right
+// after the commit: no outbox row, no claim. The durable row stays the safety net: should the process die before
+// the run is done, its lease expires and any executor's claim runs it again as the next attempt.
+type LocalExecutor interface {
+	// Available says whether the executor would start a new run at once.
+	Available() bool
+	// WorkerID is the lease owner of the runs offered to it.
+	WorkerID() string
+	// Lease is how long an offered run is leased before the executor renews it.
+	Lease() time.Duration
+	// Offer gives the executor runs written leased to it, after their transaction committed.
+	Offer(jobs ...plugin.Job)
+}
+
+// Deps are the engine's collaborators; every one is required (New says which is missing).
+type Deps struct {
+	Store     Store
+	Templates *template.Service
+	Directory Directory
+	// Events says which events anybody subscribed to (the subscription service).
+	Events EventSink
+	// Outbox is woken after a commit that wrote outbox rows (the outbox dispatcher).
+	Outbox Notifier
+	// PluginFiles is where the plugin files of queued runs are found when the runs are prepared for an executor:
+	// this replica's cache of the files stored in the database (*plugin.Cache).
+	PluginFiles PluginFiles
+	// Executor is this process's plugin executor (see LocalExecutor); NoExecutor when the process runs none.
+	Executor LocalExecutor
+}
+
+// NoExecutor is the LocalExecutor of a process that executes no plugin runs itself: every run is queued for a
+// claim by an executor elsewhere.
+var NoExecutor LocalExecutor = noExecutor{}
+
+type noExecutor struct{}
+
+func (noExecutor) Available() bool      { return false }
+func (noExecutor) WorkerID() string     { return "" }
+func (noExecutor) Lease() time.Duration { return 0 }
+func (noExecutor) Offer(...plugin.Job)  {}
+
+// Options tune the engine; the zero value is the default.
 type Options struct {
-	Clock  clock.Clock
-	Logger *slog.Logger
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
 	// CallbackKey signs callback URLs (derived from HALLEY_SECRET).
 	CallbackKey []byte
 	// PublicURL is the base of callback URLs, e.g. https://halley.example.com.
 	PublicURL string
-	Events    EventSink
-	// OnOutbox is called after a commit that wrote outbox rows (wakes the dispatcher).
-	OnOutbox func()
 	// NoGroupCommit runs every step in a transaction of its own (see group.go).
 	NoGroupCommit bool
-	// NoBatchTimers fires every due timer in a transaction of its own (see HandleTimers).
+	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
 	NoBatchTimers bool
+	// UserCacheTTL is how long the engine remembers whether an approver exists and is enabled (default 5s;
+	// negative: not at all). It spares a step the directory read that would make it run twice (see reads); a
+	// user disabled meanwhile may still get a task for that long.
+	UserCacheTTL time.Duration
 }
 
 // Engine runs instances.
 type Engine struct {
-	store       model.InstanceStore
+	store       Store
 	templates   *template.Service
 	dir         Directory
 	clock       clock.Clock
@@ -61,13 +142,13 @@ type Engine struct {
 	callbackKey []byte
 	publicURL   string
 	events      EventSink
-	onOutbox    func()
-	cron        func(ctx context.Context, t *model.Timer) error
-	onPluginRun func()
-	handOver    PluginHandOver // nil: every run is queued for a claim
-	group       *grouper       // nil: every step in a transaction of its own
-	// noBatchTimers: HandleTimers fires each timer alone.
+	outbox      Notifier
+	plugins     *PluginQueue
+	group       *grouper // nil: every step in a transaction of its own
+	// noBatchTimers: FireTimers fires each timer alone.
 	noBatchTimers bool
+
+	users *userCache
 
 	mu      sync.Mutex
 	waiters map[string][]*endWaiter
@@ -75,51 +156,45 @@ type Engine struct {
 	loaded sync.Map
 }
 
-// New returns an engine.
-func New(store model.InstanceStore, templates *template.Service, dir Directory, opts Options) *Engine {
+// New returns an engine, or an error naming the dependency that is missing.
+func New(d Deps, opts Options) (*Engine, error) {
+	for _, m := range []struct {
+		name    string
+		missing bool
+	}{
+		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Events", d.Events == nil},
+		{"Outbox", d.Outbox == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Executor", d.Executor == nil},
+	} {
+		if m.missing {
+			return nil, fmt.Errorf("engine: %s is required", m.name)
+		}
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: store, templates: templates, dir: dir, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: opts.Events, onOutbox: opts.OnOutbox, waiters: map[string][]*endWaiter{},
-		noBatchTimers: opts.NoBatchTimers}
-	if bs, ok := store.(model.BatchInstanceStore); ok && !opts.NoGroupCommit {
-		e.group = &grouper{single: store, batch: bs}
+	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
+		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
+		noBatchTimers: opts.NoBatchTimers, users: newUserCache(opts.UserCacheTTL)}
+	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
+	if !opts.NoGroupCommit {
+		e.group = &grouper{store: d.Store}
 	}
-	return e
+	return e, nil
 }
 
-// Now is the engine's clock (the plugin executor leases runs on it).
+// Now is the engine's clock.
 func (e *Engine) Now() time.Time { return e.clock.Now() }
 
-// SetOnPluginRun sets what wakes the plugin executor when a run is queued outside the outbox.
-func (e *Engine) SetOnPluginRun(f func()) { e.onPluginRun = f }
-
-// PluginHandOver is this process's plugin executor as the engine sees it (PluginQueue.Attach sets it).
-type PluginHandOver interface {
-	// Lease says whether the executor would start a new run at once, and if so under which worker id and until
-	// when the run is to be leased. The engine then writes the run leased in the queuing transaction.
-	Lease() (worker string, until time.Time, ok bool)
-	// HandOver gives the executor runs written leased to it, after their transaction committed.
-	HandOver(runs []*model.PluginRun)
-}
-
-// SetPluginHandOver sets this process's plugin executor (see PluginHandOver); nil queues every run for a claim.
-func (e *Engine) SetPluginHandOver(h PluginHandOver) { e.handOver = h }
-
-// SetEvents sets the event sink (wired after construction to break a dependency cycle).
-func (e *Engine) SetEvents(s EventSink) { e.events = s }
-
-// SetOnOutbox sets the outbox wake-up (wired after construction).
-func (e *Engine) SetOnOutbox(f func()) { e.onOutbox = f }
+// PluginQueue is the queue plugin executors claim this engine's runs from (plugin.Executor.Run).
+func (e *Engine) PluginQueue() *PluginQueue { return e.plugins }
 
 // committed runs after a transaction committed: hand the runs leased to this process's executor over, wake the
 // dispatcher and whoever waits for the instance's end.
 func (e *Engine) committed(w *model.Work) {
-	if e.handOver != nil {
+	if len(w.NewPluginRuns) > 0 {
 		var mine []*model.PluginRun
 		for _, r := range w.NewPluginRuns {
 			if r.Status == model.RunRunning && r.LeaseOwner != "" {
@@ -127,11 +202,11 @@ func (e *Engine) committed(w *model.Work) {
 			}
 		}
 		if len(mine) > 0 {
-			e.handOver.HandOver(mine)
+			e.plugins.handOver(mine)
 		}
 	}
-	if len(w.Outbox) > 0 && e.onOutbox != nil {
-		e.onOutbox()
+	if len(w.Outbox) > 0 {
+		e.outbox.Notify()
 	}
 	if w.Instance.Ended() {
 		e.mu.Lock()
@@ -184,6 +259,11 @@ type StartRequest struct {
 	Context       json.RawMessage `json:"context"`
 	CorrelationID string          `json:"correlation_id"`
 	Title         string          `json:"title"`
+	// OverrideTrigger lets an admin start a template whose start trigger is not manual (its form, API or crontab
+	// trigger is skipped); the history records it.
+	OverrideTrigger bool `json:"override_trigger"`
+	// Initiator starts the instance on behalf of this user (API tokens only); the history records the token.
+	Initiator string `json:"initiator"`
 }
 
 // checkStart validates the fields every start shares and returns the context as a compact JSON object.
@@ -198,6 +278,9 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 	if len(doc) == 0 || string(doc) == "null" {
 		return json.RawMessage("{}"), nil
 	}
+	if err := model.CheckDocumentDepth("context", doc); err != nil {
+		return nil, err
+	}
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_context", "context must be a JSON object")
@@ -206,7 +289,11 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 	return b, nil
 }
 
-// Start starts an instance of a published template (latest version unless one is given).
+// Start starts an instance of a published template (latest version unless one is given). Only templates started
+// by hand (trigger manual) start here: the others have a trigger of their own, with its own checks (a form's
+// members, an API trigger's credentials and IP allow-list), that this route must not skip; an admin may override
+// with override_trigger (403 trigger_required otherwise). An API token may start on behalf of a user, who is then
+// the initiator; the history names the token.
 func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartRequest) (*InstanceView, error) {
 	if req.Template == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_template", "template is required")
@@ -218,6 +305,18 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 	if err != nil {
 		return nil, err
 	}
+	if req.OverrideTrigger && !actor.IsAdmin() {
+		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may override a template's start trigger")
+	}
+	opts := startOptions{secrets: systemPrincipal(actor)}
+	initiator := actor.Username
+	if req.Initiator != "" {
+		if initiator, err = e.onBehalfOf(ctx, actor, req.Initiator); err != nil {
+			return nil, err
+		}
+		opts.actor = actor.Username
+		opts.info = map[string]any{"on_behalf_of": initiator}
+	}
 	c, err := e.templates.Compiled(ctx, actor.TenantID, req.Template, req.Version)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) && req.Version == 0 {
@@ -225,7 +324,59 @@ func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartReq
 		}
 		return nil, err
 	}
-	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+	if c.Hidden {
+		// A dynamic linear process's template ran once; starting it again would also show its steps to anyone.
+		return nil, model.CodedError(model.ENOTFOUND, "template_not_found", "template %q not found", req.Template)
+	}
+	if kind := c.Def.Start().Trigger.Kind; kind != "" && kind != model.TriggerManual {
+		if !req.OverrideTrigger {
+			return nil, model.CodedError(model.EFORBIDDEN, "trigger_required", "template %q starts through its %s trigger, not here", req.Template, kind).
+				WithDetails(map[string]any{"trigger": kind})
+		}
+		if opts.info == nil {
+			opts.info = map[string]any{}
+		}
+		// The audit reads this: who bypassed which trigger.
+		opts.info["override_trigger"] = kind
+	} else if a := model.AuditFrom(ctx); a != nil && req.OverrideTrigger {
+		// override_trigger on a template started by hand bypasses nothing: no override to audit (as the history
+		// records none).
+		a.Discard()
+	}
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, initiator, c, doc, req.CorrelationID, req.Title, opts)
+}
+
+// onBehalfOf checks a start on behalf of a user: only API tokens may, and the user must exist and be enabled.
+func (e *Engine) onBehalfOf(ctx context.Context, actor *model.Principal, username string) (string, error) {
+	if !actor.Token {
+		return "", model.CodedError(model.EFORBIDDEN, "not_allowed", "only API tokens may start an instance on behalf of a user")
+	}
+	if err := model.ValidUsername(username); err != nil {
+		return "", model.CodedError(model.EUNPROCESSABLE, "unknown_user", "initiator %q is not a user", username)
+	}
+	u, err := e.dir.GetUser(ctx, actor.TenantID, username)
+	switch {
+	case model.IsKind(err, model.ENOTFOUND):
+		return "", model.CodedError(model.EUNPROCESSABLE, "unknown_user", "initiator %q is not a user", username)
+	case err != nil:
+		return "", err
+	case u.Disabled:
+		return "", model.CodedError(model.EUNPROCESSABLE, "user_disabled", "initiator %q is disabled", username)
+	}
+	return u.Username, nil
+}
+
+// systemPrincipal reports a caller that acts for systems: an admin or an API token. Only they see signed URLs
+// (callback URLs) and resume system waits (callbacks, messages, bookmarks).
+func systemPrincipal(actor *model.Principal) bool {
+	return actor != nil && (actor.IsAdmin() || actor.Token)
+}
+
+// startOptions are what a start records besides its instance.
+type startOptions struct {
+	actor   string         // who started it, when not the initiator (an API token on behalf of a user)
+	info    map[string]any // added to the data of the instance.started history item
+	secrets bool           // the answer shows signed URLs (callback URLs): for admins and API tokens
 }
 
 // LinearRequest is the body of POST /instances/linear.
@@ -246,17 +397,28 @@ func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req Li
 	if err != nil {
 		return nil, err
 	}
-	return e.StartCompiled(ctx, actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title)
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), actor.TenantID, actor.Username, c, doc, req.CorrelationID, req.Title,
+		startOptions{secrets: systemPrincipal(actor)})
 }
 
-// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly).
+// StartCompiled starts an instance of a compiled version for an initiator (triggers use it directly). Its answer
+// shows no signed URLs: triggers answer anonymous callers and users.
 func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
-	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title)
+	return e.startCompiled(ctx, uuid.Must(uuid.NewV7()).String(), tenant, initiator, c, doc, corr, title, startOptions{})
 }
 
-func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string) (*InstanceView, error) {
+func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string,
+	opts startOptions) (*InstanceView, error) {
 	if title == "" {
 		title = c.Key
+	}
+	actor := opts.actor
+	if actor == "" {
+		actor = initiator
+	}
+	started := map[string]any{"template": c.Key, "version": c.Version}
+	for k, v := range opts.info {
+		started[k] = v
 	}
 	var (
 		inst *model.Instance
@@ -267,8 +429,8 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
 			Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w = &model.Work{Instance: inst}
-		r := e.newRun(ctx, w, c, initiator)
-		r.history("instance.started", "", "", "", map[string]any{"template": c.Key, "version": c.Version})
+		r := e.newRun(ctx, w, c, actor)
+		r.history("instance.started", "", "", "", started)
 		r.event("instance.started", "", nil)
 		if err := r.activate(c.Def.Start().ID); err != nil {
 			return nil, err
@@ -284,7 +446,7 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 	}
 	e.loaded.Store(loadedKey(tenant, c.Key, c.Version), true)
 	e.committed(w)
-	return e.view(inst, w.Tasks, true), nil
+	return e.view(inst, w.Tasks, opts.secrets), nil
 }
 
 // update runs fn on a locked instance with a fresh run, and returns the instance afterwards. A step that needs
@@ -465,7 +627,7 @@ type DecideRequest struct {
 	Data    json.RawMessage `json:"data"`
 }
 
-// Approve approves a pending task; data is merged into the context.
+// Approve approves a pending task; data is written into the context as the task's form allows (formdata.go).
 func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID string, req DecideRequest) (*Decided, error) {
 	return e.decide(ctx, actor, taskID, true, req)
 }
@@ -482,6 +644,9 @@ func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID stri
 	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
+	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
 	}
 	var out *model.Task
 	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
@@ -522,10 +687,7 @@ func (e *Engine) Transfer(ctx context.Context, actor *model.Principal, taskID st
 	if err := model.ValidUsername(req.To); err != nil {
 		return nil, err
 	}
-	if _, err := e.dir.GetUser(ctx, actor.TenantID, req.To); err != nil {
-		if model.IsKind(err, model.ENOTFOUND) {
-			return nil, model.CodedError(model.EUNPROCESSABLE, "unknown_user", "user %q does not exist", req.To)
-		}
+	if err := e.checkAssignable(ctx, actor.TenantID, req.To); err != nil {
 		return nil, err
 	}
 	var out *model.Task
@@ -557,10 +719,7 @@ func (e *Engine) AddSign(ctx context.Context, actor *model.Principal, taskID str
 	}
 	users := dedupe(req.Users)
 	for _, u := range users {
-		if _, err := e.dir.GetUser(ctx, actor.TenantID, u); err != nil {
-			if model.IsKind(err, model.ENOTFOUND) {
-				return nil, model.CodedError(model.EUNPROCESSABLE, "unknown_user", "user %q does not exist", u)
-			}
+		if err := e.checkAssignable(ctx, actor.TenantID, u); err != nil {
 			return nil, err
 		}
 	}
@@ -623,7 +782,7 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason, st
 // FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
 // already handled, do nothing.
 func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
-	_, err := e.update(ctx, tenant, t.InstanceID, "system", func(r *run) error {
+	_, err := e.update(ctx, tenant, t.InstanceID, model.ActorSystem, func(r *run) error {
 		if r.inst.Ended() {
 			r.w.FiredTimers = append(r.w.FiredTimers, t.ID)
 			return nil
@@ -643,9 +802,17 @@ func (e *Engine) WaitEnd(ctx context.Context, tenant, id string) (*model.Instanc
 	return e.waitEnd(ctx, tenant, id, x, true)
 }
 
-// waitEnd waits for x (the end committed by this process, which carries the instance: no read) while polling
-// every 250 ms (another replica may end it); readFirst reads once at once. When ctx is done it returns the
-// instance as it is then.
+// Polling for an end committed by another replica starts at waitPollFirst and grows by half at every read up to
+// waitPollMax: a sync call that is answered quickly (the usual case, and then by this process's own signal) costs
+// no read, and one waiting for minutes costs a read every few seconds, not four a second.
+const (
+	waitPollFirst = 250 * time.Millisecond
+	waitPollMax   = 5 * time.Second
+)
+
+// waitEnd waits for x, the end committed by this process, which carries the instance (no read). Another replica
+// may end it instead, so it also reads the instance now and then (waitPollFirst, growing to waitPollMax, on the
+// engine's clock); readFirst reads once at once. When ctx is done it returns the instance as it is then.
 func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, readFirst bool) (*model.Instance, error) {
 	get := func() (*model.Instance, error) {
 		// Read with a context of its own: the last look after ctx's deadline must still succeed.
@@ -654,8 +821,9 @@ func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, r
 		inst, _, err := e.store.GetInstance(rctx, tenant, id)
 		return inst, err
 	}
-	tick := time.NewTicker(250 * time.Millisecond)
-	defer tick.Stop()
+	every := waitPollFirst
+	poll := e.clock.NewTimer(every)
+	defer poll.Stop()
 	read := readFirst
 	for {
 		if read {
@@ -663,14 +831,17 @@ func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, r
 			if err != nil || inst.Ended() || ctx.Err() != nil {
 				return inst, err
 			}
+			read = false
 		}
 		select {
 		case <-ctx.Done():
 			read = true // the last look
 		case <-x.done:
 			return x.inst, nil
-		case <-tick.C:
+		case <-poll.C():
 			read = true
+			every = min(every*3/2, waitPollMax)
+			poll.Reset(every)
 		}
 	}
 }
@@ -684,7 +855,7 @@ func (e *Engine) StartCompiledAndWait(ctx context.Context, tenant, initiator str
 	id := uuid.Must(uuid.NewV7()).String()
 	x, cancel := e.ended(id)
 	defer cancel()
-	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title)
+	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title, startOptions{})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -226,7 +226,8 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 				{"from":"oops","to":"fix"},{"from":"fix","to":"end2"}]}`)
 			id := h.start("ann", "noroute-caught", `{"kind":"z"}`)
 			h.wantStatus(id, model.StatusRunning)
-			h.wantNodes(id, map[string]string{"gate": "failed", "x": "", "oops": "completed", "fix": "active"})
+			// The failed node's outgoing edges are killed, as a catch would: x and end are skipped.
+			h.wantNodes(id, map[string]string{"gate": "failed", "x": "skipped", "end": "skipped", "oops": "completed", "fix": "active"})
 			if got := h.contextValue(id, "error.node_id").String(); got != "gate" {
 				t.Fatalf("context.error.node_id = %q", got)
 			}
@@ -238,7 +239,7 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			}
 			h.decide(id, "fix", "ops", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"fix": "completed", "end2": "completed", "end": ""})
+			h.wantNodes(id, map[string]string{"fix": "completed", "end2": "completed", "end": "skipped"})
 		})
 	})
 }

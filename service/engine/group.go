@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sort"
 	"sync"
 	"time"
 
@@ -44,8 +45,7 @@ type groupStep struct {
 var errGroupFailed = errors.New("engine: the group's transaction failed")
 
 type grouper struct {
-	single model.InstanceStore
-	batch  model.BatchInstanceStore
+	store Store
 
 	mu       sync.Mutex
 	queue    []*groupStep
@@ -61,7 +61,7 @@ type GroupStats struct {
 	Fallbacks int64 // groups whose transaction failed, their steps then run alone
 }
 
-// GroupStats returns the group-commit counters (zero when the store cannot group).
+// GroupStats returns the group-commit counters (zero with Options.NoGroupCommit).
 func (e *Engine) GroupStats() GroupStats {
 	if e.group == nil {
 		return GroupStats{}
@@ -71,7 +71,7 @@ func (e *Engine) GroupStats() GroupStats {
 	return e.group.stats
 }
 
-// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group when the store can.
+// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit is off.
 // The first step of a request made with an Idempotency-Key carries the key's fence (model.IdempotencyFence).
 func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) (err error) {
 	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
@@ -89,6 +89,15 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 			}
 		}()
 	}
+	if a := model.AuditFrom(ctx); a != nil {
+		fn = audited(a, fn)
+		defer func() {
+			if err == nil {
+				a.Stage()
+				a.Committed()
+			}
+		}()
+	}
 	if e.group == nil {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
@@ -101,13 +110,27 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 	return err
 }
 
-// createInstance stores a started instance like the store's CreateInstance, in a group when the store can.
+// createInstance stores a started instance like the store's CreateInstance, in a group unless group commit is off.
 func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) {
 	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
 		w.Fence = f
 		defer func() {
 			if err == nil {
 				f.Use()
+			}
+		}()
+	}
+	if a := model.AuditFrom(ctx); a != nil {
+		// A start recorded as a change (an admin's override_trigger): its target is the new instance.
+		if a.Target == "" {
+			a.Target = w.Instance.ID
+		}
+		a.Fill(nil, auditState(w.Instance))
+		w.Audit = a
+		defer func() {
+			if err == nil {
+				a.Stage()
+				a.Committed()
 			}
 		}()
 	}
@@ -121,6 +144,33 @@ func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) 
 		return e.store.CreateInstance(ctx, w)
 	}
 	return err
+}
+
+// audited makes a step write the request's audit entry (model.WithAudit: an admin's jump, a terminate) with its
+// other writes, in its transaction, with the instance's status and active nodes before and after the step.
+func audited(a *model.AuditEntry, fn func(w *model.Work) error) func(w *model.Work) error {
+	return func(w *model.Work) error {
+		before := auditState(w.Instance)
+		if err := fn(w); err != nil {
+			return err
+		}
+		a.SetBefore(before)
+		a.SetAfter(auditState(w.Instance))
+		w.Audit = a
+		return nil
+	}
+}
+
+// auditState is what the audit log shows of an instance.
+func auditState(inst *model.Instance) map[string]any {
+	active := []string{}
+	for id, n := range inst.State.Nodes {
+		if n.Active() {
+			active = append(active, id)
+		}
+	}
+	sort.Strings(active)
+	return map[string]any{"status": inst.Status, "active_nodes": active}
 }
 
 func (g *grouper) submit(st *groupStep) {
@@ -177,9 +227,9 @@ func (g *grouper) run(steps []*groupStep) {
 		// Alone: on the request's own context, exactly as without grouping.
 		st := steps[0]
 		if st.create != nil {
-			st.done <- g.single.CreateInstance(st.ctx, st.create)
+			st.done <- g.store.CreateInstance(st.ctx, st.create)
 		} else {
-			st.done <- g.single.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
 		}
 		return
 	}
@@ -198,7 +248,7 @@ func (g *grouper) run(steps []*groupStep) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
 	defer cancel()
-	res, err := g.batch.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
+	res, err := g.store.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
 		return safeFn(byID[w.Instance.ID].fn)(w)
 	}, creates...)
 	g.mu.Lock()

@@ -40,7 +40,7 @@ func (g *gatedStore) CreateInstance(ctx context.Context, w *model.Work) error {
 	return g.Store.CreateInstance(ctx, w)
 }
 
-var _ model.BatchInstanceStore = (*gatedStore)(nil) // or the engine would not group through it
+var _ engine.Store = (*gatedStore)(nil) // the engine takes the whole store interface
 
 func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	g.groups.Add(1)
@@ -69,7 +69,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 		storetest.Each(t, func(t *testing.T, s *store.Store) {
 			gs := &gatedStore{Store: s, gate: make(chan struct{})}
 			h := newHarness(t, s)
-			h.eng = engine.New(gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+			h.eng = newEngine(t, gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
 			gs.failGroups.Store(fail)
 			h.users("ann", "bob", "eve")
 			h.publish("g", oneNode(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))
@@ -154,6 +154,24 @@ func testGroupCommit(t *testing.T, fail int32) {
 			if st.Fallbacks != int64(fail) {
 				t.Fatalf("fallbacks = %d, want %d", st.Fallbacks, fail)
 			}
+		})
+	}
+}
+
+// TestFakeStoresKeepTheContract: the engine tests' store doubles (gatedStore, countingStore), with nothing
+// injected, keep the contract of the real stores (storetest.EngineStoreContract), so what the engine tests
+// observe through them is what it does on SQLite and MySQL.
+func TestFakeStoresKeepTheContract(t *testing.T) {
+	for _, d := range storetest.Dialects {
+		t.Run(d, func(t *testing.T) {
+			t.Run("gatedStore", func(t *testing.T) {
+				s := storetest.Open(t, d)
+				storetest.EngineStoreContract(t, &gatedStore{Store: s, gate: make(chan struct{})}, s)
+			})
+			t.Run("countingStore", func(t *testing.T) {
+				s := storetest.Open(t, d)
+				storetest.EngineStoreContract(t, &countingStore{Store: s}, s)
+			})
 		})
 	}
 }

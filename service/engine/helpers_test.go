@@ -14,6 +14,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
@@ -37,13 +38,48 @@ type harness struct {
 
 func newHarness(t *testing.T, s *store.Store) *harness {
 	t.Helper()
+	return newHarnessWith(t, s, s, engine.Options{})
+}
+
+// newHarnessWith is newHarness with another directory and engine options (the clock and callback key are set).
+func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts engine.Options) *harness {
+	t.Helper()
 	clk := clock.NewFake(t0)
 	tpl := template.New(s, clk.Now)
+	opts.Clock, opts.CallbackKey = clk, []byte("callback-key-for-tests")
 	h := &harness{t: t, ctx: context.Background(), s: s, tpl: tpl, clk: clk,
-		eng: engine.New(s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")}),
+		eng: newEngine(t, s, tpl, dir, opts),
 		ids: identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost})}
 	return h
 }
+
+// newEngine is an engine over st (a real store, or a test's wrapper of one) as the composition root builds it,
+// minus what these tests do not use: nobody subscribed to events, an outbox that nobody drains (tests look at
+// its rows), and no plugin executor in the process.
+func newEngine(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Directory, opts engine.Options) *engine.Engine {
+	t.Helper()
+	// Every store of these tests is a *store.Store or wraps one: it holds the plugin files.
+	files, err := plugin.NewCache(t.TempDir(), st.(plugin.BlobSource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := engine.New(engine.Deps{Store: st, Templates: tpl, Directory: dir, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
+		Executor: engine.NoExecutor}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return eng
+}
+
+// noEvents is an engine.EventSink with no subscriptions.
+type noEvents struct{}
+
+func (noEvents) Wants(string, string, string) bool { return false }
+
+// nobody is an engine.Notifier that nobody listens to.
+type nobody struct{}
+
+func (nobody) Notify() {}
 
 // sub returns the harness for a subtest (same engine and store, the subtest's t).
 func (h *harness) sub(t *testing.T) *harness {

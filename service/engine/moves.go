@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -88,7 +89,7 @@ type ReturnTarget struct {
 }
 
 // returnTargets lists the upstream nodes of a node that completed in this instance (people-facing ones: the
-// start, meaning the initiator, and approval nodes), in activation order.
+// start, meaning the initiator — only when the initiator is a person — and approval nodes), in activation order.
 func (r *run) returnTargets(nodeID string) []ReturnTarget {
 	up := ancestors(r.c, nodeID)
 	var nss []*model.NodeState
@@ -97,6 +98,9 @@ func (r *run) returnTargets(nodeID string) []ReturnTarget {
 		n := r.c.Def.Node(id)
 		if ns == nil || ns.State != model.NodeCompleted || (n.Type != model.NodeStart && n.Type != model.NodeApproval) {
 			continue
+		}
+		if n.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+			continue // nobody could resubmit (no_initiator)
 		}
 		nss = append(nss, ns)
 	}
@@ -110,23 +114,34 @@ func (r *run) returnTargets(nodeID string) []ReturnTarget {
 
 // ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets).
 func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, error) {
+	ts, _, err := e.ReturnTargetsWhy(ctx, actor, taskID)
+	return ts, err
+}
+
+// ReturnTargetsWhy is ReturnTargets that also says whether the start would have been a target but is left out
+// because the instance has no person as its initiator (no_initiator).
+func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, bool, error) {
 	t, err := e.GetTask(ctx, actor, taskID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	inst, _, err := e.store.GetInstance(ctx, actor.TenantID, t.InstanceID)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	c, err := e.templates.Compiled(ctx, actor.TenantID, inst.Template, inst.Version)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if !t.Open() || inst.Ended() {
-		return []ReturnTarget{}, nil
+		return []ReturnTarget{}, false, nil
 	}
 	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
-	return r.returnTargets(t.NodeID), nil
+	noInitiator := false
+	if start := c.Def.Start(); start != nil && !personInitiator(inst.Initiator) && ancestors(c, t.NodeID)[start.ID] {
+		noInitiator = true
+	}
+	return r.returnTargets(t.NodeID), noInitiator, nil
 }
 
 // MoveRequest is the body of return and jump.
@@ -153,6 +168,10 @@ func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID stri
 		if ns := r.node(req.To); ns == nil || ns.State != model.NodeCompleted {
 			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", req.To)
 		}
+		if target.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+			return model.CodedError(model.EUNPROCESSABLE, "no_initiator",
+				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", r.inst.Initiator)
+		}
 		from := t.NodeID
 		r.close(t, model.TaskCancelled, req.Comment)
 		r.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
@@ -166,6 +185,13 @@ func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID stri
 		return nil, err
 	}
 	return e.view(w.Instance, nil, false), nil
+}
+
+// personInitiator reports whether an instance's initiator is a person who can be given the resubmit task of a
+// return to start: not a synthetic initiator (crontab, anonymous form, an API token, a message sender's token),
+// nor one of the reserved names old instances were started under.
+func personInitiator(initiator string) bool {
+	return model.IsPersonInitiator(initiator) && !slices.Contains(model.ReservedUsernames, initiator)
 }
 
 // awaitResubmit parks the start node on a resubmit task for the initiator (who approves it, optionally with data
@@ -337,7 +363,8 @@ func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, re
 		r.cancelAllTasks("jumped to " + req.To)
 		r.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
 		if r.inst.Status == model.StatusFailed {
-			r.inst.Status, r.inst.EndedAt = model.StatusRunning, nil
+			// The repair: the instance runs again, and its error is history (node.failed keeps it).
+			r.inst.Status, r.inst.EndedAt, r.inst.State.Error = model.StatusRunning, nil, nil
 		}
 		region := descendants(r.c, req.To)
 		region[req.To] = true

@@ -11,14 +11,15 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 )
 
-// PluginQueue is the plugin executor's queue: runs are durable rows claimed with a lease (FOR UPDATE SKIP LOCKED
-// on MySQL, so every Halley process shares the work and a dead worker's runs are rescued when their lease
-// expires), and results go into the engine in the instance's transaction.
+// PluginQueue is the plugin executors' queue of the engine's runs: runs are durable rows claimed with a lease
+// (FOR UPDATE SKIP LOCKED on MySQL, so every Halley process shares the work and a dead worker's runs are rescued
+// when their lease expires), and results go into the engine in the instance's transaction. It also hands the runs
+// the engine leased to this process's executor over to it (see LocalExecutor). The engine builds it; executors
+// get it with Engine.PluginQueue.
 type PluginQueue struct {
 	e     *Engine
-	ps    model.PluginStore
 	files PluginFiles
-	exec  *plugin.Executor // set by Attach: runs are handed to it at commit
+	local LocalExecutor
 
 	plugins sync.Map // pluginKey -> *model.Plugin (a version never changes)
 	mu      sync.Mutex
@@ -26,9 +27,8 @@ type PluginQueue struct {
 }
 
 var (
-	_ plugin.Queue  = (*PluginQueue)(nil)
-	_ plugin.RunLog = (*PluginQueue)(nil)
-	_ PluginFiles   = (*plugin.Cache)(nil)
+	_ plugin.Queue = (*PluginQueue)(nil)
+	_ PluginFiles  = (*plugin.Cache)(nil)
 )
 
 // PluginFiles gives the local path of a plugin file by its SHA-256, checked against it: *plugin.Cache, which
@@ -37,30 +37,21 @@ type PluginFiles interface {
 	Path(ctx context.Context, sha256 string) (string, error)
 }
 
-// NewPluginQueue returns the queue the executor claims runs from.
-func NewPluginQueue(e *Engine, ps model.PluginStore, files PluginFiles) *PluginQueue {
-	return &PluginQueue{e: e, ps: ps, files: files, runs: map[string]*model.PluginRun{}}
+func newPluginQueue(e *Engine, files PluginFiles, local LocalExecutor) *PluginQueue {
+	return &PluginQueue{e: e, files: files, local: local, runs: map[string]*model.PluginRun{}}
 }
 
-// Attach makes x this process's executor of the engine's plugin runs: a run the engine queues while x has a free
-// worker is written leased to x in the queuing transaction and handed to x right after the commit (no outbox row,
-// no claim). The durable row stays the safety net: if the process dies before the run is done, its lease expires
-// and any executor's claim runs it again as the next attempt.
-func (q *PluginQueue) Attach(x *plugin.Executor) {
-	q.exec = x
-	q.e.SetPluginHandOver(q)
-}
-
-// Lease implements PluginHandOver.
-func (q *PluginQueue) Lease() (string, time.Time, bool) {
-	if q.exec == nil || !q.exec.Available() {
+// lease says whether this process's executor takes a new run at once, and if so under which worker id and until
+// when the run is to be leased; the engine then writes the run leased in the queuing transaction.
+func (q *PluginQueue) lease() (string, time.Time, bool) {
+	if !q.local.Available() {
 		return "", time.Time{}, false
 	}
-	return q.exec.WorkerID(), q.e.clock.Now().Add(q.exec.Lease()), true
+	return q.local.WorkerID(), q.e.clock.Now().Add(q.local.Lease()), true
 }
 
-// HandOver implements PluginHandOver: the runs were committed leased to this executor.
-func (q *PluginQueue) HandOver(runs []*model.PluginRun) {
+// handOver gives this process's executor the runs committed leased to it.
+func (q *PluginQueue) handOver(runs []*model.PluginRun) {
 	jobs := make([]plugin.Job, 0, len(runs))
 	for _, r := range runs {
 		job, err := q.job(context.Background(), r)
@@ -73,7 +64,7 @@ func (q *PluginQueue) HandOver(runs []*model.PluginRun) {
 		q.remember(r)
 		jobs = append(jobs, job)
 	}
-	q.exec.Offer(jobs...)
+	q.local.Offer(jobs...)
 }
 
 func (q *PluginQueue) fail(r *model.PluginRun, err error) {
@@ -100,7 +91,7 @@ func (q *PluginQueue) run(ctx context.Context, id string) (*model.PluginRun, err
 	if ok {
 		return r, nil
 	}
-	return q.ps.GetRun(ctx, model.DefaultTenant, id)
+	return q.e.store.GetRun(ctx, model.DefaultTenant, id)
 }
 
 type pluginKey struct {
@@ -114,7 +105,7 @@ func (q *PluginQueue) plugin(ctx context.Context, tenant, name string, version i
 	if p, ok := q.plugins.Load(k); ok {
 		return p.(*model.Plugin), nil
 	}
-	p, err := q.ps.GetPlugin(ctx, tenant, name, version)
+	p, err := q.e.store.GetPlugin(ctx, tenant, name, version)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +115,7 @@ func (q *PluginQueue) plugin(ctx context.Context, tenant, name string, version i
 
 // Claim leases runs and turns them into jobs. A run whose plugin file is gone fails at once.
 func (q *PluginQueue) Claim(ctx context.Context, worker string, n int, leaseUntil time.Time) ([]plugin.Job, error) {
-	runs, err := q.ps.ClaimRuns(ctx, worker, n, q.e.clock.Now(), leaseUntil)
+	runs, err := q.e.store.ClaimRuns(ctx, worker, n, q.e.clock.Now(), leaseUntil)
 	if err != nil {
 		return nil, err
 	}
@@ -158,13 +149,14 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 	if err := json.Unmarshal(r.Input, &in); err != nil {
 		return plugin.Job{}, fmt.Errorf("corrupt input of run %s: %w", r.ID, err)
 	}
-	return plugin.Job{RunID: r.ID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout},
+	return plugin.Job{RunID: r.ID, TenantID: r.TenantID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout,
+		NetworkOff: p.Network == model.NetworkOff},
 		Input: in}, nil
 }
 
 // Extend renews the leases of runs still executing.
 func (q *PluginQueue) Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) error {
-	return q.ps.ExtendRuns(ctx, worker, runIDs, leaseUntil)
+	return q.e.store.ExtendRuns(ctx, worker, runIDs, leaseUntil)
 }
 
 // Complete records a finished run and hands its result to the engine.
@@ -197,26 +189,4 @@ func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Jo
 		return nil // finished already (a rescued duplicate): nothing more to record
 	}
 	return err
-}
-
-// Write implements plugin.RunLog: the record of a finished attempt goes into the database, where the log of a
-// run is readable from every replica (GET /plugin-runs/{id}/log).
-func (q *PluginQueue) Write(ctx context.Context, job plugin.Job, res plugin.Result) error {
-	// The run's own context may be ending (shutdown); a finished attempt's record is still worth keeping.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
-	tenant := model.DefaultTenant
-	if r, ok := q.peek(job.RunID); ok {
-		tenant = r.TenantID
-	}
-	return q.ps.AppendRunLog(ctx, &model.PluginRunLog{RunID: job.RunID, Attempt: job.Attempt, TenantID: tenant, Plugin: job.Spec.Name,
-		InstanceID: job.Input.InstanceID, Record: string(plugin.FormatRecord(job, res)), CreatedAt: res.StartedAt})
-}
-
-// peek returns a run this process executes, without forgetting it.
-func (q *PluginQueue) peek(id string) (*model.PluginRun, bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	r, ok := q.runs[id]
-	return r, ok
 }

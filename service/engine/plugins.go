@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -45,13 +46,6 @@ func pluginRef(ref string) (string, int, error) {
 	return name, n, nil
 }
 
-func (e *Engine) pluginStore() (model.PluginStore, error) {
-	if ps, ok := e.store.(model.PluginStore); ok {
-		return ps, nil
-	}
-	return nil, fmt.Errorf("engine: the store does not keep plugins")
-}
-
 // ResultToken signs a plugin run's result URL.
 func ResultToken(key []byte, runID string) string {
 	m := hmac.New(sha256.New, key)
@@ -77,14 +71,11 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	ref := ch.Names[ch.Index]
 	name, version, err := pluginRef(ref)
 	if err != nil {
-		return r.nodeError(ns.NodeID, "plugin_not_found", err.Error())
-	}
-	ps, err := r.e.pluginStore()
-	if err != nil {
-		return err
+		return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID, Message: err.Error(),
+			Data: json.RawMessage(`{"reason":"bad_reference"}`)})
 	}
 	v, err := r.read(fmt.Sprintf("plugin\x00%s\x00%d", name, version), func(ctx context.Context) (any, error) {
-		return ps.GetPlugin(ctx, r.inst.TenantID, name, version)
+		return r.e.store.GetPlugin(ctx, r.inst.TenantID, name, version)
 	})
 	if errors.Is(err, errNeedRead) {
 		return err
@@ -92,7 +83,8 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	p, _ := v.(*model.Plugin)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) {
-			return r.nodeError(ns.NodeID, "plugin_not_found", fmt.Sprintf("plugin %q is not uploaded", ref))
+			return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID,
+				Message: fmt.Sprintf("plugin %q is not uploaded", ref), Data: json.RawMessage(`{"reason":"not_uploaded"}`)})
 		}
 		return err
 	}
@@ -126,10 +118,7 @@ func (r *run) queueRun(ns *model.NodeState) error {
 
 // leaseLocal asks this process's executor whether it takes a new run at once.
 func (r *run) leaseLocal() (string, time.Time, bool) {
-	if r.e.handOver == nil {
-		return "", time.Time{}, false
-	}
-	return r.e.handOver.Lease()
+	return r.e.plugins.lease()
 }
 
 // chainNext moves a chain to its next plugin, or finishes it.
@@ -153,7 +142,7 @@ func (r *run) chainNext(ns *model.NodeState) error {
 		if ch.Decision == "reject" {
 			r.endVisit(ns, model.NodeRejected)
 			r.history("node.rejected", ns.NodeID, "", "rejected by plugin decision", nil)
-			return r.killOutgoing(ns.NodeID)
+			return r.kill(ns.NodeID, causeRejection)
 		}
 		return r.complete(ns.NodeID)
 	}
@@ -177,8 +166,20 @@ type PluginOutcome struct {
 }
 
 // PluginResult applies a plugin run's outcome to its instance, recording the run in the same transaction, so a
-// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect.
+// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect (the
+// executor reports every run it finished; one the engine closed already — timed out, cancelled — is ECONFLICT).
 func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome) error {
+	return e.pluginResult(ctx, pr, out, false)
+}
+
+// errRunClosed answers a result for a run that no longer counts: 409 run_closed, and nothing changes.
+func errRunClosed(id, why string) error {
+	return model.CodedError(model.ECONFLICT, "run_closed", "plugin run %s is closed: %s", id, why)
+}
+
+// pluginResult is PluginResult; strict (a result posted by the plugin's system) refuses a run whose node visit
+// is over with run_closed instead of recording it.
+func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome, strict bool) error {
 	pr.Status, pr.Error, pr.ExitCode, pr.Stdout, pr.Stderr = out.Status, out.Error, out.ExitCode, out.Stdout, out.Stderr
 	if out.Started != nil {
 		pr.StartedAt = out.Started
@@ -193,16 +194,18 @@ func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 	}
 	if pr.NodeID == "" {
 		// An event subscription's run: nothing in an instance waits for it.
-		if ps, perr := e.pluginStore(); perr == nil {
-			return ps.FinishRunOnly(ctx, pr)
-		}
+		return e.store.FinishRunOnly(ctx, pr)
 	}
 	_, err := e.update(ctx, pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(r *run) error {
-		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
 		ns := r.node(pr.NodeID)
 		if r.inst.Ended() || ns == nil || ns.Chain == nil || ns.Chain.RunID != pr.ID {
+			if strict {
+				return errRunClosed(pr.ID, "its node is no longer waiting for it")
+			}
+			r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
 			return nil // the visit moved on (terminated, returned, timed out): record the run only
 		}
+		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
 		data := map[string]any{"plugin": pr.Plugin, "version": pr.Version, "run_id": pr.ID, "status": out.Status}
 		if out.ExitCode != nil {
 			data["exit_code"] = *out.ExitCode
@@ -223,14 +226,75 @@ func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 			return r.chainNext(ns)
 		}
 		r.history("plugin.failed", ns.NodeID, "", out.Error, data)
-		return r.nodeError(ns.NodeID, "plugin_failed", fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error))
-	})
-	if model.IsKind(err, model.ENOTFOUND) {
-		if ps, perr := e.pluginStore(); perr == nil {
-			return ps.FinishRunOnly(ctx, pr)
+		code := model.NodeErrPluginFailed
+		if out.Status == model.RunTimedOut {
+			code = model.NodeErrPluginTimeout // the plugin's own timeout: its process was killed
 		}
+		fd, _ := json.Marshal(map[string]any{"run_id": pr.ID, "plugin": pr.Plugin, "version": pr.Version, "status": out.Status, "exit_code": out.ExitCode})
+		return r.nodeFailure(&model.NodeFailure{Code: code, NodeID: ns.NodeID,
+			Message: fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error), Data: fd})
+	})
+	if strict && model.IsKind(err, model.ENOTFOUND) {
+		return errRunClosed(pr.ID, "its instance is gone")
+	}
+	if model.IsKind(err, model.ENOTFOUND) {
+		return e.store.FinishRunOnly(ctx, pr)
 	}
 	return err
+}
+
+// armPluginTimeout arms an auto node's timeout for the visit's plugin run (unless one is armed): when it passes
+// before the plugins are through, the run is timed out and the node error is plugin_timeout.
+func (r *run) armPluginTimeout(n *model.Node, ns *model.NodeState) {
+	if n.Type != model.NodeAuto || n.Timeout <= 0 {
+		return
+	}
+	for _, id := range ns.Timers {
+		if timerKind(ns, id) == model.TimerPluginTimeout {
+			return
+		}
+	}
+	r.armTimer(ns, model.TimerPluginTimeout, r.now.Add(n.Timeout.Std()), nil)
+}
+
+// pluginTimedOut handles an auto node's timeout: the run in flight (queued, running or waiting for its async
+// result) is closed as timed_out — a result arriving later is refused — a retry back-off in progress is
+// dropped, and the node error plugin_timeout goes to the error handler (retry starts a new run).
+func (r *run) pluginTimedOut(n *model.Node, ns *model.NodeState) error {
+	if ns.Chain == nil {
+		return nil // nothing runs: the visit is between plugins (cannot be: a chain is set until the node leaves)
+	}
+	for _, id := range append([]string(nil), ns.Timers...) {
+		if timerKind(ns, id) == model.TimerRetry {
+			r.dropTimer(ns, id)
+		}
+	}
+	msg := fmt.Sprintf("the node's timeout of %s passed before its plugins were through", n.Timeout)
+	var data json.RawMessage
+	if ns.WaitingFor != "retry" && ns.Chain.RunID != "" {
+		now := r.now
+		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: &model.PluginRun{ID: ns.Chain.RunID, Status: model.RunTimedOut,
+			Error: msg, EndedAt: &now}, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}, Close: true})
+		r.history("plugin.timed_out", ns.NodeID, "", msg, map[string]any{"run_id": ns.Chain.RunID})
+		data, _ = json.Marshal(map[string]any{"run_id": ns.Chain.RunID})
+	}
+	return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginTimeout, NodeID: ns.NodeID, Message: msg, Data: data})
+}
+
+// closeAbandonedRun closes the run a visit's plugin chain waits for when the visit ends some other way
+// (terminate, withdraw, jump, return, a caught error): it is cancelled, and a result for it is refused.
+func (r *run) closeAbandonedRun(ns *model.NodeState) {
+	if ns.Chain == nil || ns.Chain.RunID == "" || ns.WaitingFor == "retry" {
+		return
+	}
+	for _, u := range r.w.RunUpdates {
+		if u.Run.ID == ns.Chain.RunID {
+			return // its result (or its timeout) is recorded in this step
+		}
+	}
+	now := r.now
+	r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: &model.PluginRun{ID: ns.Chain.RunID, Status: model.RunCancelled,
+		Error: "its node visit ended before it", EndedAt: &now}, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}, Close: true})
 }
 
 // ResultRequest is the body of POST /plugin-runs/{id}/result.
@@ -249,26 +313,31 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
 	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
+	}
+	// The decision of the structured form is checked like a plugin's stdout (plugin.parseOutput): anything but
+	// approve or reject would be stored and silently read as approve.
+	if d := gjson.GetBytes(data, "decision"); gjson.GetBytes(data, "context").Exists() && d.Exists() &&
+		(d.Type != gjson.String || (d.Str != "" && d.Str != "approve" && d.Str != "reject")) {
+		return nil, model.CodedError(model.EINVALID, "invalid_decision", `decision must be "approve", "reject" or empty, not %s`, d.Raw)
+	}
 	if !e.CheckResultToken(runID, token) && !actor.IsAdmin() {
 		if actor == nil {
 			return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_result_token", "the result token is missing or wrong")
 		}
 		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the signed result URL may finish a plugin run")
 	}
-	ps, err := e.pluginStore()
-	if err != nil {
-		return nil, err
-	}
 	tenant := model.DefaultTenant
 	if actor != nil {
 		tenant = actor.TenantID
 	}
-	run, err := ps.GetRun(ctx, tenant, runID)
+	run, err := e.store.GetRun(ctx, tenant, runID)
 	if err != nil {
 		return nil, err
 	}
 	if run.Status != model.RunWaiting {
-		return nil, model.CodedError(model.ECONFLICT, "run_not_waiting", "plugin run %s is %s, not waiting for a result", runID, run.Status)
+		return nil, errRunClosed(runID, "it is "+run.Status+", not waiting for a result").(*model.Error).WithDetails(map[string]any{"status": run.Status})
 	}
 	now := e.clock.Now().UTC()
 	out := PluginOutcome{Status: req.Status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
@@ -289,23 +358,49 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 			out.Error += ": " + string(data)
 		}
 	}
-	if err := e.PluginResult(ctx, run, out); err != nil {
+	if err := e.pluginResult(ctx, run, out, true); err != nil {
+		if model.IsKind(err, model.ECONFLICT) {
+			var de *model.Error
+			if errors.As(err, &de) && de.Code != "run_closed" {
+				// Another result, or the node's timeout, closed it between the read and this step.
+				return nil, errRunClosed(runID, "another result or its timeout closed it first")
+			}
+		}
 		return nil, err
 	}
-	return ps.GetRun(ctx, tenant, runID)
+	return e.store.GetRun(ctx, tenant, runID)
 }
 
 // PhaseEvent is the phase of a plugin run for an event subscription.
 const PhaseEvent = "event"
 
+// EventPluginStore is what EventPlugins keeps: plugin versions to look up and the runs it queues.
+type EventPluginStore interface {
+	GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error)
+	// CreatePluginRun queues a run outside an instance's transaction.
+	CreatePluginRun(ctx context.Context, r *model.PluginRun) error
+}
+
+// EventPlugins queues the runs of plugin subscriptions (subscription.PluginRuns): runs of no node, with an event
+// as their context, whose results change no instance. It needs no engine, so the subscription service that uses
+// it is built before the engine that asks the subscription service which events are wanted.
+type EventPlugins struct {
+	store EventPluginStore
+	wake  Notifier
+}
+
+// NewEventPlugins returns the queue of event plugin runs; wake is the plugin executor, woken to claim them.
+func NewEventPlugins(store EventPluginStore, wake Notifier) (*EventPlugins, error) {
+	if store == nil || wake == nil {
+		return nil, fmt.Errorf("engine: event plugins need a store and an executor to wake")
+	}
+	return &EventPlugins{store: store, wake: wake}, nil
+}
+
 // QueueEventPlugin queues a run of the latest version of a plugin with an event as its context (plugin
 // subscriptions). The run belongs to no node: its result is recorded and changes no instance.
-func (e *Engine) QueueEventPlugin(ctx context.Context, tenant, name, instanceID string, event json.RawMessage) (string, error) {
-	ps, err := e.pluginStore()
-	if err != nil {
-		return "", err
-	}
-	p, err := ps.GetPlugin(ctx, tenant, name, 0)
+func (q *EventPlugins) QueueEventPlugin(ctx context.Context, tenant, name, instanceID string, event json.RawMessage) (string, error) {
+	p, err := q.store.GetPlugin(ctx, tenant, name, 0)
 	if err != nil {
 		return "", err
 	}
@@ -316,11 +411,9 @@ func (e *Engine) QueueEventPlugin(ctx context.Context, tenant, name, instanceID 
 		return "", err
 	}
 	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: PhaseEvent, Input: input}
-	if err := ps.CreatePluginRun(ctx, run); err != nil {
+	if err := q.store.CreatePluginRun(ctx, run); err != nil {
 		return "", err
 	}
-	if e.onPluginRun != nil {
-		e.onPluginRun()
-	}
+	q.wake.Notify()
 	return id, nil
 }

@@ -35,6 +35,12 @@ type run struct {
 	advancing int
 	// reads are the answers of reads done outside the transaction (nil: read at once).
 	reads *reads
+	// cause is why this step killed edges (causeRejection, causeFailure), failure the node error of a failure
+	// among them, and stranded a routing dead end (a partial join given too few branches, an ignored no_route):
+	// they decide the status of an instance that this step leaves with no reachable end (see blocked).
+	cause    int
+	failure  *model.NodeFailure
+	stranded *model.NodeFailure
 }
 
 func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *run {
@@ -53,7 +59,9 @@ func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled
 	now := e.clock.Now().UTC()
 	w.Instance.UpdatedAt = now
 	w.Instance.Rev++
-	return &run{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor}
+	r := &run{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor}
+	r.upgradeEdges()
+	return r
 }
 
 // nextID returns a new id within the instance: <instance id>.<prefix><n>. Ids of tasks and node visits carry
@@ -183,6 +191,7 @@ func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
 	case model.NodeAuto:
 		// An auto node's work is its plugins: pre then after, in phase "auto"; a "reject" decision rejects it.
 		if names := append(append([]string{}, n.Plugins.Pre...), n.Plugins.After...); len(names) > 0 {
+			r.armPluginTimeout(n, ns)
 			return r.startChain(ns, PhaseAuto, names, thenAuto)
 		}
 		return r.complete(id)
@@ -198,6 +207,7 @@ func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
 
 // endVisit closes what a node visit holds open: its bookmarks and timers.
 func (r *run) endVisit(ns *model.NodeState, state string) {
+	r.closeAbandonedRun(ns)
 	now := r.now
 	ns.State, ns.EndedAt = state, &now
 	ns.WaitingFor = ""
@@ -232,7 +242,7 @@ func (r *run) complete(id string) error {
 			r.inst.State.Edges[i] = model.EdgeTaken
 			taken++
 		} else {
-			r.inst.State.Edges[i] = model.EdgeDead
+			r.inst.State.Edges[i] = model.EdgePruned
 		}
 	}
 	for _, i := range idx {
@@ -241,7 +251,7 @@ func (r *run) complete(id string) error {
 				r.inst.State.Edges[i] = model.EdgeTaken
 				taken++
 			} else {
-				r.inst.State.Edges[i] = model.EdgeDead
+				r.inst.State.Edges[i] = model.EdgePruned
 			}
 		}
 	}
@@ -249,10 +259,12 @@ func (r *run) complete(id string) error {
 		msg := fmt.Sprintf("no outgoing edge of node %q is taken: every condition is false and there is no default edge", id)
 		if r.c.Def.Node(id).ErrorHandler.Op() == model.ErrorOpIgnore {
 			// Ignoring it cannot mean completing the node again: that is what just failed, and it would recurse
-			// until the stack overflows. The node stays completed with every outgoing edge dead (as set above),
-			// and dead-path elimination decides what follows.
-			r.history("node.error", id, "", msg, map[string]any{"code": "no_route", "attempt": ns.Attempt})
+			// until the stack overflows. The node stays completed with every outgoing edge pruned (as set above),
+			// and the joins downstream decide what follows.
+			f := &model.NodeFailure{Code: model.NodeErrNoRoute, NodeID: id, Message: msg}
+			r.history("node.error", id, "", msg, failureData(f, ns.Attempt))
 			r.history("node.error_ignored", id, "", msg, nil)
+			r.stranded = f
 			return r.propagate(idx)
 		}
 		// No route out of a completed node is a modelling error, not a quiet end: it goes to the error handler.
@@ -260,12 +272,12 @@ func (r *run) complete(id string) error {
 			r.inst.State.Edges[i] = model.EdgeUnknown
 		}
 		ns.State = model.NodeActive
-		return r.nodeError(id, "no_route", msg)
+		return r.nodeError(id, model.NodeErrNoRoute, msg)
 	}
 	return r.propagate(idx)
 }
 
-// reject marks an approval node rejected: its outgoing edges are dead (seeds/003).
+// reject marks an approval node rejected: its outgoing edges are killed (seeds/003).
 func (r *run) reject(id, reason string) error {
 	ns := r.node(id)
 	if n := r.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone {
@@ -275,32 +287,7 @@ func (r *run) reject(id, reason string) error {
 	r.endVisit(ns, model.NodeRejected)
 	r.cancelNodeTasks(ns.NodeInstanceID, reason)
 	r.history("node.rejected", id, "", reason, nil)
-	return r.killOutgoing(id)
-}
-
-func (r *run) skip(id string) error {
-	n := r.c.Def.Node(id)
-	now := r.now
-	prev := r.node(id)
-	visit := 1
-	if prev != nil {
-		visit = prev.Visit + 1
-	}
-	r.inst.State.Nodes[id] = &model.NodeState{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeSkipped, NodeInstanceID: r.nextID("n"),
-		Visit: visit, StartedAt: &now, EndedAt: &now, Seq: r.inst.State.Seq}
-	r.history("node.skipped", id, "", "", nil)
-	return r.killOutgoing(id)
-}
-
-func (r *run) killOutgoing(id string) error {
-	idx := r.edgeIndexes(id)
-	for _, i := range idx {
-		r.inst.State.Edges[i] = model.EdgeDead
-	}
-	if len(idx) == 0 {
-		return r.settle()
-	}
-	return r.propagate(idx)
+	return r.kill(id, causeRejection)
 }
 
 // propagate considers the targets of edges that just got a state, then settles the instance.
@@ -332,40 +319,6 @@ func (r *run) considerTargets(idx []int) error {
 	return nil
 }
 
-// consider activates or skips a node whose incoming edges changed, according to its join.
-func (r *run) consider(id string) error {
-	if cur := r.node(id); cur != nil && r.visitIsCurrent(cur) {
-		return nil // an OR join already fired (or the node was skipped): later arrivals change nothing
-	}
-	n := r.c.Def.Node(id)
-	var taken, dead, total int
-	for _, i := range r.c.IncomingIndexes(id) {
-		total++
-		switch r.inst.State.Edges[i] {
-		case model.EdgeTaken:
-			taken++
-		case model.EdgeDead:
-			dead++
-		}
-	}
-	if n.JoinMode() == model.JoinOr {
-		switch {
-		case taken > 0:
-			return r.activate(id)
-		case dead == total:
-			return r.skip(id)
-		}
-		return nil
-	}
-	switch {
-	case dead > 0:
-		return r.skip(id)
-	case taken == total:
-		return r.activate(id)
-	}
-	return nil
-}
-
 // visitIsCurrent reports whether a node's state belongs to the current pass over it: a node reset by a return
 // (issue 9) has its incoming edges reset too, so any state it still holds is from this pass.
 func (r *run) visitIsCurrent(ns *model.NodeState) bool {
@@ -377,8 +330,9 @@ const nodeReset = "reset"
 
 func (r *run) edgeIndexes(from string) []int { return r.c.OutgoingIndexes(from) }
 
-// settle decides whether the instance is over: completed when an end node completed and nothing is active;
-// rejected when nothing active can still reach an end. Inside a propagation it waits for the outermost one.
+// settle decides whether the instance is over: completed when an end node completed and nothing is active; when
+// nothing active can still reach an end, completed if an end was reached, else ended as blocked says. Inside a
+// propagation it waits for the outermost one.
 func (r *run) settle() error {
 	if r.inst.Ended() || r.advancing > 0 {
 		return nil
@@ -402,13 +356,27 @@ func (r *run) settle() error {
 			// cancelled and the instance completes.
 			return r.finish(model.StatusCompleted, "")
 		}
-		return r.finish(model.StatusRejected, "no end node can be reached any more")
+		return r.blocked()
 	}
 	return nil
 }
 
-// endReachable reports whether an active node can still reach an end node through edges not yet dead and nodes
-// not yet decided.
+// blocked ends an instance that can reach no end any more: failed when a failure killed the way, rejected when a
+// rejection did, failed with no_route when routing left the taken branches nowhere to go.
+func (r *run) blocked() error {
+	switch {
+	case r.cause == causeFailure && r.failure != nil:
+		return r.fail(r.failure, "no end node can be reached any more: "+r.failure.Message)
+	case r.cause == causeRejection:
+		return r.finish(model.StatusRejected, "no end node can be reached any more")
+	case r.stranded != nil:
+		return r.fail(r.stranded, "no end node can be reached any more: "+r.stranded.Message)
+	}
+	return r.finish(model.StatusRejected, "no end node can be reached any more")
+}
+
+// endReachable reports whether an active node can still reach an end node through edges neither pruned nor
+// killed and nodes not yet decided whose join may still fire.
 func (r *run) endReachable() bool {
 	var queue []string
 	seen := map[string]bool{}
@@ -425,7 +393,7 @@ func (r *run) endReachable() bool {
 			return true
 		}
 		for _, i := range r.c.OutgoingIndexes(id) {
-			if r.inst.State.Edges[i] == model.EdgeDead {
+			if st := r.inst.State.Edges[i]; st == model.EdgePruned || st == model.EdgeKilled {
 				continue
 			}
 			to := r.c.Def.Edges[i].To
@@ -435,7 +403,7 @@ func (r *run) endReachable() bool {
 			if ns := r.node(to); ns != nil && r.visitIsCurrent(ns) && !ns.Active() {
 				continue // decided already (completed nodes were passed; skipped/rejected/failed block)
 			}
-			if !r.joinStillPossible(to) {
+			if !r.couldFire(to) {
 				continue
 			}
 			seen[to] = true
@@ -443,20 +411,6 @@ func (r *run) endReachable() bool {
 		}
 	}
 	return false
-}
-
-// joinStillPossible: an AND join with a dead incoming edge can never fire.
-func (r *run) joinStillPossible(id string) bool {
-	n := r.c.Def.Node(id)
-	if n.JoinMode() == model.JoinOr {
-		return true
-	}
-	for _, i := range r.c.IncomingIndexes(id) {
-		if r.inst.State.Edges[i] == model.EdgeDead {
-			return false
-		}
-	}
-	return true
 }
 
 // finish ends the instance with a final status, cancelling every active node, open task, bookmark and timer.
@@ -470,9 +424,19 @@ func (r *run) finish(status, reason string) error {
 	r.cancelAllTasks(reason)
 	r.inst.Status = status
 	r.inst.EndedAt = &now
-	r.history("instance."+status, "", "", reason, nil)
+	var data any
+	if status == model.StatusFailed && r.inst.State.Error != nil {
+		data = map[string]any{"error": r.inst.State.Error}
+	}
+	r.history("instance."+status, "", "", reason, data)
 	r.event("instance."+status, "", nil)
 	return nil
+}
+
+// fail ends the instance failed with f as its error.
+func (r *run) fail(f *model.NodeFailure, reason string) error {
+	r.inst.State.Error = f
+	return r.finish(model.StatusFailed, reason)
 }
 
 func (r *run) sortedNodes() []*model.NodeState {
@@ -484,12 +448,18 @@ func (r *run) sortedNodes() []*model.NodeState {
 	return out
 }
 
-// nodeError applies the node's error_handler (seed: errorHandler): retry, ignore, catch or throw.
+// nodeError applies the node's error_handler (seed: errorHandler) to a node error with a code (model.NodeErr*):
+// retry, ignore, catch or throw.
 func (r *run) nodeError(id, code, msg string) error {
+	return r.nodeFailure(&model.NodeFailure{Code: code, NodeID: id, Message: msg})
+}
+
+func (r *run) nodeFailure(f *model.NodeFailure) error {
+	id := f.NodeID
 	n := r.c.Def.Node(id)
 	ns := r.node(id)
-	ns.Error = msg
-	r.history("node.error", id, "", msg, map[string]any{"code": code, "attempt": ns.Attempt})
+	ns.Error, ns.ErrorCode = f.Message, f.Code
+	r.history("node.error", id, "", f.Message, failureData(f, ns.Attempt))
 	h := n.ErrorHandler
 	switch h.Op() {
 	case model.ErrorOpRetry:
@@ -506,63 +476,95 @@ func (r *run) nodeError(id, code, msg string) error {
 		}
 		// Retries exhausted: to the catch branch when one is named, else thrown.
 		if h.Catch.Branch != "" {
-			return r.catch(id, code, msg, h.Catch.Branch)
+			return r.catch(f, h.Catch.Branch)
 		}
-		return r.throw(id, msg)
+		return r.throw(f)
 	case model.ErrorOpIgnore:
-		r.history("node.error_ignored", id, "", msg, nil)
-		ns.Error = ""
+		r.history("node.error_ignored", id, "", f.Message, nil)
+		ns.Error, ns.ErrorCode = "", ""
 		if ns.Chain != nil {
 			return r.chainNext(ns) // a failed plugin is passed over as if it had succeeded
 		}
 		return r.complete(id)
 	case model.ErrorOpCatch:
-		return r.catch(id, code, msg, h.Catch.Branch)
+		return r.catch(f, h.Catch.Branch)
 	}
-	return r.throw(id, msg)
+	return r.throw(f)
 }
 
-// catch fails the node and continues at the branch node; the failed node's outgoing edges are dead.
-func (r *run) catch(id, code, msg, branch string) error {
-	ns := r.node(id)
+// failureData is the data of a node.error history item: the error and the attempt it happened at.
+func failureData(f *model.NodeFailure, attempt int) map[string]any {
+	d := map[string]any{"code": f.Code, "node_id": f.NodeID, "message": f.Message, "attempt": attempt}
+	if len(f.Data) > 0 {
+		d["data"] = f.Data
+	}
+	return d
+}
+
+// failNode ends a node's visit as failed, with the history item node.failed carrying its error.
+func (r *run) failNode(f *model.NodeFailure, reason string) {
+	ns := r.node(f.NodeID)
 	r.endVisit(ns, model.NodeFailed)
-	r.cancelNodeTasks(ns.NodeInstanceID, "caught error")
-	r.history("node.error_caught", id, "", msg, map[string]any{"branch": branch})
-	if err := r.setContextPath("error", errorDoc(id, code, msg)); err != nil {
+	r.cancelNodeTasks(ns.NodeInstanceID, reason)
+	r.history("node.failed", f.NodeID, "", f.Message, f)
+	r.failure = f
+}
+
+// catch fails the node and continues at the branch node with the error at context.error; the failed node's
+// outgoing edges are killed.
+func (r *run) catch(f *model.NodeFailure, branch string) error {
+	id := f.NodeID
+	r.failNode(f, "caught error")
+	r.history("node.error_caught", id, "", f.Message, map[string]any{"branch": branch, "code": f.Code})
+	if err := r.setContextPath("error", errorDoc(f)); err != nil {
 		return err
 	}
-	for _, i := range r.edgeIndexes(id) {
-		r.inst.State.Edges[i] = model.EdgeDead
+	idx := r.edgeIndexes(id)
+	for _, i := range idx {
+		r.inst.State.Edges[i] = model.EdgeKilled
 	}
+	r.cause = max(r.cause, causeFailure)
 	if err := r.activate(branch); err != nil {
 		return err
 	}
-	return r.propagate(r.edgeIndexes(id))
+	return r.propagate(idx)
 }
 
-func errorDoc(nodeID, code, msg string) json.RawMessage {
-	b, _ := json.Marshal(map[string]string{"node_id": nodeID, "code": code, "message": msg})
+func errorDoc(f *model.NodeFailure) json.RawMessage {
+	b, _ := json.Marshal(f)
 	return b
 }
 
-// throw sends an unhandled error to the template's error node, or fails the instance.
-func (r *run) throw(id, msg string) error {
-	ns := r.node(id)
-	r.endVisit(ns, model.NodeFailed)
-	r.cancelNodeTasks(ns.NodeInstanceID, "node failed")
+// throw sends an unhandled error to the template's error node (with the error at context.error and the failed
+// node's outgoing edges killed), or fails the instance. Either way the error is the instance's `error`.
+func (r *run) throw(f *model.NodeFailure) error {
+	id := f.NodeID
+	r.failNode(f, "node failed")
+	r.inst.State.Error = f
 	if en := r.c.Def.ErrorNode(); en != nil {
 		if cur := r.node(en.ID); cur == nil || !cur.Active() {
-			if err := r.setContextPath("error", errorDoc(id, "node_failed", msg)); err != nil {
+			if err := r.setContextPath("error", errorDoc(f)); err != nil {
 				return err
 			}
-			r.history("error.thrown", id, "", msg, map[string]any{"error_node": en.ID})
-			if err := r.activate(en.ID); err != nil {
+			r.history("error.thrown", id, "", f.Message, map[string]any{"error_node": en.ID, "code": f.Code})
+			idx := r.edgeIndexes(id)
+			for _, i := range idx {
+				r.inst.State.Edges[i] = model.EdgeKilled
+			}
+			r.cause = max(r.cause, causeFailure)
+			r.advancing++ // the error node runs first: the killed edges must not end the instance before it is active
+			err := r.activate(en.ID)
+			r.advancing--
+			if err != nil {
 				return err
 			}
-			return r.settle()
+			if len(idx) == 0 {
+				return r.settle()
+			}
+			return r.propagate(idx)
 		}
 	}
-	return r.finish(model.StatusFailed, fmt.Sprintf("node %s failed: %s", id, msg))
+	return r.fail(f, fmt.Sprintf("node %s failed: %s", id, f.Message))
 }
 
 // contextValue reads a gjson path from the context.

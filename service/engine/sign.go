@@ -19,7 +19,24 @@ func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
 		return err
 	}
 	if err != nil {
-		return r.nodeError(n.ID, "no_approver", err.Error())
+		return r.nodeError(n.ID, model.NodeErrNoApprover, err.Error())
+	}
+	// Approvers who are no user, or a disabled one, are dropped (each noted in the history).
+	for g, users := range groups {
+		kept, err := r.presentUsers(n.ID, users)
+		if err != nil {
+			return err
+		}
+		if len(kept) == 0 {
+			what := "approver"
+			if len(groups) > 1 {
+				what = fmt.Sprintf("approver of signer group %d", g+1)
+			}
+			return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrNoApprover, NodeID: n.ID,
+				Message: fmt.Sprintf("no %s of node %q exists and is enabled (dropped: %s)", what, n.ID, strings.Join(users, ", ")),
+				Data:    mustJSON(map[string]any{"dropped": users})})
+		}
+		groups[g] = kept
 	}
 	mode := r.groupMode(n)
 	ns.Groups = make([]model.SignTally, len(groups))
@@ -288,7 +305,7 @@ func (r *run) decide(t *model.Task, d Decision) error {
 		return model.CodedError(model.ECONFLICT, "task_not_open", "task %s belongs to a node visit that is over", t.ID)
 	}
 	if d.Approve && len(d.Data) > 0 {
-		if err := r.mergeContext(d.Data); err != nil {
+		if err := r.applyDecisionData(t, d.Data); err != nil {
 			return err
 		}
 		t.Data = d.Data
@@ -447,8 +464,8 @@ func (r *run) transfer(t *model.Task, to, comment, by string) (*model.Task, erro
 	if to == t.Assignee {
 		return nil, model.CodedError(model.EUNPROCESSABLE, "same_assignee", "the task is already assigned to %q", to)
 	}
-	if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == to })) > 0 {
-		return nil, model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already has an open task in this node", to)
+	if err := r.checkNewSigner(t, to); err != nil {
+		return nil, err
 	}
 	r.close(t, model.TaskTransferred, comment)
 	if by != t.Assignee {
@@ -459,6 +476,17 @@ func (r *run) transfer(t *model.Task, to, comment, by string) (*model.Task, erro
 	nt.AfterSigners = t.AfterSigners
 	r.history("task.transferred", t.NodeID, t.ID, comment, map[string]any{"from": t.Assignee, "to": to, "new_task_id": nt.ID})
 	return nt, nil
+}
+
+// checkNewSigner checks a user a task is handed to (transfer) or who is added to sign beside it (add-sign): the
+// one place that decides who may newly sign in a node. Nobody signs twice in one node. The definition's approval
+// rules belong here as well: with options.self_approval other than "allow" (approval-rules issue), handing the
+// task to the initiator is 422 self_approval.
+func (r *run) checkNewSigner(t *model.Task, u string) error {
+	if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == u })) > 0 || slices.Contains(t.AfterSigners, u) {
+		return model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already signs in this node", u)
+	}
+	return nil
 }
 
 // Add-sign positions.
@@ -473,8 +501,11 @@ func (r *run) addSign(t *model.Task, users []string, position, comment string) (
 	ns := r.node(t.NodeID)
 	n := r.c.Def.Node(t.NodeID)
 	for _, u := range users {
-		if u == t.Assignee || len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == u })) > 0 || slices.Contains(t.AfterSigners, u) {
+		if u == t.Assignee {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already signs in this node", u)
+		}
+		if err := r.checkNewSigner(t, u); err != nil {
+			return nil, err
 		}
 	}
 	var created []*model.Task

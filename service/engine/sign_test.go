@@ -332,31 +332,41 @@ func TestSignActionsWithinModes(t *testing.T) {
 	})
 }
 
+// TestApprovalDataRoutes: what an approver enters routes the flow, read where it was written: through the node's
+// form (a field of the form) or, without one, under context.<node_id>.
 func TestApprovalDataRoutes(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		h.users("ann", "bob", "dba")
-		h.publish("grant", `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
-			{"id":"lead","type":"approval","approvers":{"users":["bob"]}},
-			{"id":"dba","type":"approval","approvers":{"users":["dba"]}},
-			{"id":"end","type":"end","join":"or"}],
-			"edges":[{"from":"start","to":"lead"},{"from":"lead","to":"dba","condition":{"level":{"$gte":3}}},{"from":"lead","to":"end","default":true},
-				{"from":"dba","to":"end"}]}`)
-		for _, tc := range []struct {
-			data string
-			dba  string
-			end  string
-		}{{`{"level":5}`, "active", ""}, {`{"level":1}`, "skipped", "completed"}} {
-			id := h.start("ann", "grant", `{"level":0}`)
-			if _, err := h.eng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, engine.DecideRequest{Data: []byte(tc.data)}); err != nil {
-				t.Fatal(err)
-			}
-			h.wantNodes(id, map[string]string{"lead": "completed", "dba": tc.dba, "end": tc.end})
-			if got := h.contextValue(id, "level").Raw; got != tc.data[9:10] {
-				t.Fatalf("context.level = %s after approving with %s", got, tc.data)
-			}
-			if tk := h.task(id, "lead", "bob"); string(tk.Data) != tc.data {
-				t.Fatalf("task data %s", tk.Data)
+		for _, v := range []struct{ key, form, path string }{
+			{"grant-form", `,"form":{"kind":"components","fields":[{"id":"f1","type":"number","label":"Level","field":"level"}]}`, "level"},
+			{"grant-bare", ``, "lead.level"},
+		} {
+			h.publish(v.key, `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+				{"id":"lead","type":"approval","approvers":{"users":["bob"]}`+v.form+`},
+				{"id":"dba","type":"approval","approvers":{"users":["dba"]}},
+				{"id":"end","type":"end","join":"or"}],
+				"edges":[{"from":"start","to":"lead"},{"from":"lead","to":"dba","condition":{"`+v.path+`":{"$gte":3}}},{"from":"lead","to":"end","default":true},
+					{"from":"dba","to":"end"}]}`)
+			for _, tc := range []struct {
+				data string
+				dba  string
+				end  string
+			}{{`{"level":5}`, "active", ""}, {`{"level":1}`, "skipped", "completed"}} {
+				id := h.start("ann", v.key, `{"level":0}`)
+				if _, err := h.eng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, engine.DecideRequest{Data: []byte(tc.data)}); err != nil {
+					t.Fatal(err)
+				}
+				h.wantNodes(id, map[string]string{"lead": "completed", "dba": tc.dba, "end": tc.end})
+				if got := h.contextValue(id, v.path).Raw; got != tc.data[9:10] {
+					t.Fatalf("%s: context.%s = %s after approving with %s", v.key, v.path, got, tc.data)
+				}
+				if v.path != "level" && h.contextValue(id, "level").Raw != "0" {
+					t.Fatalf("%s: the approver without a form changed the request's level: %s", v.key, h.contextValue(id, "level").Raw)
+				}
+				if tk := h.task(id, "lead", "bob"); string(tk.Data) != tc.data {
+					t.Fatalf("task data %s", tk.Data)
+				}
 			}
 		}
 	})

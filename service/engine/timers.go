@@ -14,77 +14,39 @@ import (
 	"github.com/halley-bpm/halley/service/scheduler"
 )
 
-// timerStore returns the store's timer side.
-func (e *Engine) timerStore() (model.TimerStore, error) {
-	if ts, ok := e.store.(model.TimerStore); ok {
-		return ts, nil
-	}
-	return nil, fmt.Errorf("engine: the store does not keep timers")
-}
+// TimerKinds are the kinds of timers the engine fires (FireTimers): the composition root routes them to it
+// (scheduler.Handlers). A kind added to run.fire belongs here too.
+var TimerKinds = []string{model.TimerDelay, model.TimerCallbackTimeout, model.TimerApprovalTimeout, model.TimerRetry, model.TimerPluginTimeout}
 
-// SetCronHandler sets who handles timers that belong to no instance (crontab starts, the trigger service).
-func (e *Engine) SetCronHandler(h func(ctx context.Context, t *model.Timer) error) { e.cron = h }
+var _ scheduler.TimerHandler = (*Engine)(nil)
 
-// HandleTimers is the scheduler's handler: it fires each due timer whose row is still pending. A timer whose
-// row is gone, fired or cancelled is acknowledged without effect, so a re-delivered timer fires once.
+// FireTimers fires due timers of instances (scheduler.Route hands them over: pending rows of the engine's kinds,
+// each id once). Timers of node visits that are over do nothing but get marked fired, so a re-delivered timer
+// fires once.
 //
-// The timer rows of the batch are read in one query. Timers of instances are fired together: one transaction
-// per tenant and round (UpdateInstances) locks their instances, applies each timer and marks the timer rows
-// fired, so the statements and the commit are paid per batch rather than per timer. A round holds at most one
-// timer per instance; a second timer of the same instance goes to the next round, which sees the first one's
-// effect. Each timer keeps its own outcome: one that fails is left out of the transaction and returned for
-// retry, the others commit. A round whose transaction fails as a whole falls back to firing each of its timers
-// alone. Timers of no instance (crontab starts) go to the cron handler.
-func (e *Engine) HandleTimers(ctx context.Context, batch []scheduler.Due) []error {
-	errs := make([]error, len(batch))
-	ts, err := e.timerStore()
-	if err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	ids := make([]string, len(batch))
-	for i, d := range batch {
-		ids[i] = d.ID
-	}
-	rows, err := ts.GetTimers(ctx, ids)
-	if err != nil {
-		for i := range errs {
-			errs[i] = err
-		}
-		return errs
-	}
-	byID := make(map[string]*model.Timer, len(rows))
-	for _, t := range rows {
-		byID[t.ID] = t
-	}
-	var fires []timerFire
-	seen := make(map[string]bool, len(batch))
-	for i, d := range batch {
-		t := byID[d.ID]
-		if t == nil || t.Status != model.TimerPending || seen[d.ID] {
-			continue // a second copy of one id in a batch is acknowledged with the first
-		}
-		seen[d.ID] = true
+// Timers are fired together: one transaction per tenant and round (UpdateInstances) locks their instances,
+// applies each timer and marks the timer rows fired, so the statements and the commit are paid per batch rather
+// than per timer. A round holds at most one timer per instance; a second timer of the same instance goes to the
+// next round, which sees the first one's effect. Each timer keeps its own outcome: one that fails is left out of
+// the transaction and returned for retry, the others commit. A round whose transaction fails as a whole falls
+// back to firing each of its timers alone.
+func (e *Engine) FireTimers(ctx context.Context, timers []*model.Timer) []error {
+	errs := make([]error, len(timers))
+	fires := make([]timerFire, 0, len(timers))
+	for i, t := range timers {
 		if t.InstanceID == "" {
-			if e.cron == nil {
-				errs[i] = fmt.Errorf("engine: no handler for timer %s (%s)", t.ID, t.Kind)
-				continue
-			}
-			errs[i] = e.cron(ctx, t)
+			errs[i] = fmt.Errorf("engine: timer %s (%s) belongs to no instance", t.ID, t.Kind)
 			continue
 		}
 		fires = append(fires, timerFire{pos: i, t: t})
 	}
-	bs, ok := e.store.(model.BatchInstanceStore)
-	if !ok || e.noBatchTimers {
+	if e.noBatchTimers {
 		for _, f := range fires {
 			errs[f.pos] = e.fireOne(ctx, f.t)
 		}
 		return errs
 	}
-	e.fireTimers(ctx, bs, fires, errs)
+	e.fireTimers(ctx, fires, errs)
 	return errs
 }
 
@@ -97,8 +59,8 @@ type timerFire struct {
 // timerGroupMax bounds the instances one firing transaction locks (a scheduler batch is at most 4,096).
 const timerGroupMax = 256
 
-// fireTimers fires timers of instances in rounds (see HandleTimers) and puts each timer's outcome in errs.
-func (e *Engine) fireTimers(ctx context.Context, bs model.BatchInstanceStore, fires []timerFire, errs []error) {
+// fireTimers fires timers of instances in rounds (see FireTimers) and puts each timer's outcome in errs.
+func (e *Engine) fireTimers(ctx context.Context, fires []timerFire, errs []error) {
 	var tenants []string
 	byTenant := map[string][]timerFire{}
 	for _, f := range fires {
@@ -121,7 +83,7 @@ func (e *Engine) fireTimers(ctx context.Context, bs model.BatchInstanceStore, fi
 				}
 				rest = append(rest, f)
 			}
-			e.fireRound(ctx, bs, tenant, round, errs)
+			e.fireRound(ctx, tenant, round, errs)
 			todo = rest
 		}
 	}
@@ -130,7 +92,7 @@ func (e *Engine) fireTimers(ctx context.Context, bs model.BatchInstanceStore, fi
 // fireRound fires timers of distinct instances of one tenant in one transaction. A timer whose step needs reads
 // outside the transaction (a template compiled for the first time in this process) runs again in a further
 // transaction once they are done, like update does for one instance.
-func (e *Engine) fireRound(ctx context.Context, bs model.BatchInstanceStore, tenant string, round []timerFire, errs []error) {
+func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire, errs []error) {
 	answers := map[string]readAnswer{} // shared by the round's steps: they often need the same template
 	todo := round
 	for attempt := 0; len(todo) > 0; attempt++ {
@@ -142,7 +104,7 @@ func (e *Engine) fireRound(ctx context.Context, bs model.BatchInstanceStore, ten
 		}
 		rds := make(map[string]*reads, len(todo))
 		done := make(map[string]*model.Work, len(todo))
-		res, err := bs.UpdateInstances(ctx, tenant, ids, func(w *model.Work) (err error) {
+		res, err := e.store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) (err error) {
 			defer func() {
 				if p := recover(); p != nil {
 					err = fmt.Errorf("engine: timer of instance %s panicked: %v\n%s", w.Instance.ID, p, debug.Stack())
@@ -153,7 +115,7 @@ func (e *Engine) fireRound(ctx context.Context, bs model.BatchInstanceStore, ten
 			rds[w.Instance.ID] = rd
 			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
 			if err == nil {
-				r := e.newRun(ctx, w, c, "system")
+				r := e.newRun(ctx, w, c, model.ActorSystem)
 				r.reads = rd
 				if r.inst.Ended() {
 					w.FiredTimers = append(w.FiredTimers, f.t.ID)
@@ -240,41 +202,4 @@ func TimerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
 		return s.Cancel(ctx, ids...)
 	}
 	return arm, cancel
-}
-
-// RearmTimers makes sure every pending timer row is in the scheduler (after a start, or when Redis lost its
-// data). Timers the scheduler holds already, or has leased to a handler, are left alone. Rows armed less than
-// grace ago are skipped: their timer.arm outbox row may not have reached the scheduler yet, and re-adding them
-// would be a false "missing" (the periodic job passes a minute; at start-up, 0 re-arms everything).
-func (e *Engine) RearmTimers(ctx context.Context, s scheduler.Scheduler, grace time.Duration) (int, error) {
-	ts, err := e.timerStore()
-	if err != nil {
-		return 0, err
-	}
-	cutoff := time.Now().Add(-grace) // the store stamps created_at with the wall clock, not the engine's clock
-	added, after := 0, ""
-	for {
-		rows, err := ts.PendingTimers(ctx, after, 2000)
-		if err != nil {
-			return added, err
-		}
-		if len(rows) == 0 {
-			return added, nil
-		}
-		items := make([]scheduler.Item, 0, len(rows))
-		for _, t := range rows {
-			if grace > 0 && t.CreatedAt.After(cutoff) {
-				continue
-			}
-			items = append(items, scheduler.Item{ID: t.ID, Due: t.DueAt})
-		}
-		if len(items) > 0 {
-			n, err := s.Ensure(ctx, items...)
-			if err != nil {
-				return added, err
-			}
-			added += n
-		}
-		after = rows[len(rows)-1].ID
-	}
 }

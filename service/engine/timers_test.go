@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -27,7 +28,7 @@ type countingStore struct {
 	failBatches atomic.Int32
 }
 
-var _ model.BatchInstanceStore = (*countingStore)(nil) // or the engine would not batch through it
+var _ engine.Store = (*countingStore)(nil) // the engine takes the whole store interface
 
 func (c *countingStore) UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *model.Work) error, creates ...*model.Work) (map[string]error, error) {
 	c.batches.Add(1)
@@ -49,6 +50,27 @@ const (
 		{"id":"a","type":"approval","approvers":{"users":["bob"]}},{"id":"end","type":"end"}],
 		"edges":[{"from":"start","to":"d1"},{"from":"start","to":"d2"},{"from":"d1","to":"a"},{"from":"d2","to":"a"},{"from":"a","to":"end"}]}`
 )
+
+// fire hands a batch of due timers to the engine as the scheduler's loop does: through scheduler.Route, which
+// reads their rows and gives the engine those of its kinds.
+func (h *harness) fire(ctx context.Context, batch []scheduler.Due) []error {
+	h.t.Helper()
+	return engineRoute(h.t, h.s, h.eng)(ctx, batch)
+}
+
+// engineRoute is the scheduler's handler as the composition root builds it, for the engine's timer kinds only.
+func engineRoute(t *testing.T, s *store.Store, eng *engine.Engine) scheduler.Handler {
+	t.Helper()
+	hs := scheduler.Handlers{}
+	for _, k := range engine.TimerKinds {
+		hs[k] = eng
+	}
+	route, err := scheduler.Route(s, hs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return route
+}
 
 // dueTimers lists the pending timers due by the harness's clock, as the scheduler would deliver them.
 func (h *harness) dueTimers() []scheduler.Due {
@@ -81,7 +103,7 @@ func deliverConcurrently(t *testing.T, hs []*harness, due []scheduler.Due, per i
 			r.Shuffle(len(mine), func(i, j int) { mine[i], mine[j] = mine[j], mine[i] })
 			for len(mine) > 0 {
 				n := min(len(mine), 1+r.IntN(40))
-				for i, err := range h.eng.HandleTimers(context.Background(), mine[:n]) {
+				for i, err := range h.fire(context.Background(), mine[:n]) {
 					if err != nil {
 						t.Errorf("timer %s: %v", mine[i].ID, err)
 					}
@@ -101,8 +123,8 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			h1, h2 := twoEngines(t, d)
 			cs1, cs2 := &countingStore{Store: h1.s}, &countingStore{Store: h2.s}
-			h1.eng = engine.New(cs1, template.New(h1.s, h1.clk.Now), h1.s, engine.Options{Clock: h1.clk})
-			h2.eng = engine.New(cs2, template.New(h2.s, h2.clk.Now), h2.s, engine.Options{Clock: h2.clk})
+			h1.eng = newEngine(t, cs1, template.New(h1.s, h1.clk.Now), h1.s, engine.Options{Clock: h1.clk})
+			h2.eng = newEngine(t, cs2, template.New(h2.s, h2.clk.Now), h2.s, engine.Options{Clock: h2.clk})
 			h1.users("ann", "bob")
 			h1.publish("one", delayDef)
 			h1.publish("two", parDef)
@@ -148,7 +170,7 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 				t.Fatalf("%d batched transactions of %d instances in all: want batches of several instances", b, i)
 			}
 			// Delivered again later: nothing happens.
-			for i, err := range h1.eng.HandleTimers(h1.ctx, timers) {
+			for i, err := range h1.fire(h1.ctx, timers) {
 				if err != nil {
 					t.Fatalf("re-delivered timer %s: %v", timers[i].ID, err)
 				}
@@ -166,7 +188,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = engine.New(cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
 		h.users("ann")
 		h.publish("one", delayDef)
 		due := `{"due":"` + t0.Add(time.Minute).Format(time.RFC3339) + `"}`
@@ -180,7 +202,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 		if err := s.DB().Table("timers").Where("id = ?", bad).Update("kind", "bogus").Error; err != nil {
 			t.Fatal(err)
 		}
-		errs := h.eng.HandleTimers(h.ctx, timers)
+		errs := h.fire(h.ctx, timers)
 		for i, err := range errs {
 			if (err != nil) != (timers[i].ID == bad) {
 				t.Fatalf("timer %s: error %v (the failing one is %s)", timers[i].ID, err, bad)
@@ -196,7 +218,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 		if err := s.DB().Table("timers").Where("id = ?", bad).Update("kind", model.TimerDelay).Error; err != nil {
 			t.Fatal(err)
 		}
-		for i, err := range h.eng.HandleTimers(h.ctx, timers) {
+		for i, err := range h.fire(h.ctx, timers) {
 			if err != nil {
 				t.Fatalf("timer %s: %v", timers[i].ID, err)
 			}
@@ -215,7 +237,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 		}
 		h.clk.Advance(2 * time.Minute)
 		cs.failBatches.Store(1)
-		for i, err := range h.eng.HandleTimers(h.ctx, h.dueTimers()) {
+		for i, err := range h.fire(h.ctx, h.dueTimers()) {
 			if err != nil {
 				t.Fatalf("timer %d: %v", i, err)
 			}
@@ -256,7 +278,7 @@ func TestBatchedTimerCancelledConcurrently(t *testing.T) {
 			t.Fatalf("timer of %s: %q %v", ids[0], tid, err)
 		}
 		cancelled := []scheduler.Due{{ID: tid, Due: t0.Add(time.Hour), Attempt: 1}}
-		if err := h.eng.HandleTimers(h.ctx, cancelled)[0]; err != nil {
+		if err := h.fire(h.ctx, cancelled)[0]; err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -304,7 +326,7 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = engine.New(cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
 		h.tpl = template.New(s, h.clk.Now)
 		h.users("ann")
 		h.publish("one", delayDef)
@@ -330,7 +352,7 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 		if len(timers) != 12 {
 			t.Fatalf("%d due timers, want 12", len(timers))
 		}
-		for i, err := range h.eng.HandleTimers(h.ctx, timers) {
+		for i, err := range h.fire(h.ctx, timers) {
 			if err != nil {
 				t.Fatalf("timer %s: %v", timers[i].ID, err)
 			}
@@ -365,13 +387,93 @@ func TestRearmGrace(t *testing.T) {
 	h.start("ann", "one", `{"due":"`+t0.Add(time.Hour).Format(time.RFC3339)+`"}`)
 	sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 	defer sched.Close()
-	if n, err := h.eng.RearmTimers(h.ctx, sched, time.Minute); err != nil || n != 0 {
+	if n, err := scheduler.Rearm(h.ctx, h.s, sched, time.Minute); err != nil || n != 0 {
 		t.Fatalf("re-arm with a grace: %d, %v; want 0 (the timer was just armed)", n, err)
 	}
-	if n, err := h.eng.RearmTimers(h.ctx, sched, 0); err != nil || n != 1 {
+	if n, err := scheduler.Rearm(h.ctx, h.s, sched, 0); err != nil || n != 1 {
 		t.Fatalf("re-arm at start-up: %d, %v; want 1", n, err)
 	}
-	if n, err := h.eng.RearmTimers(h.ctx, sched, 0); err != nil || n != 0 {
+	if n, err := scheduler.Rearm(h.ctx, h.s, sched, 0); err != nil || n != 0 {
 		t.Fatalf("second re-arm: %d, %v; want 0 (already in the scheduler)", n, err)
 	}
+}
+
+// TestTimersNeverEarly: a due time between milliseconds is rounded up — in the timer row, in the outbox item that
+// arms the scheduler, and so in the scheduler — never truncated (which fired timers up to 1 ms early).
+func TestTimersNeverEarly(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("ann")
+		h.publish("short", `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},{"id":"d","type":"delay","interval":"1ms"},
+			{"id":"end","type":"end"}],"edges":[{"from":"start","to":"d"},{"from":"d","to":"end"}]}`)
+		h.clk.Set(t0.Add(300 * time.Microsecond))
+		id := h.start("ann", "short", `{}`)
+		want := t0.Add(2 * time.Millisecond) // 1.3 ms rounded up
+		rows, err := s.PendingTimers(h.ctx, "", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var row *model.Timer
+		for _, r := range rows {
+			if r.InstanceID == id {
+				row = r
+			}
+		}
+		if row == nil || !row.DueAt.Equal(want) {
+			t.Fatalf("timer row %+v, want due %s", row, want)
+		}
+		var armed []int64
+		if _, err := s.DispatchOutbox(h.ctx, 100, func(_ context.Context, items []model.OutboxItem) error {
+			for _, it := range items {
+				if it.Kind == model.OutboxTimerArm && it.Ref == row.ID {
+					var p struct{ Due int64 }
+					_ = json.Unmarshal(it.Payload, &p)
+					armed = append(armed, p.Due)
+				}
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if len(armed) != 1 || armed[0] != want.UnixMilli() {
+			t.Fatalf("armed at %v, want %d", armed, want.UnixMilli())
+		}
+		// The scheduler armed from that item delivers it at 2 ms, not at 1.3 ms (when a probe due at 1 ms goes).
+		sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
+		defer sched.Close()
+		arm, _ := engine.TimerOutbox(sched)
+		if err := arm(h.ctx, []model.OutboxItem{{Kind: model.OutboxTimerArm, Ref: row.ID, Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, armed[0]))},
+			{Kind: model.OutboxTimerArm, Ref: "probe", Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, t0.Add(time.Millisecond).UnixMilli()))}}); err != nil {
+			t.Fatal(err)
+		}
+		fired := make(chan string, 4)
+		ctx, cancel := context.WithCancel(h.ctx)
+		defer cancel()
+		route := engineRoute(t, s, h.eng)
+		go sched.Run(ctx, func(ctx context.Context, batch []scheduler.Due) []error {
+			errs := route(ctx, batch)
+			for _, d := range batch {
+				fired <- d.ID
+			}
+			return errs
+		})
+		next := func() string {
+			select {
+			case id := <-fired:
+				return id
+			case <-time.After(10 * time.Second):
+				t.Fatal("nothing fired")
+			}
+			return ""
+		}
+		h.clk.Set(t0.Add(1300 * time.Microsecond))
+		if got := next(); got != "probe" {
+			t.Fatalf("at 1.3 ms %s fired, want only the probe", got)
+		}
+		h.clk.Set(want)
+		if got := next(); got != row.ID {
+			t.Fatalf("at 2 ms %s fired", got)
+		}
+		h.wantStatus(id, model.StatusCompleted)
+	})
 }

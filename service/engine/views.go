@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/tidwall/gjson"
+	"github.com/tidwall/sjson"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -16,8 +17,10 @@ import (
 // InstanceView is an instance as the API shows it.
 type InstanceView struct {
 	*model.Instance
-	Nodes []NodeView    `json:"nodes"`
-	Tasks []*model.Task `json:"tasks"`
+	// Error is the last unhandled node error (null when there was none): code, node_id, message, data.
+	Error *model.NodeFailure `json:"error"`
+	Nodes []NodeView         `json:"nodes"`
+	Tasks []*model.Task      `json:"tasks"`
 }
 
 // NodeView is one node of an instance.
@@ -32,13 +35,14 @@ type NodeView struct {
 	EndedAt        *time.Time `json:"ended_at"`
 	WaitingFor     string     `json:"waiting_for,omitempty"`
 	Error          string     `json:"error,omitempty"`
+	ErrorCode      string     `json:"error_code,omitempty"`
 	Attempt        int        `json:"attempt,omitempty"`
 	CallbackURL    string     `json:"callback_url,omitempty"`
 	seq            int
 }
 
 func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets bool) *InstanceView {
-	v := &InstanceView{Instance: inst, Nodes: []NodeView{}, Tasks: tasks}
+	v := &InstanceView{Instance: inst, Error: inst.State.Error, Nodes: []NodeView{}, Tasks: tasks}
 	if v.Tasks == nil {
 		v.Tasks = []*model.Task{}
 	}
@@ -47,7 +51,7 @@ func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets boo
 			continue
 		}
 		nv := NodeView{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type, State: ns.State, NodeInstanceID: ns.NodeInstanceID, Visit: ns.Visit,
-			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, Attempt: ns.Attempt, seq: ns.Seq}
+			StartedAt: ns.StartedAt, EndedAt: ns.EndedAt, WaitingFor: ns.WaitingFor, Error: ns.Error, ErrorCode: ns.ErrorCode, Attempt: ns.Attempt, seq: ns.Seq}
 		if showSecrets && ns.Active() {
 			nv.CallbackURL = ns.CallbackURL
 		}
@@ -91,7 +95,7 @@ func (e *Engine) Get(ctx context.Context, actor *model.Principal, id string) (*I
 	if err != nil {
 		return nil, err
 	}
-	return e.view(inst, tasks, actor.IsAdmin() || inst.Initiator == actor.Username), nil
+	return e.view(inst, tasks, systemPrincipal(actor)), nil
 }
 
 // List lists instances; non-admins see those they started, sign or were copied on.
@@ -130,7 +134,30 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 			states[id] = ns.State
 		}
 	}
-	return e.templates.Diagram(ctx, actor.TenantID, inst.Template, inst.Version, states)
+	// Old "dead" edges of an instance not stepped since the upgrade are read as the engine would read them.
+	c, err := e.templates.Compiled(ctx, actor.TenantID, inst.Template, inst.Version)
+	if err != nil {
+		return "", err
+	}
+	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	if len(inst.State.Edges) == len(c.Def.Edges) {
+		r.upgradeEdges()
+	}
+	failed := ""
+	if inst.Status == model.StatusFailed && inst.State.Error != nil {
+		failed = inst.State.Error.NodeID
+	}
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed)
+}
+
+// MayReadHidden says whether the principal may read a hidden template (the one-off template of a dynamic linear
+// process, which names its approvers and carries its title): admins and the readers of its instance may.
+func (e *Engine) MayReadHidden(ctx context.Context, actor *model.Principal, key string) (bool, error) {
+	if actor.IsAdmin() {
+		return true, nil
+	}
+	items, _, err := e.store.ListInstances(ctx, model.InstanceFilter{TenantID: actor.TenantID, Template: key, VisibleTo: actor.Username, Page: model.Page{Limit: 1}})
+	return len(items) > 0, err
 }
 
 // GetTask returns a task its assignee, an admin, or a reader of its instance may see.
@@ -188,6 +215,11 @@ func (e *Engine) Bookmarks(ctx context.Context, actor *model.Principal, id strin
 	if err != nil {
 		return nil, err
 	}
+	if !systemPrincipal(actor) {
+		for _, b := range bs {
+			b.Payload = withoutSignedURL(b.Payload)
+		}
+	}
 	for _, ns := range inst.State.Nodes {
 		if ns.Type == model.NodeApproval && ns.Active() {
 			bs = append(bs, &model.Bookmark{ID: ns.NodeInstanceID, InstanceID: id, NodeID: ns.NodeID, NodeInstanceID: ns.NodeInstanceID,
@@ -197,14 +229,25 @@ func (e *Engine) Bookmarks(ctx context.Context, actor *model.Principal, id strin
 	return bs, nil
 }
 
-// mayResume: resuming waits is for admins and for the instance's initiator (the business system that started it).
-func mayResume(actor *model.Principal, inst *model.Instance) bool {
-	return actor.IsAdmin() || actor.Username == inst.Initiator
+// withoutSignedURL drops the callback URL from a bookmark's payload: it is a credential (anyone holding it
+// resumes the wait), shown to admins and API tokens only.
+func withoutSignedURL(payload json.RawMessage) json.RawMessage {
+	if !gjson.GetBytes(payload, "callback_url").Exists() {
+		return payload
+	}
+	out, err := sjson.DeleteBytes(payload, "callback_url")
+	if err != nil {
+		return json.RawMessage("{}")
+	}
+	return out
 }
 
 // ResumeBookmark resumes a wait by its id: a callback or message node takes data as its output, a delay ends
 // early. 404 unknown, 409 already resumed (or timed out).
 func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id string, data json.RawMessage) (*InstanceView, error) {
+	if !systemPrincipal(actor) {
+		return nil, errSystemWait
+	}
 	b, err := e.store.GetBookmark(ctx, actor.TenantID, id)
 	if err != nil {
 		if instID := InstanceOf(id); instID != "" {
@@ -219,20 +262,22 @@ func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id 
 		}
 		return nil, err
 	}
-	return e.resume(ctx, actor, b.InstanceID, b.NodeInstanceID, data, "bookmark.resumed", func(inst *model.Instance) error {
-		if !mayResume(actor, inst) {
-			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may resume this instance's waits")
-		}
-		return nil
-	})
+	return e.resume(ctx, actor, b.InstanceID, b.NodeInstanceID, data, "bookmark.resumed")
 }
 
+// errSystemWait refuses a user who tries to resume a system wait (a callback, a message, a delay), the initiator
+// included: what the system would report (a payment, a check) is not theirs to forge.
+var errSystemWait = model.CodedError(model.EFORBIDDEN, "not_allowed", "system waits are resumed by business systems (API tokens) and admins")
+
 // Callback resumes a callback node through its URL. The token is the one the engine put in the URL; without it
-// the caller must be an admin or the initiator.
+// the caller must be an admin or an API token (a system wait is not the initiator's to resume).
 func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, instanceID, nodeInstanceID, token string, body json.RawMessage) (*InstanceView, error) {
 	signed := token != "" && hmac.Equal([]byte(token), []byte(CallbackToken(e.callbackKey, instanceID, nodeInstanceID)))
 	if !signed && actor == nil {
 		return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_callback_token", "the callback token is missing or wrong")
+	}
+	if !signed && !systemPrincipal(actor) {
+		return nil, errSystemWait
 	}
 	if InstanceOf(nodeInstanceID) != instanceID {
 		return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no callback %s/%s", instanceID, nodeInstanceID)
@@ -240,15 +285,10 @@ func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, i
 	if actor != nil {
 		tenant = actor.TenantID
 	}
-	return e.resume(ctx, actor, instanceID, nodeInstanceID, body, "callback.received", func(inst *model.Instance) error {
-		if !signed && !mayResume(actor, inst) {
-			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin, the initiator or the signed URL may call back")
-		}
-		return nil
-	}, tenant)
+	return e.resume(ctx, actor, instanceID, nodeInstanceID, body, "callback.received", tenant)
 }
 
-func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nodeInstanceID string, data json.RawMessage, action string, allow func(*model.Instance) error, tenant ...string) (*InstanceView, error) {
+func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nodeInstanceID string, data json.RawMessage, action string, tenant ...string) (*InstanceView, error) {
 	tn := model.DefaultTenant
 	if actor != nil {
 		tn = actor.TenantID
@@ -267,10 +307,10 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 	if !json.Valid(data) {
 		return nil, model.CodedError(model.EINVALID, "malformed_json", "the body must be JSON")
 	}
+	if err := model.CheckDocumentDepth("data", data); err != nil {
+		return nil, err
+	}
 	w, err := e.update(ctx, tn, instID, who, func(r *run) error {
-		if err := allow(r.inst); err != nil {
-			return err
-		}
 		var ns *model.NodeState
 		for _, x := range r.inst.State.Nodes {
 			if x.NodeInstanceID == nodeInstanceID {
@@ -302,108 +342,6 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 	return e.view(w.Instance, nil, false), nil
 }
 
-// MessageRequest is the body of POST /messages.
-type MessageRequest struct {
-	Name          string          `json:"name"`
-	CorrelationID string          `json:"correlation_id"`
-	Data          json.RawMessage `json:"data"`
-	TTL           string          `json:"ttl"`
-}
-
-// MessageResult is what POST /messages answers.
-type MessageResult struct {
-	Resumed int  `json:"resumed"`
-	Queued  bool `json:"queued"`
-}
-
-// SendMessage resumes every callback node waiting for the message name and correlation id; when none waits,
-// the message is queued until its TTL (default 1h) and matched when such a node activates.
-func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req MessageRequest) (*MessageResult, error) {
-	if req.Name == "" || len(req.Name) > 255 || req.CorrelationID == "" || len(req.CorrelationID) > 255 {
-		return nil, model.CodedError(model.EINVALID, "invalid_message", "name and correlation_id are required (at most 255 characters each)")
-	}
-	if !actor.IsAdmin() && !actor.Token {
-		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "messages are sent by business systems (API tokens) or admins")
-	}
-	ttl := time.Hour
-	if req.TTL != "" {
-		d, err := time.ParseDuration(req.TTL)
-		if err != nil || d <= 0 || d > 30*24*time.Hour {
-			return nil, model.CodedError(model.EINVALID, "invalid_ttl", "ttl must be a duration between 1s and 720h, like 1h")
-		}
-		ttl = d
-	}
-	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
-	if len(data) == 0 || string(data) == "null" {
-		data = json.RawMessage("{}")
-	}
-	if data[0] != '{' {
-		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
-	}
-	hash := MessageHash(req.Name, req.CorrelationID)
-	resumed, err := e.deliver(ctx, actor, hash, data, req.Name)
-	if err != nil || resumed > 0 {
-		return &MessageResult{Resumed: resumed}, err
-	}
-	now := e.clock.Now().UTC()
-	m := &model.Message{ID: uuid.Must(uuid.NewV7()).String(), TenantID: actor.TenantID, Name: req.Name, CorrelationID: req.CorrelationID, Hash: hash,
-		Data: data, CreatedAt: now, ExpiresAt: now.Add(ttl)}
-	if err := e.store.QueueMessage(ctx, m); err != nil {
-		return nil, err
-	}
-	// A node may have started waiting between the first look and the queueing: look once more, and hand it the
-	// queued message (consumed in the same transaction, so it is never matched twice).
-	bs, err := e.store.FindBookmarks(ctx, actor.TenantID, hash)
-	if err != nil {
-		return nil, err
-	}
-	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
-				return errStale
-			}
-			r.w.ConsumeMessage = append(r.w.ConsumeMessage, m.ID)
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
-		})
-		switch {
-		case err == nil:
-			return &MessageResult{Resumed: 1}, nil
-		case err == errStale || model.IsKind(err, model.ENOTFOUND):
-		case errors.Is(err, model.ErrStaleRead):
-			return &MessageResult{Queued: true}, nil // a node activating meanwhile consumed it
-		default:
-			return nil, err
-		}
-	}
-	return &MessageResult{Queued: true}, nil
-}
-
-func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash string, data json.RawMessage, name string) (int, error) {
-	bs, err := e.store.FindBookmarks(ctx, actor.TenantID, hash)
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
-				return errStale
-			}
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": name})
-		})
-		switch {
-		case err == nil:
-			n++
-		case err == errStale || model.IsKind(err, model.ENOTFOUND):
-		default:
-			return n, err
-		}
-	}
-	return n, nil
-}
-
 var errStale = model.CodedError(model.ECONFLICT, "stale", "the wait is over")
 
 // errNoSuchWait aborts a resume whose node visit is not in the instance; resume then answers 404 or 409.
@@ -419,7 +357,7 @@ func (e *Engine) MarkCCRead(ctx context.Context, actor *model.Principal, id stri
 	return e.store.MarkCCRead(ctx, actor.TenantID, actor.Username, id, e.clock.Now())
 }
 
-// StartedView returns an instance as its start answered it to the initiator (callback URLs included), without
+// StartedView returns an instance as its start answered it to a form's submitter (no signed URLs), without
 // a reader's check: for the rebuilt answer of an anonymous form submit whose response was lost (the submitter
 // holds the Idempotency-Key that committed it).
 func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceView, error) {
@@ -427,7 +365,7 @@ func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceV
 	if err != nil {
 		return nil, err
 	}
-	return e.view(inst, tasks, true), nil
+	return e.view(inst, tasks, false), nil
 }
 
 // DecidedView rebuilds the answer of approve or reject of taskID on instanceID: the task as it is now and the

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -26,8 +27,21 @@ func timerID(ns *model.NodeState, kind string, attempt int) string {
 	return id
 }
 
-// armTimer writes a timer row and tells the scheduler through the outbox.
+// timerKind returns the kind of one of a visit's timers from its id (see timerID).
+func timerKind(ns *model.NodeState, id string) string {
+	rest, ok := strings.CutPrefix(id, ns.NodeInstanceID+"-")
+	if !ok {
+		return ""
+	}
+	kind, _, _ := strings.Cut(rest, "-")
+	return kind
+}
+
+// armTimer writes a timer row and tells the scheduler through the outbox. The due time is rounded up to the
+// next whole millisecond (the scheduler's precision), so the row, the outbox and the scheduler agree and the
+// timer never fires before the time asked for.
 func (r *run) armTimer(ns *model.NodeState, kind string, due time.Time, payload any) {
+	due = ceilMillisecond(due)
 	var raw json.RawMessage
 	if payload != nil {
 		raw, _ = json.Marshal(payload)
@@ -38,6 +52,14 @@ func (r *run) armTimer(ns *model.NodeState, kind string, due time.Time, payload 
 	ns.Timers = append(ns.Timers, t.ID)
 	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxTimerArm, Ref: t.ID,
 		Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, due.UnixMilli()))})
+}
+
+// ceilMillisecond rounds t up to a whole millisecond.
+func ceilMillisecond(t time.Time) time.Time {
+	if f := t.Truncate(time.Millisecond); f.Before(t) {
+		return f.Add(time.Millisecond)
+	}
+	return t
 }
 
 // cancelTimers cancels the pending timers of a node visit (rows and scheduler entries).
@@ -78,7 +100,7 @@ func (r *run) startDelay(n *model.Node, ns *model.NodeState) error {
 	if n.Until != "" {
 		t, err := r.untilTime(n.Until)
 		if err != nil {
-			return r.nodeError(n.ID, "bad_until", err.Error())
+			return r.nodeError(n.ID, model.NodeErrBadUntil, err.Error())
 		}
 		due = t
 	}
@@ -180,11 +202,16 @@ func (r *run) copyTo(n *model.Node, ns *model.NodeState) error {
 
 // event writes an event to the outbox when somebody subscribed to it.
 func (r *run) event(name, nodeID string, t *model.Task) {
-	if r.e.events == nil || !r.e.events.Wants(r.inst.TenantID, name, r.inst.Template) {
+	if !r.e.events.Wants(r.inst.TenantID, name, r.inst.Template) {
 		return
 	}
-	payload, _ := json.Marshal(map[string]any{"event": name, "at": r.now, "instance_id": r.inst.ID, "template": r.inst.Template,
-		"status": r.inst.Status, "node_id": nodeID, "task": t})
+	ev := map[string]any{"event": name, "at": r.now, "instance_id": r.inst.ID, "template": r.inst.Template,
+		"status": r.inst.Status, "node_id": nodeID, "task": t}
+	if name == "instance.failed" && r.inst.State.Error != nil {
+		ev["error"] = r.inst.State.Error // subscribers learn why: the node error's code, node and message
+		ev["node_id"] = r.inst.State.Error.NodeID
+	}
+	payload, _ := json.Marshal(ev)
 	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxEvent, Ref: name, Payload: payload})
 }
 
@@ -204,16 +231,24 @@ func (r *run) fire(t *model.Timer) error {
 		return r.complete(ns.NodeID)
 	case model.TimerRetry:
 		if ns.Chain != nil {
-			// A failed plugin is retried alone: the chain goes on from where it failed.
+			// A failed plugin is retried alone: the chain goes on from where it failed, with a new timeout.
 			ns.State = model.NodeActive
+			for _, id := range append([]string(nil), ns.Timers...) {
+				if timerKind(ns, id) == model.TimerPluginTimeout {
+					r.dropTimer(ns, id) // the new run gets the whole timeout
+				}
+			}
+			r.armPluginTimeout(n, ns)
 			return r.queueRun(ns)
 		}
 		return r.activateRetry(ns.NodeID)
+	case model.TimerPluginTimeout:
+		return r.pluginTimedOut(n, ns)
 	case model.TimerCallbackTimeout:
 		if n.TimeoutBranch != "" {
 			return r.branchAway(ns, n.TimeoutBranch, "callback timed out")
 		}
-		return r.nodeError(ns.NodeID, "timeout", fmt.Sprintf("no callback within %s", n.Timeout))
+		return r.nodeError(ns.NodeID, model.NodeErrCallbackTimeout, fmt.Sprintf("no callback within %s", n.Timeout))
 	case model.TimerApprovalTimeout:
 		switch {
 		case n.OnTimeout.Branch != "":
@@ -236,19 +271,26 @@ func (r *run) fire(t *model.Timer) error {
 			r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
 			return nil
 		}
-		return r.nodeError(ns.NodeID, "timeout", fmt.Sprintf("not decided within %s", n.Timeout))
+		return r.nodeError(ns.NodeID, model.NodeErrApprovalTimeout, fmt.Sprintf("not decided within %s", n.Timeout))
 	}
 	return fmt.Errorf("engine: unknown timer kind %q", t.Kind)
 }
 
+// dropTimer removes one pending timer of a visit (its row is marked fired, the scheduler forgets it).
+func (r *run) dropTimer(ns *model.NodeState, id string) {
+	ns.Timers = remove(ns.Timers, id)
+	r.w.FiredTimers = append(r.w.FiredTimers, id)
+	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxTimerCancel, Ref: id})
+}
+
 // branchAway ends a node visit and continues at another node (timeout branches): the node's own outgoing
-// edges are dead.
+// edges are killed.
 func (r *run) branchAway(ns *model.NodeState, to, reason string) error {
 	r.endVisit(ns, model.NodeCancelled)
 	r.cancelNodeTasks(ns.NodeInstanceID, reason)
 	r.history("node.timeout_branch", ns.NodeID, "", reason, map[string]any{"branch": to})
 	for _, i := range r.edgeIndexes(ns.NodeID) {
-		r.inst.State.Edges[i] = model.EdgeDead
+		r.inst.State.Edges[i] = model.EdgeKilled
 	}
 	if err := r.activate(to); err != nil {
 		return err

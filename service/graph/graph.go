@@ -2,7 +2,9 @@
 // of them) as Mermaid flowcharts.
 //
 // Validation reports every problem at once, each with a code from API.md and the node ids at fault, so that the
-// designer can mark them all. The graph checks follow Comet's: exactly one start, at least one end, no cycle
+// designer can mark them all. A definition's shape is checked by its JSON Schema (model.DefinitionSchema,
+// generated from the Go types; schema.go), compiled once; what a schema cannot express is checked here by hand.
+// The graph checks follow Comet's: exactly one start, at least one end, no cycle
 // (Kahn's algorithm; the strongly connected components of what Kahn leaves over give the actual cycles), every
 // node reachable from the start and able to reach an end. All of it is O(V+E) over adjacency lists.
 package graph
@@ -28,21 +30,41 @@ type Options struct {
 type Result struct {
 	Valid  bool                    `json:"valid"`
 	Errors []model.ValidationError `json:"errors"` // never null
+	// Warnings do not stop publishing (e.g. unknown_user: a static approver that is no user today); never null.
+	Warnings []model.ValidationError `json:"warnings"`
 }
 
-// Validate parses raw strictly (model.ParseDefinition) and validates what it could parse.
+// Validate parses raw against the definition schema (Parse) and checks what it could parse (Check).
 func Validate(raw []byte, opts Options) Result {
-	d, errs := model.ParseDefinition(raw)
+	r, _ := ValidateParsed(raw, opts)
+	return r
+}
+
+// ValidateParsed is Validate that also returns what Parse could read of the definition (nil when its top level
+// is unusable), for a caller that looks further into it (the unknown_user warnings) without parsing it again.
+func ValidateParsed(raw []byte, opts Options) (Result, *model.Definition) {
+	d, errs := Parse(raw)
 	if d != nil {
-		errs = append(errs, ValidateDefinition(d, opts)...)
+		errs = append(errs, Check(d, opts)...)
 	}
 	errs = dedupe(errs)
-	return Result{Valid: len(errs) == 0, Errors: errs}
+	return Result{Valid: len(errs) == 0, Errors: errs, Warnings: []model.ValidationError{}}, d
 }
 
-// ValidateDefinition validates an already parsed definition and returns every problem found (an empty, non-nil
-// slice when there is none).
+// ValidateDefinition validates a definition built in code or read leniently: the schema (on its JSON form) and
+// Check. It returns every problem found (an empty, non-nil slice when there is none).
 func ValidateDefinition(d *model.Definition, opts Options) []model.ValidationError {
+	if d == nil {
+		return []model.ValidationError{model.NewValidationError(model.CodeBadDefinition, nil, "there is no definition")}
+	}
+	return dedupe(append(schemaErrors(d), Check(d, opts)...))
+}
+
+// Check runs the checks a schema cannot express on a definition that Parse returned: the graph (one start, an
+// end, no cycle, every node reachable and able to reach an end, edges between existing nodes, unique ids), the
+// targets of branches, the rules that tie fields together (approvers, votes, timeouts) and the semantics of
+// values (cron expressions, conditions, times, IP lists). It returns an empty, non-nil slice when all is well.
+func Check(d *model.Definition, opts Options) []model.ValidationError {
 	if d == nil {
 		return []model.ValidationError{model.NewValidationError(model.CodeBadDefinition, nil, "there is no definition")}
 	}
@@ -99,32 +121,14 @@ func label(i int, n *model.Node) string {
 	return n.ID
 }
 
-func validID(id string) bool {
-	if id == "" {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		c := id[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
-// checkIDs reports empty, malformed and duplicate node ids and builds the id index (first node wins).
+// checkIDs reports duplicate node ids and builds the id index (first node wins). Missing, malformed and long ids
+// are the schema's.
 func (v *validator) checkIDs() {
 	var dups map[string]int
 	for i := range v.d.Nodes {
 		id := v.d.Nodes[i].ID
-		switch {
-		case id == "":
-			v.add(model.CodeBadNode, nil, "node #%d has no id", i+1)
+		if id == "" {
 			continue
-		case !validID(id):
-			v.add(model.CodeBadNode, at(id), "node %q: an id may hold only letters, digits, '_' and '-'", id)
-		case len(id) > model.MaxNodeIDLen:
-			v.add(model.CodeBadNode, at(id), "node #%d: an id may be at most %d characters long", i+1, model.MaxNodeIDLen)
 		}
 		if _, seen := v.idx[id]; seen {
 			if dups == nil {
@@ -184,16 +188,11 @@ func (v *validator) checkEdges() {
 		}
 		from, fromOK := v.idx[e.From]
 		to, toOK := v.idx[e.To]
-		switch {
-		case e.From == "":
-			v.add(model.CodeUnknownNode, at(e.To), "%s has no from", edgeName(i, e))
-		case !fromOK:
+		// An edge without from or to is the schema's to report.
+		if e.From != "" && !fromOK {
 			v.add(model.CodeUnknownNode, at(e.From), "%s comes from node %q, which does not exist", edgeName(i, e), e.From)
 		}
-		switch {
-		case e.To == "":
-			v.add(model.CodeUnknownNode, at(e.From), "%s has no to", edgeName(i, e))
-		case !toOK:
+		if e.To != "" && !toOK {
 			v.add(model.CodeUnknownNode, at(e.To), "%s goes to node %q, which does not exist", edgeName(i, e), e.To)
 		}
 		hasCond := e.HasCondition()
@@ -260,12 +259,8 @@ func edgeName(i int, e *model.Edge) string {
 
 func (v *validator) checkCondition(i int, e *model.Edge) {
 	c := bytes.TrimSpace(e.Condition)
-	if c[0] != '{' {
-		v.add(model.CodeBadCondition, at(e.From, e.To), "%s: a condition must be a MongoDB-style query object such as {\"days\": {\"$gt\": 3}}", edgeName(i, e))
-		return
-	}
-	if v.opts.CheckCondition == nil {
-		return
+	if c[0] != '{' || v.opts.CheckCondition == nil {
+		return // a condition that is not an object is the schema's to report
 	}
 	if err := v.opts.CheckCondition(c); err != nil {
 		msg := err.Error()

@@ -25,6 +25,32 @@ const maxEdgeLabel = 60
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.
 func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
+	return MermaidInstance(d, states, nil, "", edgeLabel)
+}
+
+// Edge states an instance diagram draws (EdgeStyles): taken edges solid green, pruned ones (routing did not
+// choose them) grey and dashed, killed ones (a rejection or failure upstream) red and dotted.
+const (
+	EdgeTaken  = "taken"
+	EdgePruned = "pruned"
+	EdgeKilled = "killed"
+)
+
+// ErrorNodeStyle marks the node whose error failed an instance.
+const ErrorNodeStyle = "stroke:#a40e26,stroke-width:4px"
+
+// EdgeStyles are the Mermaid link styles of the edge states.
+var EdgeStyles = map[string]string{
+	EdgeTaken:  "stroke:#16a34a,stroke-width:2px",
+	EdgePruned: "stroke:#9ca3af,stroke-width:1px,stroke-dasharray:6 4",
+	EdgeKilled: "stroke:#dc2626,stroke-width:2px,stroke-dasharray:2 3",
+}
+
+// MermaidInstance is Mermaid with the state of each edge of d (index-aligned with d.Edges: EdgeTaken,
+// EdgePruned, EdgeKilled or "" for undecided) drawn as a link style, and pruned and killed edges labelled so that
+// the difference reads without colour too. failed, when not "", is the node whose error failed the instance: it is
+// drawn with a heavy red border (ErrorNodeStyle).
+func MermaidInstance(d *model.Definition, states map[string]string, edgeStates []string, failed string, edgeLabel func(model.Edge) string) string {
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	if d == nil {
@@ -53,7 +79,10 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 		b.WriteString(close)
 		b.WriteByte('\n')
 	}
+	links := 0
+	linkOf := map[string][]string{} // edge state → link indexes
 	link := func(from, to, arrow, text string) {
+		links++
 		b.WriteString("    ")
 		b.WriteString(from)
 		b.WriteString(" ")
@@ -67,7 +96,7 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 		b.WriteString(to)
 		b.WriteByte('\n')
 	}
-	for _, e := range d.Edges {
+	for i, e := range d.Edges {
 		from, okFrom := ids[e.From]
 		to, okTo := ids[e.To]
 		if !okFrom || !okTo {
@@ -82,6 +111,20 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 			text = edgeLabel(e)
 		default:
 			text = conditionLabel(e.Condition)
+		}
+		st := ""
+		if i < len(edgeStates) {
+			st = edgeStates[i]
+		}
+		switch st {
+		case EdgePruned, EdgeKilled:
+			if text != "" {
+				text += " · "
+			}
+			text += st
+		}
+		if st != "" {
+			linkOf[st] = append(linkOf[st], strconv.Itoa(links))
 		}
 		link(from, to, "-->", text)
 	}
@@ -102,6 +145,22 @@ func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model
 	}
 	if states != nil {
 		writeStates(&b, d, gen, states)
+	}
+	if g, ok := ids[failed]; ok && failed != "" {
+		b.WriteString("    style ")
+		b.WriteString(g)
+		b.WriteByte(' ')
+		b.WriteString(ErrorNodeStyle)
+		b.WriteByte('\n')
+	}
+	for _, st := range []string{EdgeTaken, EdgePruned, EdgeKilled} {
+		if l := linkOf[st]; len(l) > 0 {
+			b.WriteString("    linkStyle ")
+			b.WriteString(strings.Join(l, ","))
+			b.WriteByte(' ')
+			b.WriteString(EdgeStyles[st])
+			b.WriteByte('\n')
+		}
 	}
 	return b.String()
 }

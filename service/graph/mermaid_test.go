@@ -11,9 +11,9 @@ import (
 
 func parsed(t *testing.T, raw string) *model.Definition {
 	t.Helper()
-	d, errs := model.ParseDefinition([]byte(raw))
+	d, errs := graph.Parse([]byte(raw))
 	if d == nil || len(errs) > 0 {
-		t.Fatalf("ParseDefinition: %v", errs)
+		t.Fatalf("Parse: %v", errs)
 	}
 	return d
 }
@@ -184,5 +184,35 @@ func TestMermaidDuplicateIDs(t *testing.T) {
 		if !strings.Contains(got, line+"\n") {
 			t.Errorf("missing %q in\n%s", line, got)
 		}
+	}
+}
+
+func TestMermaidInstanceEdgeStates(t *testing.T) {
+	d, errs := graph.Parse([]byte(`{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+		{"id":"m","type":"approval","approvers":{"users":["mia"]}},{"id":"dir","type":"approval","approvers":{"users":["dan"]}},{"id":"end","type":"end"}],
+		"edges":[{"from":"start","to":"m"},{"from":"m","to":"dir","condition":{"days":{"$gt":3}}},{"from":"m","to":"end","default":true},{"from":"dir","to":"end"}]}`))
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	out := graph.MermaidInstance(d, map[string]string{"start": "completed", "m": "completed", "dir": "rejected", "end": "skipped"},
+		[]string{graph.EdgeTaken, graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}, "dir", nil)
+	for _, line := range []string{
+		`n1 -->|"default · pruned"| n3`,
+		`n2 -->|"killed"| n3`,
+		"linkStyle 0,1 " + graph.EdgeStyles[graph.EdgeTaken],
+		"linkStyle 2 " + graph.EdgeStyles[graph.EdgePruned],
+		"linkStyle 3 " + graph.EdgeStyles[graph.EdgeKilled],
+		"style n2 " + graph.ErrorNodeStyle,
+	} {
+		if !strings.Contains(out, line) {
+			t.Errorf("diagram lacks %q:\n%s", line, out)
+		}
+	}
+	// Pruned and killed are drawn differently; without edge states no link is styled.
+	if graph.EdgeStyles[graph.EdgePruned] == graph.EdgeStyles[graph.EdgeKilled] {
+		t.Error("pruned and killed edges look the same")
+	}
+	if plain := graph.Mermaid(d, nil, nil); strings.Contains(plain, "linkStyle") {
+		t.Errorf("a template diagram styles links:\n%s", plain)
 	}
 }

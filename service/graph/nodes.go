@@ -1,7 +1,6 @@
 package graph
 
 import (
-	"bytes"
 	"strings"
 	"time"
 	"unicode"
@@ -10,40 +9,15 @@ import (
 	"github.com/halley-bpm/halley/model"
 )
 
-// checkNode reports the problems of one node's own fields (bad_node, bad_cron) and records the implicit arcs
+// checkNode reports what the schema cannot see in one node's own fields (bad_node, bad_cron): the nodes its
+// branches name, the rules that tie its fields together, and what its values mean. It records the implicit arcs
 // of its branches.
 func (v *validator) checkNode(i int, n *model.Node) {
 	name := label(i, n)
 	bad := func(format string, args ...any) { v.add(model.CodeBadNode, at(n.ID), format, args...) }
 
-	if msg := model.NodeTypeMessage(name, n.Type); msg != "" {
-		bad("%s", msg)
-	}
-	for _, f := range n.ForeignFields() {
-		bad("%s", model.ForeignFieldMessage(name, n.Type, f))
-	}
-	switch n.Join {
-	case "", model.JoinAnd, model.JoinOr:
-	default:
-		bad("node %q: join must be \"and\" or \"or\", not %q", name, n.Join)
-	}
-	if utf8.RuneCountInString(n.Name) > model.MaxNodeNameLen {
-		bad("node %q: name may be at most %d characters long", name, model.MaxNodeNameLen)
-	}
-	if n.Timeout < 0 {
-		bad("node %q: timeout %s is negative", name, n.Timeout)
-	}
-	for _, phase := range []struct {
-		name  string
-		names []string
-	}{{"pre", n.Plugins.Pre}, {"after", n.Plugins.After}} {
-		for _, p := range phase.names {
-			if strings.TrimSpace(p) == "" {
-				bad("node %q: plugins.%s has an empty plugin name", name, phase.name)
-			}
-		}
-	}
-	v.checkErrorHandler(i, n, name, bad)
+	v.checkJoin(n, name, bad)
+	v.checkErrorHandler(i, n, name)
 	if !n.CC.IsZero() {
 		v.checkApprovers(name, "cc", n.CC, bad)
 		if n.CC.HasGroups() {
@@ -65,12 +39,25 @@ func (v *validator) checkNode(i int, n *model.Node) {
 				bad("node %q: timeout_branch %q is taken when the timeout passes, but the node has no timeout", name, n.TimeoutBranch)
 			}
 		}
-		if utf8.RuneCountInString(n.Message) > model.MaxMessageLen {
-			bad("node %q: message may be at most %d characters long", name, model.MaxMessageLen)
-		}
-		if n.Message != "" && strings.TrimSpace(n.Message) != n.Message {
-			bad("node %q: message %q has leading or trailing spaces", name, n.Message)
-		}
+	}
+}
+
+// checkJoin checks what the schema cannot: that {"min":N} can activate (N is at most the node's number of
+// incoming edges), and refuses cancel_rest by name: it is reserved for the discriminator of the sub-process work
+// and not implemented yet. The form of a join ("and", "or" or {"min": N} with N at least 1) is the schema's.
+func (v *validator) checkJoin(n *model.Node, name string, bad func(string, ...any)) {
+	j := n.Join
+	if j.Mode != model.JoinMin {
+		return
+	}
+	if j.CancelRest {
+		bad("node %q: join cancel_rest is not supported yet; use {\"min\": %d} (the other branches then run on and are absorbed)", name, j.Min)
+	}
+	if j.Min < 1 { // the schema's to report
+		return
+	}
+	if in := len(v.d.Incoming(n.ID)); j.Min > in {
+		bad("node %q: join {\"min\": %d} can never activate: the node has %d incoming edges", name, j.Min, in)
 	}
 }
 
@@ -91,49 +78,26 @@ func (v *validator) branch(i int, name, field, target string, bad func(string, .
 	}
 }
 
-func (v *validator) checkErrorHandler(i int, n *model.Node, name string, bad func(string, ...any)) {
+// checkErrorHandler checks the node catch.branch names: with catch, and with retry once the retries are used up.
+// Which fields each operation takes is the schema's.
+func (v *validator) checkErrorHandler(i int, n *model.Node, name string) {
 	h := n.ErrorHandler
-	switch h.Operation {
-	case "", model.ErrorOpThrow, model.ErrorOpRetry, model.ErrorOpIgnore, model.ErrorOpCatch:
-	default:
-		bad("node %q: error_handler.operation must be retry, ignore, catch or throw, not %q", name, h.Operation)
+	if h.Catch.Branch == "" {
 		return
 	}
-	op := h.Op()
-	if h.Retry.Period < 0 {
-		bad("node %q: error_handler.retry.period %s is negative", name, h.Retry.Period)
-	}
-	switch {
-	case op == model.ErrorOpRetry && h.Retry.Count < 1:
-		bad("node %q: error_handler retries need retry.count of at least 1, got %d", name, h.Retry.Count)
-	case op != model.ErrorOpRetry && h.Retry != (model.RetryPolicy{}):
-		bad("node %q: error_handler.retry applies only to operation retry, not %s", name, op)
-	}
-	switch {
-	case op == model.ErrorOpCatch && h.Catch.Branch == "":
-		bad("node %q: error_handler operation catch needs catch.branch, the node to go to", name)
-	case op == model.ErrorOpCatch, op == model.ErrorOpRetry && h.Catch.Branch != "":
-		// With retry, catch.branch is where the flow goes once the retries are exhausted.
-		v.branch(i, name, "error_handler.catch.branch", h.Catch.Branch, bad)
-	case h.Catch.Branch != "":
-		bad("node %q: error_handler.catch applies only to operations catch and retry, not %s", name, op)
+	switch h.Op() {
+	case model.ErrorOpCatch, model.ErrorOpRetry:
+		v.branch(i, name, "error_handler.catch.branch", h.Catch.Branch, func(format string, args ...any) {
+			v.add(model.CodeBadNode, at(n.ID), format, args...)
+		})
 	}
 }
 
 func (v *validator) checkTrigger(name string, n *model.Node, bad func(string, ...any)) {
 	t := n.Trigger
-	for _, f := range t.ForeignFields() {
-		bad("%s", model.TriggerForeignFieldMessage(name, t.Kind, f))
-	}
 	switch t.Kind {
-	case "":
-		bad("start node %q needs a trigger, e.g. {\"kind\": \"manual\"}", name)
-	case model.TriggerManual:
 	case model.TriggerCrontab:
-		switch {
-		case strings.TrimSpace(t.Expr) == "":
-			v.add(model.CodeBadCron, at(n.ID), "node %q: a crontab trigger needs expr, e.g. \"*/5 * * * *\"", name)
-		default:
+		if strings.TrimSpace(t.Expr) != "" {
 			if _, err := v.cron.Parse(t.Expr); err != nil {
 				v.add(model.CodeBadCron, at(n.ID), "node %q: crontab expr %q: %v (5 fields: minute hour day-of-month month day-of-week)", name, t.Expr, err)
 			}
@@ -146,50 +110,10 @@ func (v *validator) checkTrigger(name string, n *model.Node, bad func(string, ..
 			bad("node %q: trigger end_at %s is not after start_at %s", name, t.EndAt, t.StartAt)
 		}
 	case model.TriggerSyncAPI, model.TriggerAsyncAPI:
-		for _, f := range []struct{ field, value string }{{"module", t.Module}, {"function", t.Function}} {
-			switch {
-			case f.value == "":
-				bad("node %q: a %s trigger needs %s (it is part of the URL /trigger/%s/{module}/{function})", name, t.Kind, f.field, strings.TrimSuffix(t.Kind, "-api"))
-			case !validPathSegment(f.value):
-				bad("node %q: trigger %s %q may hold only letters, digits, '.', '_' and '-'", name, f.field, f.value)
-			}
-		}
-		switch strings.ToUpper(t.Method) {
-		case "", "GET", "POST", "PUT", "PATCH", "DELETE":
-		default:
-			bad("node %q: trigger method must be get, post, put, patch or delete, not %q", name, t.Method)
-		}
-		switch t.LoginVerification {
-		case "", model.LoginNone, model.LoginToken, model.LoginPassword:
-		default:
-			bad("node %q: trigger login_verification must be none, token or password, not %q", name, t.LoginVerification)
-		}
 		if _, err := t.RemoteIPPrefixes(); err != nil {
 			bad("node %q: trigger %v", name, err)
 		}
-	case model.TriggerForm:
-		if f := bytes.TrimSpace(t.Form); len(f) == 0 || f[0] != '{' {
-			bad("node %q: a form trigger needs form, the form definition object", name)
-		}
-		for _, m := range t.Members {
-			if strings.TrimSpace(m) == "" {
-				bad("node %q: trigger members has an empty name", name)
-				break
-			}
-		}
-	default:
-		bad("node %q: unknown trigger kind %q (one of manual, crontab, sync-api, async-api, form)", name, t.Kind)
 	}
-}
-
-func validPathSegment(s string) bool {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
-			return false
-		}
-	}
-	return s != "." && s != ".."
 }
 
 func (v *validator) checkApproval(i int, n *model.Node, name string, bad func(string, ...any)) {
@@ -199,35 +123,17 @@ func (v *validator) checkApproval(i int, n *model.Node, name string, bad func(st
 	} else {
 		v.checkApprovers(name, "approvers", a, bad)
 	}
-	validSign := func(s string) bool {
-		switch s {
-		case "", model.SignOr, model.SignAll, model.SignSequential, model.SignVote:
-			return true
-		}
-		return false
-	}
-	if !validSign(n.Sign) {
-		bad("node %q: sign must be or, all, sequential or vote, not %q", name, n.Sign)
-	}
-	switch {
-	case !validSign(n.GroupSign):
-		bad("node %q: group_sign must be or, all, sequential or vote, not %q", name, n.GroupSign)
-	case n.GroupSign != "" && !a.HasGroups():
+	if n.GroupSign != "" && !a.HasGroups() {
 		bad("node %q: group_sign applies only to groups or groups_context approvers", name)
 	}
 	vote := n.SignMode() == model.SignVote || a.HasGroups() && n.GroupSignMode() == model.SignVote
 	switch {
-	case vote && !(n.PassRatio > 0 && n.PassRatio <= 1):
-		bad("node %q: a vote needs pass_ratio in (0, 1], e.g. 0.6; got %v", name, n.PassRatio)
+	case vote && n.PassRatio == 0:
+		bad("node %q: a vote needs pass_ratio in (0, 1], the share of approvals that passes, e.g. 0.6", name)
 	case !vote && n.PassRatio != 0:
 		bad("node %q: pass_ratio applies only to sign vote", name)
 	}
 	o := n.OnTimeout
-	switch o.Action {
-	case "", model.TimeoutApprove, model.TimeoutReject, model.TimeoutRemind:
-	default:
-		bad("node %q: on_timeout must be \"approve\", \"reject\", \"remind\" or {\"branch\": \"node-id\"}, not %q", name, o.Action)
-	}
 	if o.Branch != "" {
 		v.branch(i, name, "on_timeout branch", o.Branch, bad)
 	}
@@ -236,32 +142,9 @@ func (v *validator) checkApproval(i int, n *model.Node, name string, bad func(st
 	}
 }
 
+// checkApprovers checks how the ways of naming approvers combine, and the members of inline groups (a list of
+// lists, which the schema's tags cannot reach). Each name in users and roles is the schema's.
 func (v *validator) checkApprovers(name, field string, a model.Approvers, bad func(string, ...any)) {
-	for _, l := range []struct {
-		field string
-		names []string
-	}{{"users", a.Users}, {"roles", a.Roles}} {
-		for _, u := range l.names {
-			if strings.TrimSpace(u) == "" {
-				bad("node %q: %s.%s has an empty name", name, field, l.field)
-				break
-			}
-			if utf8.RuneCountInString(u) > model.MaxPersonLen {
-				bad("node %q: %s.%s has a name longer than %d characters", name, field, l.field, model.MaxPersonLen)
-				break
-			}
-		}
-	}
-	switch a.Relation {
-	case "", model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader:
-	default:
-		bad("node %q: %s.relation must be %q or %q, not %q", name, field, model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader, a.Relation)
-	}
-	for _, p := range []struct{ field, path string }{{"context", a.Context}, {"groups_context", a.GroupsContext}} {
-		if strings.IndexFunc(p.path, unicode.IsSpace) >= 0 {
-			bad("node %q: %s.%s %q is not a context path", name, field, p.field, p.path)
-		}
-	}
 	for k, g := range a.Groups {
 		if len(g) == 0 {
 			bad("node %q: %s.groups[%d] is empty", name, field, k)
@@ -288,8 +171,6 @@ func (v *validator) checkApprovers(name, field string, a model.Approvers, bad fu
 
 func checkDelay(name string, n *model.Node, bad func(string, ...any)) {
 	switch {
-	case n.Interval < 0:
-		bad("node %q: interval %s is negative", name, n.Interval)
 	case n.Interval == 0 && n.Until == "":
 		bad("delay node %q needs interval (a duration or seconds) or until (an RFC 3339 time or a context path)", name)
 	case n.Interval != 0 && n.Until != "":

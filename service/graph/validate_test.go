@@ -154,7 +154,7 @@ func TestValidateAcceptsAValidDefinition(t *testing.T) {
 	res := graph.Validate([]byte(raw), graph.Options{CheckCondition: checkCondition})
 	assertErrors(t, res)
 	b, _ := json.Marshal(res)
-	if string(b) != `{"valid":true,"errors":[]}` {
+	if string(b) != `{"valid":true,"errors":[],"warnings":[]}` {
 		t.Errorf("JSON = %s", b)
 	}
 }
@@ -278,7 +278,7 @@ func TestValidateBadCondition(t *testing.T) {
 			[]want{{model.CodeBadCondition, []string{"a", "end"}, "$in"}}},
 		{"not an object", def([]string{start, node("a", "auto"), end},
 			edge("start", "a"), edge("a", "end", `"condition": [1, 2]`)),
-			[]want{{model.CodeBadCondition, []string{"a", "end"}, "query object"}}},
+			[]want{{model.CodeBadCondition, []string{"a", "end"}, `field "condition": expected an object, got array`}}},
 	})
 	// Without a checker only the shape is checked.
 	raw := def([]string{start, end}, edge("start", "end", `"condition": {"days": {"$gtx": 3}}`))
@@ -312,13 +312,15 @@ func TestValidateBadNode(t *testing.T) {
 		// approval
 		{"approval without approvers", linear(node("a", "approval")), []want{{model.CodeBadNode, a, "needs approvers"}}},
 		{"approval with empty approvers", linear(node("a", "approval", `"approvers": {}`)), []want{{model.CodeBadNode, a, "needs approvers"}}},
-		{"empty user name", linear(node("a", "approval", `"approvers": {"users": [""]}`)), []want{{model.CodeBadNode, a, "approvers.users has an empty name"}}},
-		{"unknown relation", linear(node("a", "approval", `"approvers": {"relation": "initiator.friend"}`)), []want{{model.CodeBadNode, a, "relation must be"}}},
-		{"unknown sign", linear(approval("a", `"sign": "some"`)), []want{{model.CodeBadNode, a, `sign must be or, all, sequential or vote, not "some"`}}},
+		{"empty user name", linear(node("a", "approval", `"approvers": {"users": [""]}`)), []want{{model.CodeBadNode, a, "approvers.users[0] is empty"}}},
+		{"unknown relation", linear(node("a", "approval", `"approvers": {"relation": "initiator.friend"}`)), []want{{model.CodeBadNode, a, `unknown approvers.relation "initiator.friend"`}}},
+		{"unknown sign", linear(approval("a", `"sign": "some"`)), []want{{model.CodeBadNode, a, `unknown sign "some" (one of or, all, sequential, vote)`}}},
 		{"vote without pass_ratio", linear(approval("a", `"sign": "vote"`)), []want{{model.CodeBadNode, a, "pass_ratio in (0, 1]"}}},
-		{"vote with pass_ratio above 1", linear(approval("a", `"sign": "vote"`, `"pass_ratio": 1.5`)), []want{{model.CodeBadNode, a, "pass_ratio in (0, 1]"}}},
+		{"vote with pass_ratio above 1", linear(approval("a", `"sign": "vote"`, `"pass_ratio": 1.5`)), []want{{model.CodeBadNode, a, "pass_ratio must be at most 1, got 1.5"}}},
 		{"vote with pass_ratio 1", linear(approval("a", `"sign": "vote"`, `"pass_ratio": 1`)), nil},
 		{"pass_ratio without vote", linear(approval("a", `"sign": "all"`, `"pass_ratio": 0.5`)), []want{{model.CodeBadNode, a, "pass_ratio applies only to sign vote"}}},
+		{"pass_ratio 0 counts as none (drafts saved before the schema have it)", linear(approval("a", `"sign": "all"`, `"pass_ratio": 0`)), nil},
+		{"negative pass_ratio", linear(approval("a", `"sign": "vote"`, `"pass_ratio": -0.5`)), []want{{model.CodeBadNode, a, "pass_ratio must be at least 0, got -0.5"}}},
 		{"group_sign on users", linear(approval("a", `"group_sign": "all"`)), []want{{model.CodeBadNode, a, "group_sign applies only to groups"}}},
 		{"group_sign vote needs pass_ratio", linear(node("a", "approval", `"approvers": {"groups": [["x"], ["y"]]}`, `"group_sign": "vote"`)), []want{{model.CodeBadNode, a, "pass_ratio"}}},
 		{"empty group", linear(node("a", "approval", `"approvers": {"groups": [["x"], []]}`)), []want{{model.CodeBadNode, a, "groups[1] is empty"}}},
@@ -327,7 +329,7 @@ func TestValidateBadNode(t *testing.T) {
 		{"on_timeout branch to a missing node", linear(approval("a", `"timeout": "1h"`, `"on_timeout": {"branch": "nowhere"}`)),
 			[]want{{model.CodeBadNode, a, `on_timeout branch names node "nowhere", which does not exist`}}},
 		{"on_timeout without timeout", linear(approval("a", `"on_timeout": "approve"`)), []want{{model.CodeBadNode, a, "has no timeout"}}},
-		{"unknown on_timeout action", linear(approval("a", `"timeout": "1h"`, `"on_timeout": "escalate"`)), []want{{model.CodeBadNode, a, `not "escalate"`}}},
+		{"unknown on_timeout action", linear(approval("a", `"timeout": "1h"`, `"on_timeout": "escalate"`)), []want{{model.CodeBadNode, a, `on_timeout must be "approve", "reject", "remind" or {"branch": "node-id"}, not "escalate"`}}},
 		{"cc with groups", linear(node("a", "auto", `"cc": {"groups": [["x"]]}`)), []want{{model.CodeBadNode, a, "cc takes users"}}},
 		// callback
 		{"timeout_branch to a missing node", linear(node("a", "callback", `"timeout": "1h"`, `"timeout_branch": "nowhere"`)),
@@ -342,10 +344,10 @@ func TestValidateBadNode(t *testing.T) {
 		{"catch branch to a missing node", linear(node("a", "auto", `"error_handler": {"operation": "catch", "catch": {"branch": "nowhere"}}`)),
 			[]want{{model.CodeBadNode, a, `catch.branch names node "nowhere"`}}},
 		{"retry count 0", linear(node("a", "auto", `"error_handler": {"operation": "retry", "retry": {"count": 0, "period": "1s"}}`)),
-			[]want{{model.CodeBadNode, a, "retry.count of at least 1"}}},
+			[]want{{model.CodeBadNode, a, "error_handler.retry.count must be at least 1, got 0"}}},
 		{"retry without operation retry", linear(node("a", "auto", `"error_handler": {"operation": "ignore", "retry": {"count": 2}}`)),
-			[]want{{model.CodeBadNode, a, "retry applies only to operation retry"}}},
-		{"unknown operation", linear(node("a", "auto", `"error_handler": {"operation": "panic"}`)), []want{{model.CodeBadNode, a, "operation must be"}}},
+			[]want{{model.CodeBadNode, a, `field "error_handler.retry" does not apply to operation ignore`}}},
+		{"unknown operation", linear(node("a", "auto", `"error_handler": {"operation": "panic"}`)), []want{{model.CodeBadNode, a, `unknown error_handler.operation "panic"`}}},
 		// durations
 		{"negative timeout", linear(node("a", "auto", `"timeout": "-1s"`)), []want{{model.CodeBadNode, a, "timeout -1s is negative"}}},
 		{"negative retry period", linear(node("a", "auto", `"error_handler": {"operation": "retry", "retry": {"count": 1, "period": -3}}`)),
@@ -359,14 +361,14 @@ func TestValidateBadNode(t *testing.T) {
 		{"delay until a context path", linear(node("a", "delay", `"until": "order.due_at"`)), nil},
 		// start triggers
 		{"start without trigger", def([]string{node("start", "start"), end}, edge("start", "end")),
-			[]want{{model.CodeBadNode, []string{"start"}, "needs a trigger"}}},
-		{"unknown trigger kind", startWith(`{"kind": "webhook"}`), []want{{model.CodeBadNode, []string{"start"}, `unknown trigger kind "webhook"`}}},
+			[]want{{model.CodeBadNode, []string{"start"}, `start node "start" needs trigger`}}},
+		{"unknown trigger kind", startWith(`{"kind": "webhook"}`), []want{{model.CodeBadNode, []string{"start"}, `unknown trigger.kind "webhook"`}}},
 		{"sync-api without module and function", startWith(`{"kind": "sync-api"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, "needs module"}, {model.CodeBadNode, []string{"start"}, "needs function"}}},
 		{"api module with a slash", startWith(`{"kind": "async-api", "module": "a/b", "function": "f"}`), []want{{model.CodeBadNode, []string{"start"}, `module "a/b"`}}},
-		{"bad method", startWith(`{"kind": "sync-api", "module": "m", "function": "f", "method": "fetch"}`), []want{{model.CodeBadNode, []string{"start"}, `not "fetch"`}}},
+		{"bad method", startWith(`{"kind": "sync-api", "module": "m", "function": "f", "method": "fetch"}`), []want{{model.CodeBadNode, []string{"start"}, `trigger.method "fetch" is not one of get, post, put, patch and delete`}}},
 		{"bad login_verification", startWith(`{"kind": "sync-api", "module": "m", "function": "f", "login_verification": "oauth"}`),
-			[]want{{model.CodeBadNode, []string{"start"}, `login_verification must be none, token or password, not "oauth"`}}},
+			[]want{{model.CodeBadNode, []string{"start"}, `unknown trigger.login_verification "oauth" (one of none, token, password)`}}},
 		{"bad allow_remote_ips", startWith(`{"kind": "async-api", "module": "m", "function": "f", "allow_remote_ips": "10.0.0.0/8,10.1.2.3/40"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, `"10.1.2.3/40" is not an IP address or CIDR`}}},
 		{"good api trigger", startWith(`{"kind": "sync-api", "module": "push", "function": "task.v2", "method": "PUT", "login_verification": "password",
@@ -374,8 +376,15 @@ func TestValidateBadNode(t *testing.T) {
 		{"crontab end before start", startWith(`{"kind": "crontab", "expr": "0 * * * *", "start_at": "2025-02-01T00:00:00Z", "end_at": "2025-01-01T00:00:00Z"}`),
 			[]want{{model.CodeBadNode, []string{"start"}, "is not after start_at"}}},
 		{"form trigger without form", startWith(`{"kind": "form", "members": ["x"]}`), []want{{model.CodeBadNode, []string{"start"}, "needs form"}}},
+		{"good message trigger", startWith(`{"kind": "message", "message": "order.paid"}`), nil},
+		{"good min join", def([]string{start, node("a", "auto"), node("b", "auto"), node("c", "auto"), node("m", "auto", `"join": {"min": 2}`), end},
+			edge("start", "a"), edge("start", "b"), edge("start", "c"), edge("a", "m"), edge("b", "m"), edge("c", "m"), edge("m", "end")), nil},
+		{"message trigger without a message", startWith(`{"kind": "message"}`), []want{{model.CodeBadNode, []string{"start"}, "needs message"}}},
+		{"message trigger with spaces", startWith(`{"kind": "message", "message": " order.paid"}`), []want{{model.CodeBadNode, []string{"start"}, "leading or trailing spaces"}}},
+		{"message field on a manual trigger", startWith(`{"kind": "manual", "message": "m"}`),
+			[]want{{model.CodeBadNode, []string{"start"}, `field "trigger.message" does not apply to kind manual (it belongs to kind message)`}}},
 		{"trigger field of another kind", startWith(`{"kind": "manual", "module": "m"}`),
-			[]want{{model.CodeBadNode, []string{"start"}, `trigger field "module" does not apply to a manual trigger`}}},
+			[]want{{model.CodeBadNode, []string{"start"}, `field "trigger.module" does not apply to kind manual`}}},
 		// edges
 		{"default edge on a single outgoing edge", def([]string{start, end}, edge("start", "end", `"default": true`)),
 			[]want{{model.CodeBadNode, []string{"start"}, "no other outgoing edge"}}},
@@ -396,20 +405,33 @@ func TestValidateBadNode(t *testing.T) {
 		{"two error nodes", def([]string{start, node("e1", "error"), node("e2", "error"), end}, edge("start", "end"), edge("e1", "end"), edge("e2", "end")),
 			[]want{{model.CodeBadNode, []string{"e1", "e2"}, "2 error nodes"}}},
 		// common fields
-		{"join xor", linear(node("a", "auto", `"join": "xor"`)), []want{{model.CodeBadNode, a, `join must be "and" or "or"`}}},
+		{"join xor", linear(node("a", "auto", `"join": "xor"`)), []want{{model.CodeBadNode, a, `join must be "and", "or" or {"min": N}`}}},
+		{"join min 0", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 0}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `join.min must be at least 1, got 0`}}},
+		{"join min above the in-degree", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 3}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `can never activate: the node has 2 incoming edges`}}},
+		{"join min with cancel_rest", def([]string{start, node("a", "auto"), node("b", "auto"), node("m", "auto", `"join": {"min": 1, "cancel_rest": true}`), end},
+			edge("start", "a"), edge("start", "b"), edge("a", "m"), edge("b", "m"), edge("m", "end")),
+			[]want{{model.CodeBadNode, []string{"m"}, `cancel_rest is not supported yet`}}},
+		{"join object without min", linear(node("a", "auto", `"join": {"cancel_rest": false}`)), []want{{model.CodeBadNode, a, `join has no min`}}},
+		{"join object with another field", linear(node("a", "auto", `"join": {"max": 2}`)),
+			[]want{{model.CodeBadNode, a, `join has no min`}, {model.CodeBadNode, a, `field "join": unknown field "max"`}}},
+		{"join as a number", linear(node("a", "auto", `"join": 2`)), []want{{model.CodeBadNode, a, `join must be "and", "or" or {"min": N}`}}},
 		{"id with a space", def([]string{start, node("a b", "auto"), end}, edge("start", "a b"), edge("a b", "end")),
 			[]want{{model.CodeBadNode, []string{"a b"}, "letters, digits"}}},
 		{"id with a dot", def([]string{start, node("a.b", "auto"), end}, edge("start", "a.b"), edge("a.b", "end")),
 			[]want{{model.CodeBadNode, []string{"a.b"}, "letters, digits"}}},
 		{"empty id", def([]string{start, node("", "auto"), end}, edge("start", "end")),
 			[]want{{model.CodeBadNode, nil, "node #2 has no id"}}},
-		{"empty plugin name", linear(node("a", "auto", `"plugins": {"after": [""]}`)), []want{{model.CodeBadNode, a, "plugins.after has an empty plugin name"}}},
+		{"empty plugin name", linear(node("a", "auto", `"plugins": {"after": [""]}`)), []want{{model.CodeBadNode, a, "plugins.after[0] is empty"}}},
 		// lengths the stores keep: longer values failed the step that wrote them (a 500 on MySQL)
 		{"id too long", def([]string{start, node(long129, "auto"), end}, edge("start", long129), edge(long129, "end")),
 			[]want{{model.CodeBadNode, []string{long129}, "at most 128 characters"}}},
 		{"name too long", linear(node("a", "auto", `"name": "`+strings.Repeat("é", 201)+`"`)), []want{{model.CodeBadNode, a, "name may be at most 200"}}},
 		{"approver too long", linear(node("a", "approval", `"approvers": {"users": ["`+strings.Repeat("u", 201)+`"]}`)),
-			[]want{{model.CodeBadNode, a, "approvers.users has a name longer than 200"}}},
+			[]want{{model.CodeBadNode, a, "approvers.users[0] may be at most 200 characters long"}}},
 		{"group member too long", linear(node("a", "approval", `"approvers": {"groups": [["`+strings.Repeat("u", 201)+`"]]}`)),
 			[]want{{model.CodeBadNode, a, "approvers.groups[0] has a name longer than 200"}}},
 		{"message too long", linear(node("a", "callback", `"message": "`+strings.Repeat("m", 256)+`"`)), []want{{model.CodeBadNode, a, "message may be at most 255"}}},

@@ -7,8 +7,9 @@ package outbox
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
-	"sync"
+	"maps"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
@@ -16,6 +17,9 @@ import (
 
 // Handler carries out a batch of outbox items of one kind.
 type Handler func(ctx context.Context, items []model.OutboxItem) error
+
+// Handlers says who carries out the items of each kind (model.OutboxEvent, model.OutboxTimerArm, ...).
+type Handlers map[string]Handler
 
 // Options configure a Dispatcher.
 type Options struct {
@@ -29,14 +33,21 @@ type Options struct {
 // Dispatcher is the loop that drains the outbox.
 type Dispatcher struct {
 	store    model.OutboxStore
-	handlers map[string]Handler
+	handlers Handlers
 	opts     Options
 	wake     chan struct{}
-	once     sync.Once
 }
 
-// New returns a dispatcher; register handlers before Run.
-func New(store model.OutboxStore, opts Options) *Dispatcher {
+// New returns a dispatcher of the handlers' kinds; items of other kinds are dropped, loudly.
+func New(store model.OutboxStore, handlers Handlers, opts Options) (*Dispatcher, error) {
+	if store == nil || len(handlers) == 0 {
+		return nil, fmt.Errorf("outbox: a dispatcher needs a store and at least one handler")
+	}
+	for kind, h := range handlers {
+		if h == nil {
+			return nil, fmt.Errorf("outbox: the handler of %q is nil", kind)
+		}
+	}
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = 200
 	}
@@ -46,11 +57,8 @@ func New(store model.OutboxStore, opts Options) *Dispatcher {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Dispatcher{store: store, handlers: map[string]Handler{}, opts: opts, wake: make(chan struct{}, 1)}
+	return &Dispatcher{store: store, handlers: maps.Clone(handlers), opts: opts, wake: make(chan struct{}, 1)}, nil
 }
-
-// Handle registers the handler of a kind.
-func (d *Dispatcher) Handle(kind string, h Handler) { d.handlers[kind] = h }
 
 // Notify wakes the loop: a commit wrote outbox rows.
 func (d *Dispatcher) Notify() {

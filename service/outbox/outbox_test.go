@@ -29,24 +29,45 @@ func commit(t *testing.T, s *store.Store, id string, n int) {
 	}
 }
 
+func newDispatcher(t *testing.T, s *store.Store, hs outbox.Handlers, opts outbox.Options) *outbox.Dispatcher {
+	t.Helper()
+	d, err := outbox.New(s, hs, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// TestNewRefusesMissingHandlers: a dispatcher without a store or handlers, or with a nil handler, is an error at
+// construction, not a nil call when the first item comes.
+func TestNewRefusesMissingHandlers(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	for name, hs := range map[string]outbox.Handlers{"none": nil, "nil handler": {model.OutboxEvent: nil}} {
+		if _, err := outbox.New(s, hs, outbox.Options{}); err == nil {
+			t.Errorf("%s: New accepted it", name)
+		}
+	}
+	if _, err := outbox.New(nil, outbox.Handlers{model.OutboxEvent: func(context.Context, []model.OutboxItem) error { return nil }}, outbox.Options{}); err == nil {
+		t.Error("New accepted no store")
+	}
+}
+
 func TestCrashBetweenCommitAndDispatchLosesNothing(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		commit(t, s, "i1", 3)
 		// The first dispatcher dies while handling (its handler fails, as a process crash would leave it).
-		d1 := outbox.New(s, outbox.Options{})
-		d1.Handle(model.OutboxTimerArm, func(context.Context, []model.OutboxItem) error { return errors.New("crashed") })
+		d1 := newDispatcher(t, s, outbox.Handlers{model.OutboxTimerArm: func(context.Context, []model.OutboxItem) error { return errors.New("crashed") }}, outbox.Options{})
 		if _, err := d1.DispatchOnce(ctx); err == nil {
 			t.Fatal("the failing handler's error must surface")
 		}
 		// A new dispatcher (the restarted process) gets every item, once.
 		var got []string
-		d2 := outbox.New(s, outbox.Options{})
-		d2.Handle(model.OutboxTimerArm, func(_ context.Context, items []model.OutboxItem) error {
+		d2 := newDispatcher(t, s, outbox.Handlers{model.OutboxTimerArm: func(_ context.Context, items []model.OutboxItem) error {
 			for _, it := range items {
 				got = append(got, it.Ref)
 			}
 			return nil
-		})
+		}}, outbox.Options{})
 		if n, err := d2.DispatchOnce(ctx); err != nil || n != 3 {
 			t.Fatalf("redispatch: %d %v", n, err)
 		}
@@ -62,8 +83,8 @@ func TestCrashBetweenCommitAndDispatchLosesNothing(t *testing.T) {
 func TestRunDrainsAndWakes(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
 	done := make(chan int, 10)
-	d := outbox.New(s, outbox.Options{Interval: time.Hour, OnDispatched: func(n int) { done <- n }})
-	d.Handle(model.OutboxTimerArm, func(context.Context, []model.OutboxItem) error { return nil })
+	d := newDispatcher(t, s, outbox.Handlers{model.OutboxTimerArm: func(context.Context, []model.OutboxItem) error { return nil }},
+		outbox.Options{Interval: time.Hour, OnDispatched: func(n int) { done <- n }})
 	c, cancel := context.WithCancel(ctx)
 	defer cancel()
 	go d.Run(c)
@@ -103,15 +124,14 @@ func TestReplicasShareTheOutbox(t *testing.T) {
 	seen := map[string]int{}
 	var wg sync.WaitGroup
 	for _, s := range stores {
-		d := outbox.New(s, outbox.Options{BatchSize: 7})
-		d.Handle(model.OutboxTimerArm, func(_ context.Context, items []model.OutboxItem) error {
+		d := newDispatcher(t, s, outbox.Handlers{model.OutboxTimerArm: func(_ context.Context, items []model.OutboxItem) error {
 			mu.Lock()
 			defer mu.Unlock()
 			for _, it := range items {
 				seen[it.Ref]++
 			}
 			return nil
-		})
+		}}, outbox.Options{BatchSize: 7})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -39,6 +39,7 @@ func testContract(t *testing.T, newBackend factory) {
 		{"DeliversInDueOrder", testOrder},
 		{"RespectsBatchSize", testBatchSize},
 		{"NothingBeforeItsTime", testNotBeforeDue},
+		{"SubMillisecondDueTimesNeverEarly", testSubMillisecond},
 		{"CancelledNeverDelivered", testCancel},
 		{"RearmMovesTimer", testRearm},
 		{"RearmLeasedTimer", testRearmLeased},
@@ -260,6 +261,81 @@ func testNotBeforeDue(t *testing.T, newBackend factory) {
 		t.Fatalf("delivery %+v, want target due %s", got[0], due)
 	}
 	rec.checkNoneEarly(t)
+}
+
+// testSubMillisecond schedules due times a nanosecond to a millisecond past whole milliseconds: each is rounded
+// up, so none is delivered before the exact time it was scheduled for (the clock moves in sub-millisecond steps).
+func testSubMillisecond(t *testing.T, newBackend factory) {
+	clk := clock.NewFake(t0)
+	s := newBackend(t, scheduler.Options{Clock: clk}).open()
+	base := at(10 * time.Second)
+	exact := map[string]time.Time{
+		"ns":       base.Add(time.Nanosecond),
+		"half":     base.Add(500 * time.Microsecond),
+		"almost":   base.Add(999*time.Microsecond + 999*time.Nanosecond),
+		"whole":    base.Add(time.Millisecond),
+		"past-one": base.Add(time.Millisecond + time.Microsecond),
+	}
+	for id, due := range exact {
+		schedule(t, s, scheduler.Item{ID: id, Due: due})
+	}
+	schedule(t, s, scheduler.Item{ID: "probe", Due: base}) // on the millisecond: delivered at base
+	var mu sync.Mutex
+	var early []string
+	rec := newRecorder(clk)
+	startRun(t, s, rec.handler(func(_ context.Context, d scheduler.Due) error {
+		if want, ok := exact[d.ID]; ok {
+			if now := clk.Now(); now.Before(want) {
+				mu.Lock()
+				early = append(early, fmt.Sprintf("%s due %s delivered at %s", d.ID, want.Format(time.RFC3339Nano), now.Format(time.RFC3339Nano)))
+				mu.Unlock()
+			}
+			if !d.Due.Equal(want.Truncate(time.Millisecond)) && !d.Due.Equal(want.Truncate(time.Millisecond).Add(time.Millisecond)) {
+				t.Errorf("%s delivered with due %s, want its time rounded to a millisecond", d.ID, d.Due)
+			}
+		}
+		return nil
+	}))
+	clk.Set(base)
+	if got := rec.wait(t, 1); got[0].ID != "probe" {
+		t.Fatalf("delivered %v at %s, want the probe only", ids(got), base)
+	}
+	// Half a millisecond later the clock has passed "ns" and "half", but their rounded due time is base+1ms.
+	clk.Set(base.Add(500 * time.Microsecond))
+	schedule(t, s, scheduler.Item{ID: "probe2", Due: base.Add(-time.Millisecond)}) // due already: a pop runs now
+	if got := rec.wait(t, 1); got[0].ID != "probe2" {
+		t.Fatalf("delivered %s, want probe2 (nothing rounded up may be due yet)", got[0].ID)
+	}
+	for _, id := range []string{"ns", "half", "almost", "whole", "past-one"} {
+		if rec.delivered(id) != 0 {
+			t.Fatalf("%s delivered half a millisecond in", id)
+		}
+	}
+	clk.Set(base.Add(time.Millisecond))
+	got := rec.wait(t, 4)
+	if want := []string{"almost", "half", "ns", "whole"}; !slices.Equal(sorted(ids(got)), want) {
+		t.Fatalf("at base+1ms delivered %v, want %v", ids(got), want)
+	}
+	clk.Set(base.Add(1500 * time.Microsecond))
+	schedule(t, s, scheduler.Item{ID: "probe3", Due: base})
+	if got := rec.wait(t, 1); got[0].ID != "probe3" {
+		t.Fatalf("delivered %s before its time", got[0].ID)
+	}
+	clk.Set(base.Add(2 * time.Millisecond))
+	if got := rec.wait(t, 1); got[0].ID != "past-one" {
+		t.Fatalf("delivered %s, want past-one", got[0].ID)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, e := range early {
+		t.Errorf("delivered early: %s", e)
+	}
+}
+
+func sorted(xs []string) []string {
+	out := slices.Clone(xs)
+	slices.Sort(out)
+	return out
 }
 
 func testCancel(t *testing.T, newBackend factory) {

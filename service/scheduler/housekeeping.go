@@ -20,9 +20,21 @@ type Housekeeper struct {
 	log    *slog.Logger
 }
 
-// NewHousekeeper returns a stopped Housekeeper. rdb may be nil (single process: no locking); lock keys are
-// prefix+"lock:"+job name.
-func NewHousekeeper(rdb redis.UniversalClient, prefix string, logger *slog.Logger) (*Housekeeper, error) {
+// Job is a housekeeping job: Run every Every under Name (unique: it is also the lock key). Run gets a context
+// cancelled when the housekeeper stops; its error is logged. A run that is still going when the next one is due
+// makes that next one wait rather than overlap.
+type Job struct {
+	Name  string
+	Every time.Duration
+	Run   func(ctx context.Context) error
+}
+
+// NewHousekeeper returns a stopped Housekeeper of the jobs. rdb may be nil (single process: no locking); lock
+// keys are prefix+"lock:"+job name. A job without a name, a positive interval or a function is an error.
+func NewHousekeeper(rdb redis.UniversalClient, prefix string, logger *slog.Logger, jobs ...Job) (*Housekeeper, error) {
+	if rdb != nil && prefix == "" {
+		return nil, fmt.Errorf("scheduler: housekeeper: the job locks in Redis need a key prefix (HALLEY_REDIS_PREFIX)")
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -31,13 +43,16 @@ func NewHousekeeper(rdb redis.UniversalClient, prefix string, logger *slog.Logge
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: housekeeper: %w", err)
 	}
-	return &Housekeeper{s: s, rdb: rdb, prefix: prefix, log: logger}, nil
+	h := &Housekeeper{s: s, rdb: rdb, prefix: prefix, log: logger}
+	for _, j := range jobs {
+		if err := h.add(j.Name, j.Every, j.Run); err != nil {
+			return nil, err
+		}
+	}
+	return h, nil
 }
 
-// Add registers fn to run every interval under name (unique: it is also the lock key). fn gets a context
-// cancelled on Shutdown; its error is logged. A run that is still going when the next one is due makes that
-// next one wait rather than overlap.
-func (h *Housekeeper) Add(name string, every time.Duration, fn func(ctx context.Context) error) error {
+func (h *Housekeeper) add(name string, every time.Duration, fn func(ctx context.Context) error) error {
 	if name == "" || every <= 0 || fn == nil {
 		return fmt.Errorf("scheduler: housekeeping job needs a name, a positive interval and a function")
 	}
@@ -67,11 +82,11 @@ func (h *Housekeeper) Add(name string, every time.Duration, fn func(ctx context.
 	return nil
 }
 
-// Start begins running the jobs.
-func (h *Housekeeper) Start() { h.s.Start() }
-
-// Shutdown stops the jobs, cancelling their contexts and waiting (up to 30 s) for running ones.
-func (h *Housekeeper) Shutdown() error {
+// Run runs the jobs until ctx is done, then stops them, cancelling their contexts and waiting (up to 30 s) for
+// running ones.
+func (h *Housekeeper) Run(ctx context.Context) error {
+	h.s.Start()
+	<-ctx.Done()
 	if err := h.s.Shutdown(); err != nil {
 		return fmt.Errorf("scheduler: housekeeper shutdown: %w", err)
 	}

@@ -14,20 +14,25 @@ import (
 // startHousekeeper runs job every 50 ms under the name "purge-test" until the test ends.
 func startHousekeeper(t *testing.T, rdb redis.UniversalClient, prefix string, job func(ctx context.Context) error) {
 	t.Helper()
-	hk, err := scheduler.NewHousekeeper(rdb, prefix, nil)
+	if _, err := scheduler.NewHousekeeper(rdb, prefix, nil, scheduler.Job{Every: time.Second}); err == nil {
+		t.Fatalf("NewHousekeeper accepted a job without a name or a function")
+	}
+	if rdb != nil {
+		if _, err := scheduler.NewHousekeeper(rdb, "", nil, scheduler.Job{Name: "purge-test", Every: time.Second, Run: job}); err == nil {
+			t.Fatalf("NewHousekeeper accepted Redis locks without a key prefix")
+		}
+	}
+	hk, err := scheduler.NewHousekeeper(rdb, prefix, nil, scheduler.Job{Name: "purge-test", Every: 50 * time.Millisecond, Run: job})
 	if err != nil {
 		t.Fatalf("NewHousekeeper: %v", err)
 	}
-	if err := hk.Add("purge-test", 50*time.Millisecond, job); err != nil {
-		t.Fatalf("Add: %v", err)
-	}
-	if err := hk.Add("", time.Second, nil); err == nil {
-		t.Fatalf("Add accepted a job without a name or a function")
-	}
-	hk.Start()
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- hk.Run(ctx) }()
 	t.Cleanup(func() {
-		if err := hk.Shutdown(); err != nil {
-			t.Errorf("Shutdown: %v", err)
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("Run after its context ended: %v", err)
 		}
 	})
 }

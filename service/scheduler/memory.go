@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"context"
 	"sync"
+	"time"
 )
 
 // Memory is the in-process scheduler of the embedded default: a min-heap of due timers with a map index, and
@@ -42,6 +43,15 @@ func NewMemory(opts Options) *Memory {
 		index:  make(map[string]*memEntry),
 		leased: make(map[string]*memLease),
 		closer: newCloser(),
+	}
+}
+
+// WatchLoss waits until ctx is done or the scheduler is closed: the heap loses timers only with its process, and
+// the start of the next one re-arms them (Recover).
+func (m *Memory) WatchLoss(ctx context.Context, _ time.Duration, _ func(context.Context) error) {
+	select {
+	case <-ctx.Done():
+	case <-m.closer.done:
 	}
 }
 

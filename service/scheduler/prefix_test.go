@@ -24,8 +24,8 @@ func TestRedisPrefixIsolation(t *testing.T) {
 	pa, pb := uniquePrefix(t), uniquePrefix(t)
 	t.Cleanup(func() { admin.Del(ctx, append(timerKeys(pa), timerKeys(pb)...)...) })
 	clk := clock.NewFake(t0)
-	a := scheduler.NewRedis(newClient(t, o), pa, scheduler.Options{Clock: clk})
-	b := scheduler.NewRedis(newClient(t, o), pb, scheduler.Options{Clock: clk})
+	a := newRedisScheduler(t, newClient(t, o), pa, scheduler.Options{Clock: clk})
+	b := newRedisScheduler(t, newClient(t, o), pb, scheduler.Options{Clock: clk})
 	defer a.Close()
 	defer b.Close()
 
@@ -88,8 +88,8 @@ func TestRedisWakeChannelPerDatabase(t *testing.T) {
 	c0, c1 := newClient(t, o0), newClient(t, &o1)
 	t.Cleanup(func() { c0.Del(ctx, timerKeys(prefix)...); c1.Del(ctx, timerKeys(prefix)...) })
 	clk := clock.NewFake(t0)
-	s0 := scheduler.NewRedis(c0, prefix, scheduler.Options{Clock: clk})
-	s1 := scheduler.NewRedis(c1, prefix, scheduler.Options{Clock: clk})
+	s0 := newRedisScheduler(t, c0, prefix, scheduler.Options{Clock: clk})
+	s1 := newRedisScheduler(t, c1, prefix, scheduler.Options{Clock: clk})
 	defer s0.Close()
 	defer s1.Close()
 	if s0.WakeChannel() == s1.WakeChannel() {

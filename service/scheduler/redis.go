@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -37,8 +38,15 @@ type Redis struct {
 var _ Scheduler = (*Redis)(nil)
 
 // NewRedis returns a scheduler on rdb with keys and its wake-up channel under prefix (HALLEY_REDIS_PREFIX,
-// "halley:" by default). The caller keeps ownership of rdb: Close does not close it.
-func NewRedis(rdb redis.UniversalClient, prefix string, opts Options) *Redis {
+// "halley:" by default; required, so that deployments sharing a Redis never share timers). The caller keeps
+// ownership of rdb: Close does not close it.
+func NewRedis(rdb redis.UniversalClient, prefix string, opts Options) (*Redis, error) {
+	switch {
+	case rdb == nil:
+		return nil, errors.New("scheduler: the Redis scheduler needs a Redis client")
+	case prefix == "":
+		return nil, errors.New("scheduler: the Redis scheduler needs a key prefix (HALLEY_REDIS_PREFIX)")
+	}
 	base := prefix + "{timers}:"
 	return &Redis{
 		rdb:      rdb,
@@ -47,7 +55,7 @@ func NewRedis(rdb redis.UniversalClient, prefix string, opts Options) *Redis {
 		aliveKey: base + "alive",
 		opts:     opts.withDefaults(),
 		closer:   newCloser(),
-	}
+	}, nil
 }
 
 // redisDB is the database number rdb's keys live in (Redis Cluster has only database 0).

@@ -68,6 +68,10 @@ type Scheduler interface {
 	Len(ctx context.Context) (due int, leased int, err error)
 	// Ping checks that the backend answers.
 	Ping(ctx context.Context) error
+	// WatchLoss calls rearm whenever the backend notices it lost its timers (Redis: FLUSHALL, a restart without
+	// persistence), checking every interval, until ctx is done or the scheduler is closed. The in-process heap
+	// loses nothing while its process lives: it only waits.
+	WatchLoss(ctx context.Context, interval time.Duration, rearm func(context.Context) error)
 	// Close stops every Run of this scheduler; further calls return ErrClosed. It does not close a Redis
 	// client handed to NewRedis: the caller owns that.
 	Close() error

@@ -34,7 +34,14 @@ var instanceTables = []struct{ table, order string }{
 	{"subscription_deliveries", "id"},
 	{"trigger_log", "seq"},
 	{"idempotency_commits", "tenant_id, username, idem_key"},
+	// Released when its instance ends; a claim an ended instance still holds (left by an older release) goes too,
+	// or its correlation id could never be used again.
+	{"running_correlations", "tenant_id, tkey, correlation_id"},
 }
+
+// Not here, on purpose: audit_log rows (their target may name an instance, but they are the audit: they stay, and
+// HALLEY_AUDIT_RETENTION purges them) and message_receipts (keyed by message id, not by instance; purged after
+// seven days).
 
 // jsonColumns hold JSON documents: the archive embeds them as JSON rather than as strings.
 var jsonColumns = map[string]bool{

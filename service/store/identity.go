@@ -2,8 +2,13 @@ package store
 
 import (
 	"context"
+	"database/sql"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"gorm.io/gorm"
@@ -26,6 +31,7 @@ type userRow struct {
 	Email                  string
 	Mobile                 string
 	IMID                   string `gorm:"column:im_id"`
+	TokenVersion           int64
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
 }
@@ -44,13 +50,13 @@ func toUserRow(u *model.User) userRow {
 	roles, _ := json.Marshal(u.Roles)
 	return userRow{TenantID: u.TenantID, Username: u.Username, PasswordHash: u.PasswordHash, DisplayName: u.DisplayName,
 		Department: u.Department, Manager: u.Manager, Roles: string(roles), Disabled: u.Disabled, PasswordChangeRequired: u.PasswordChangeRequired,
-		Language: u.Language, Email: u.Email, Mobile: u.Mobile, IMID: u.IMID, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+		Language: u.Language, Email: u.Email, Mobile: u.Mobile, IMID: u.IMID, TokenVersion: u.TokenVersion, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
 }
 
 func (r *userRow) toModel() *model.User {
 	u := &model.User{TenantID: r.TenantID, Username: r.Username, PasswordHash: r.PasswordHash, DisplayName: r.DisplayName,
 		Department: r.Department, Manager: r.Manager, Disabled: r.Disabled, PasswordChangeRequired: r.PasswordChangeRequired,
-		Language: r.Language, Email: r.Email, Mobile: r.Mobile, IMID: r.IMID, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		Language: r.Language, Email: r.Email, Mobile: r.Mobile, IMID: r.IMID, TokenVersion: r.TokenVersion, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	_ = json.Unmarshal([]byte(r.Roles), &u.Roles)
 	if u.Roles == nil {
 		u.Roles = []string{}
@@ -84,7 +90,7 @@ func (s *Store) CreateUser(ctx context.Context, u *model.User) error {
 				return fmt.Errorf("store: unable to index roles of user %s: %w", u.Username, err)
 			}
 		}
-		return nil
+		return s.auditIn(ctx, tx, nil, u.AuditState())
 	})
 }
 
@@ -123,6 +129,28 @@ func (s *Store) ListUsers(ctx context.Context, tenant, role string, page model.P
 	return out, next, nil
 }
 
+// UserStates answers, for each of names that is a user of the tenant, whether that user is disabled; names that
+// are no user are left out. One query (names come in batches of at most 500).
+func (s *Store) UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error) {
+	out := make(map[string]bool, len(names))
+	for len(names) > 0 {
+		n := min(len(names), 500)
+		var rows []struct {
+			Username string
+			Disabled bool
+		}
+		if err := s.db.WithContext(ctx).Model(&userRow{}).Select("username, disabled").
+			Where("tenant_id = ? AND username IN ?", tenant, names[:n]).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("store: unable to look up users: %w", err)
+		}
+		for _, r := range rows {
+			out[r.Username] = r.Disabled
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
 // UsersWithRole lists the usernames holding role, sorted.
 func (s *Store) UsersWithRole(ctx context.Context, tenant, role string) ([]string, error) {
 	var names []string
@@ -143,42 +171,246 @@ func (s *Store) CountUsers(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// lockAdmins locks the tenant's admin role rows, in key order, and returns their usernames. Every update and
+// delete of a user takes this lock first: so changes that might each remove an admin are serialised (they never
+// deadlock, and the last-admin check reads what the other committed), at the cost of one small locking read.
+func (s *Store) lockAdmins(tx *gorm.DB, tenant string) ([]string, error) {
+	var admins []string
+	if err := tx.Model(&userRoleRow{}).Clauses(s.lockClause()...).Where("tenant_id = ? AND role = ?", tenant, model.RoleAdmin).
+		Order("username").Pluck("username", &admins).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to lock the admins of tenant %s: %w", tenant, err)
+	}
+	return admins, nil
+}
+
+// checkNotLastAdmin is ECONFLICT last_admin when no enabled admin but username would remain (admins: lockAdmins).
+func (s *Store) checkNotLastAdmin(tx *gorm.DB, tenant, username string, admins []string) error {
+	var others int64
+	err := tx.Model(&userRow{}).Clauses(s.lockClause()...).
+		Where("tenant_id = ? AND username IN ? AND username <> ? AND disabled = ?", tenant, append(admins, ""), username, false).
+		Count(&others).Error
+	if err != nil {
+		return fmt.Errorf("store: unable to count the admins of tenant %s: %w", tenant, err)
+	}
+	if others == 0 {
+		return model.CodedError(model.ECONFLICT, "last_admin",
+			"%s is the last enabled admin: make another user an admin first, so that someone can still manage Halley", username)
+	}
+	return nil
+}
+
+// UpdateUser changes a user under lock; see model.IdentityStore. A change that ends the user's sessions
+// (model.RevokesTokens) bumps token_version in the same write.
+func (s *Store) UpdateUser(ctx context.Context, tenant, username string, fn func(u *model.User) error) (*model.User, error) {
+	var out *model.User
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		admins, err := s.lockAdmins(tx, tenant)
+		if err != nil {
+			return err
+		}
+		var row userRow
+		if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND username = ?", tenant, username).Take(&row).Error; err != nil {
+			return notFound(err, "user %q not found", username)
+		}
+		before := row.toModel()
+		u := row.toModel()
+		if err := fn(u); err != nil {
+			return err
+		}
+		u.TenantID, u.Username, u.CreatedAt, u.TokenVersion = before.TenantID, before.Username, before.CreatedAt, before.TokenVersion
+		if before.IsEnabledAdmin() && !u.IsEnabledAdmin() {
+			if err := s.checkNotLastAdmin(tx, tenant, username, admins); err != nil {
+				return err
+			}
+		}
+		if model.RevokesTokens(before, u) {
+			u.TokenVersion++
+		}
+		u.UpdatedAt = s.now()
+		next := toUserRow(u)
+		err = tx.Model(&userRow{}).Where("tenant_id = ? AND username = ?", tenant, username).Updates(map[string]any{
+			"password_hash": next.PasswordHash, "display_name": next.DisplayName, "department": next.Department, "manager": next.Manager,
+			"roles": next.Roles, "disabled": next.Disabled, "password_change_required": next.PasswordChangeRequired,
+			"language": next.Language, "email": next.Email, "mobile": next.Mobile, "im_id": next.IMID, "token_version": next.TokenVersion,
+			"updated_at": next.UpdatedAt,
+		}).Error
+		if err != nil {
+			return fmt.Errorf("store: unable to update user %s: %w", username, err)
+		}
+		if !slices.Equal(before.Roles, u.Roles) {
+			if err := tx.Where("tenant_id = ? AND username = ?", tenant, username).Delete(&userRoleRow{}).Error; err != nil {
+				return fmt.Errorf("store: unable to re-index roles of user %s: %w", username, err)
+			}
+			if len(u.Roles) > 0 {
+				rs := make([]userRoleRow, len(u.Roles))
+				for i, r := range u.Roles {
+					rs[i] = userRoleRow{TenantID: tenant, Role: r, Username: username}
+				}
+				if err := tx.Create(&rs).Error; err != nil {
+					return fmt.Errorf("store: unable to index roles of user %s: %w", username, err)
+				}
+			}
+		}
+		out = u
+		return s.auditIn(ctx, tx, before.AuditState(), u.AuditState())
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteUser deletes a user; see model.IdentityStore.
+func (s *Store) DeleteUser(ctx context.Context, tenant, username string) (*model.User, error) {
+	var out *model.User
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		admins, err := s.lockAdmins(tx, tenant)
+		if err != nil {
+			return err
+		}
+		var row userRow
+		if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND username = ?", tenant, username).Take(&row).Error; err != nil {
+			return notFound(err, "user %q not found", username)
+		}
+		u := row.toModel()
+		if u.IsEnabledAdmin() {
+			if err := s.checkNotLastAdmin(tx, tenant, username, admins); err != nil {
+				return err
+			}
+		}
+		if err := tx.Where("tenant_id = ? AND username = ?", tenant, username).Delete(&userRoleRow{}).Error; err != nil {
+			return fmt.Errorf("store: unable to delete the roles of user %s: %w", username, err)
+		}
+		if err := tx.Where("tenant_id = ? AND username = ?", tenant, username).Delete(&userRow{}).Error; err != nil {
+			return fmt.Errorf("store: unable to delete user %s: %w", username, err)
+		}
+		if err := tx.Where("tenant_id = ? AND owner = ?", tenant, username).Delete(&apiTokenRow{}).Error; err != nil {
+			return fmt.Errorf("store: unable to delete the API tokens of user %s: %w", username, err)
+		}
+		out = u
+		return s.auditIn(ctx, tx, u.AuditState(), nil)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 type apiTokenRow struct {
-	ID        string `gorm:"primaryKey"`
-	TenantID  string
-	Name      string
-	TokenHash string
-	Roles     string
-	CreatedBy string
-	CreatedAt time.Time
-	RevokedAt *time.Time
+	ID         string `gorm:"primaryKey"`
+	TenantID   string
+	Name       string
+	TokenHash  string
+	Roles      string
+	Owner      string
+	CreatedBy  string
+	CreatedAt  time.Time
+	ExpiresAt  *time.Time
+	LastUsedAt *time.Time
+	RevokedAt  *time.Time
 }
 
 func (apiTokenRow) TableName() string { return "api_tokens" }
+
+func (r *apiTokenRow) toModel() *model.APIToken {
+	t := &model.APIToken{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Hash: r.TokenHash, Owner: r.Owner, CreatedBy: r.CreatedBy,
+		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: utcPtr(r.ExpiresAt), LastUsedAt: utcPtr(r.LastUsedAt), RevokedAt: utcPtr(r.RevokedAt)}
+	_ = json.Unmarshal([]byte(r.Roles), &t.Roles)
+	if t.Roles == nil {
+		t.Roles = []string{}
+	}
+	return t
+}
 
 // CreateAPIToken stores a token's hash.
 func (s *Store) CreateAPIToken(ctx context.Context, t *model.APIToken) error {
 	roles, _ := json.Marshal(t.Roles)
 	t.CreatedAt = s.now()
-	row := apiTokenRow{ID: t.ID, TenantID: t.TenantID, Name: t.Name, TokenHash: t.Hash, Roles: string(roles), CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if isDuplicate(err) {
-			return model.CodedError(model.ECONFLICT, "token_exists", "token already exists")
+	row := apiTokenRow{ID: t.ID, TenantID: t.TenantID, Name: t.Name, TokenHash: t.Hash, Roles: string(roles), Owner: t.Owner, CreatedBy: t.CreatedBy,
+		CreatedAt: t.CreatedAt, ExpiresAt: utcPtr(t.ExpiresAt)}
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			if isDuplicate(err) {
+				return model.CodedError(model.ECONFLICT, "token_exists", "token already exists")
+			}
+			return fmt.Errorf("store: unable to create API token %s: %w", t.Name, err)
 		}
-		return fmt.Errorf("store: unable to create API token %s: %w", t.Name, err)
-	}
-	return nil
+		return s.auditIn(ctx, tx, nil, t.AuditState())
+	})
 }
 
-// GetAPITokenByHash returns ENOTFOUND for unknown or revoked tokens.
+// GetAPITokenByHash returns ENOTFOUND for unknown or revoked tokens. It runs on every request made with an API
+// token (nothing caches tokens, so that a deleted one stops working at once on every replica): prebuilt SQL on
+// the unique hash index.
 func (s *Store) GetAPITokenByHash(ctx context.Context, hash string) (*model.APIToken, error) {
 	var r apiTokenRow
-	if err := s.db.WithContext(ctx).Where("token_hash = ? AND revoked_at IS NULL", hash).Take(&r).Error; err != nil {
-		return nil, notFound(err, "unknown API token")
+	err := s.sqlDB.QueryRowContext(ctx, "SELECT id, tenant_id, name, token_hash, roles, owner, created_by, created_at, expires_at, last_used_at "+
+		"FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL", hash).
+		Scan(&r.ID, &r.TenantID, &r.Name, &r.TokenHash, &r.Roles, &r.Owner, &r.CreatedBy, &r.CreatedAt, &r.ExpiresAt, &r.LastUsedAt)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, model.Errorf(model.ENOTFOUND, "unknown API token")
 	}
-	t := &model.APIToken{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Hash: r.TokenHash, CreatedBy: r.CreatedBy, CreatedAt: r.CreatedAt.UTC()}
-	_ = json.Unmarshal([]byte(r.Roles), &t.Roles)
-	return t, nil
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to read an API token: %w", err)
+	}
+	return r.toModel(), nil
+}
+
+// ListAPITokens pages through the tenant's tokens (revoked ones left out) by name, then id; the cursor is the
+// last (name, id).
+func (s *Store) ListAPITokens(ctx context.Context, tenant string, page model.Page) ([]*model.APIToken, string, error) {
+	q := s.db.WithContext(ctx).Where("tenant_id = ? AND revoked_at IS NULL", tenant)
+	if page.Cursor != "" {
+		b, err := base64.RawURLEncoding.DecodeString(page.Cursor)
+		name, id, ok := strings.Cut(string(b), "\x00")
+		if err != nil || !ok {
+			return nil, "", model.CodedError(model.EINVALID, "invalid_cursor", "cursor is malformed")
+		}
+		q = q.Where("(name > ? OR (name = ? AND id > ?))", name, name, id)
+	}
+	var rows []apiTokenRow
+	if err := q.Order("name, id").Limit(page.Limit + 1).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("store: unable to list API tokens: %w", err)
+	}
+	next := ""
+	if len(rows) > page.Limit {
+		rows = rows[:page.Limit]
+		last := rows[len(rows)-1]
+		next = base64.RawURLEncoding.EncodeToString([]byte(last.Name + "\x00" + last.ID))
+	}
+	out := make([]*model.APIToken, len(rows))
+	for i := range rows {
+		out[i] = rows[i].toModel()
+	}
+	return out, next, nil
+}
+
+// DeleteAPIToken deletes a token and returns what it was; ENOTFOUND for an unknown id.
+func (s *Store) DeleteAPIToken(ctx context.Context, tenant, id string) (*model.APIToken, error) {
+	var out *model.APIToken
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var r apiTokenRow
+		if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND id = ? AND revoked_at IS NULL", tenant, id).Take(&r).Error; err != nil {
+			return notFound(err, "API token %q not found", id)
+		}
+		if err := tx.Where("id = ?", id).Delete(&apiTokenRow{}).Error; err != nil {
+			return fmt.Errorf("store: unable to delete API token %s: %w", id, err)
+		}
+		out = r.toModel()
+		return s.auditIn(ctx, tx, out.AuditState(), nil)
+	})
+	return out, err
+}
+
+// TouchAPIToken records a token's use; see model.IdentityStore. The condition makes the write idempotent across
+// replicas: of the requests that see an old last_used_at at the same moment, one updates the row.
+func (s *Store) TouchAPIToken(ctx context.Context, id string, at, olderThan time.Time) error {
+	_, err := s.sqlDB.ExecContext(ctx, "UPDATE api_tokens SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)",
+		at.UTC(), id, olderThan.UTC())
+	if err != nil {
+		return fmt.Errorf("store: unable to record the use of API token %s: %w", id, err)
+	}
+	return nil
 }
 
 type departmentRow struct {
@@ -199,13 +431,15 @@ func (r *departmentRow) toModel() *model.Department {
 func (s *Store) CreateDepartment(ctx context.Context, d *model.Department) error {
 	d.CreatedAt = s.now()
 	row := departmentRow{TenantID: d.TenantID, Name: d.Name, Leader: d.Leader, Parent: d.Parent, CreatedAt: d.CreatedAt}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if isDuplicate(err) {
-			return model.CodedError(model.ECONFLICT, "department_exists", "department %q already exists", d.Name)
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			if isDuplicate(err) {
+				return model.CodedError(model.ECONFLICT, "department_exists", "department %q already exists", d.Name)
+			}
+			return fmt.Errorf("store: unable to create department %s: %w", d.Name, err)
 		}
-		return fmt.Errorf("store: unable to create department %s: %w", d.Name, err)
-	}
-	return nil
+		return s.auditIn(ctx, tx, nil, map[string]any{"name": d.Name, "leader": d.Leader, "parent": d.Parent})
+	})
 }
 
 // GetDepartment returns ENOTFOUND when there is no such department.

@@ -296,8 +296,65 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 		}
 		b := &batch{dialect: s.dialect}
 		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(1, 14), instanceArgs(&row)...)
+		claimCorrelations(b, w)
 		return s.writeWorks(ctx, tx, c, b, w)
 	})
+}
+
+// claimCorrelations claims the correlation ids of new instances among the running instances of their templates:
+// a taken one fails the batch on running_correlations' primary key (see correlationTaken).
+func claimCorrelations(b *batch, creates ...*model.Work) {
+	var args []any
+	n := 0
+	for _, w := range creates {
+		if i := w.Instance; i.CorrelationID != "" {
+			args = append(args, i.TenantID, i.Template, i.CorrelationID, i.ID)
+			n++
+		}
+	}
+	if n > 0 {
+		b.add("INSERT INTO running_correlations (tenant_id, tkey, correlation_id, instance_id) VALUES "+rowsOf(n, 4), args...)
+		b.claims = append(b.claims, creates...)
+	}
+}
+
+// endedInStep reports an instance that ended in the step being written (finish sets EndedAt to the step's time,
+// which is also its UpdatedAt), as opposed to one that had ended before (a late timer recorded on it).
+func endedInStep(i *model.Instance) bool {
+	return i.EndedAt != nil && i.EndedAt.Equal(i.UpdatedAt)
+}
+
+// correlationTaken answers a batch that failed on a unique key with the correlation id it claimed that another
+// running instance holds (409 correlation_taken), or nil when no claim of creates is taken. It reads the latest
+// committed rows (a locking read on MySQL).
+func (s *Store) correlationTaken(ctx context.Context, c conn, creates []*model.Work) error {
+	for _, w := range creates {
+		i := w.Instance
+		if i.CorrelationID == "" {
+			continue
+		}
+		q := "SELECT instance_id FROM running_correlations WHERE tenant_id = ? AND tkey = ? AND correlation_id = ?"
+		if s.dialect == MySQL {
+			q += " LOCK IN SHARE MODE"
+		}
+		rows, err := c.QueryContext(ctx, q, i.TenantID, i.Template, i.CorrelationID)
+		if err != nil {
+			return err
+		}
+		var holder string
+		if rows.Next() {
+			err = rows.Scan(&holder)
+		}
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		if holder != "" && holder != i.ID {
+			return model.CodedError(model.ECONFLICT, "correlation_taken", "correlation id %q is taken by a running instance of template %q", i.CorrelationID, i.Template).
+				WithDetails(map[string]any{"correlation_id": i.CorrelationID, "template": i.Template})
+		}
+	}
+	return nil
 }
 
 func instanceArgs(r *instanceRow) []any {
@@ -453,6 +510,7 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 			args = append(args, instanceArgs(&r)...)
 		}
 		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(creates), 14), args...)
+		claimCorrelations(b, creates...)
 	}
 	if len(ws) > 0 {
 		// The locked rows of every work in one statement: an upsert whose insert never happens (the rows exist
@@ -497,8 +555,16 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		nOut      int
 		fences    []*model.IdempotencyFence
 		fenceArgs []any
+		audits    []any
+		nAudit    int
+		released  []any
+		nRelease  int
 	)
 	for _, w := range ws {
+		if i := w.Instance; i.CorrelationID != "" && i.Ended() && endedInStep(i) {
+			released = append(released, i.TenantID, i.Template, i.CorrelationID, i.ID)
+			nRelease++
+		}
 		isNew := make(map[string]bool, len(w.NewTasks))
 		for _, t := range w.NewTasks {
 			r := toTaskRow(t)
@@ -556,6 +622,10 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 				string(r.Input), "", "", "", "", r.LeaseOwner, utcPtr(r.LeaseUntil), utcPtr(r.StartedAt), r.CreatedAt.UTC())
 			nRun++
 		}
+		if a := w.Audit; a != nil {
+			audits = append(audits, auditArgs(a, now)...)
+			nAudit++
+		}
 		if f := w.Fence; f != nil {
 			fences = append(fences, f)
 			fenceArgs = append(fenceArgs, f.TenantID, f.Username, f.Key, w.Instance.ID, now)
@@ -570,7 +640,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		}
 	}
 	if nNew > 0 {
-		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(nNew, 21), newTasks...)
+		b.addRows("INSERT INTO tasks ("+taskCols+")", 21, "", newTasks)
 	}
 	if len(changed) > 0 {
 		// Changed tasks (of locked instances) in one upsert, as for the instance rows.
@@ -579,11 +649,11 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			r := toTaskRow(t)
 			args = append(args, taskArgs(&r)...)
 		}
-		b.add("INSERT INTO tasks ("+taskCols+") VALUES "+rowsOf(len(changed), 21)+
-			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at"), args...)
+		b.addRows("INSERT INTO tasks ("+taskCols+")", 21,
+			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at"), args)
 	}
 	if nHist > 0 {
-		b.add("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data) VALUES "+rowsOf(nHist, 9), history...)
+		b.addRows("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data)", 9, "", history)
 	}
 	if nBook > 0 {
 		b.add("INSERT INTO bookmarks (id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at) VALUES "+
@@ -620,6 +690,16 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	if nOut > 0 {
 		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
 	}
+	if nRelease > 0 {
+		// The correlation ids of instances that ended are free again (after the claims: an instance may start
+		// and end in one step). Only the holder's claim is deleted: of instances that shared an id before ids
+		// were claimed, the others hold none.
+		b.add("DELETE FROM running_correlations WHERE "+
+			strings.TrimSuffix(strings.Repeat("(tenant_id = ? AND tkey = ? AND correlation_id = ? AND instance_id = ?) OR ", nRelease), " OR "), released...)
+	}
+	if nAudit > 0 {
+		b.add("INSERT INTO audit_log ("+auditCols+") VALUES "+rowsOf(nAudit, 11), audits...)
+	}
 	if len(fences) > 0 {
 		// The fence: a second commit of the same key's work fails on the primary key, and the step with it.
 		b.add("INSERT INTO idempotency_commits (tenant_id, username, idem_key, instance_id, created_at) VALUES "+rowsOf(len(fences), 5), fenceArgs...)
@@ -631,6 +711,11 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		if len(fences) > 0 && isDuplicate(err) {
 			if taken, ferr := s.fencesTaken(ctx, c, fences); ferr == nil && taken {
 				return model.ErrIdempotencyCommitted
+			}
+		}
+		if isDuplicate(err) {
+			if cerr := s.correlationTaken(ctx, c, b.claims); cerr != nil {
+				return cerr
 			}
 		}
 		return fmt.Errorf("store: unable to write the step: %w", err)

@@ -24,6 +24,7 @@ type pluginRow struct {
 	Sha256     string `gorm:"column:sha256"`
 	Size       int64
 	UploadedBy string
+	Network    string
 	CreatedAt  time.Time
 }
 
@@ -32,7 +33,7 @@ func (pluginRow) TableName() string { return "plugins" }
 func (r *pluginRow) toModel() *model.Plugin {
 	d := time.Duration(r.TimeoutMs) * time.Millisecond
 	return &model.Plugin{TenantID: r.TenantID, Name: r.Name, Version: r.Version, Runtime: r.Runtime, Timeout: d, TimeoutStr: d.String(),
-		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, CreatedAt: r.CreatedAt.UTC()}
+		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, Network: r.Network, CreatedAt: r.CreatedAt.UTC()}
 }
 
 func (r *pluginRunRow) toModel() *model.PluginRun {
@@ -67,7 +68,10 @@ func (s *Store) NextPluginVersion(ctx context.Context, tenant, name string) (int
 func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin, file io.ReadSeeker) error {
 	p.CreatedAt = s.now()
 	row := pluginRow{TenantID: p.TenantID, Name: p.Name, Version: p.Version, Runtime: p.Runtime, TimeoutMs: p.Timeout.Milliseconds(), Sha256: p.SHA256,
-		Size: p.Size, UploadedBy: p.UploadedBy, CreatedAt: p.CreatedAt}
+		Size: p.Size, UploadedBy: p.UploadedBy, Network: p.Network, CreatedAt: p.CreatedAt}
+	if row.Network == "" {
+		row.Network, p.Network = model.NetworkOn, model.NetworkOn
+	}
 	err := s.storeWithBlob(ctx, file, func(tx *gorm.DB) error {
 		// The version row first: a concurrent upload of the same name fails here before storing its chunks.
 		if err := tx.Create(&row).Error; err != nil {
@@ -76,7 +80,10 @@ func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin, file io.ReadS
 			}
 			return fmt.Errorf("store: unable to create plugin %s: %w", p.Name, err)
 		}
-		return s.putBlob(tx, p.SHA256, p.Size, file)
+		if err := s.putBlob(tx, p.SHA256, p.Size, file); err != nil {
+			return err
+		}
+		return s.auditIn(ctx, tx, nil, nil)
 	})
 	return err
 }
@@ -84,15 +91,15 @@ func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin, file io.ReadS
 // GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
 func (s *Store) GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
 	// On database/sql with prebuilt SQL: every queued plugin run asks (see sqlbatch.go).
-	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
+	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, network, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
 	var r pluginRow
 	var err error
 	if version > 0 {
 		err = s.sqlDB.QueryRowContext(ctx, cols+" AND version = ?", tenant, name, version).
-			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.CreatedAt)
 	} else {
 		err = s.sqlDB.QueryRowContext(ctx, cols+" ORDER BY version DESC LIMIT 1", tenant, name).
-			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.CreatedAt)
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.CreatedAt)
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: unable to read plugin %s: %w", name, err)
@@ -182,7 +189,11 @@ func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseU
 	var out []*model.PluginRun
 	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		out = nil
-		q := tx.Where("status = ? OR (status = ? AND lease_until < ?)", model.RunQueued, model.RunRunning, now.UTC()).Order("created_at, id").Limit(n)
+		// A claim is taken as of now: runs created after it are left to the next claim. Otherwise a claim whose
+		// transaction ran late (a lock wait, a stalled database) would lease a newer run until a time already past,
+		// and the next claim would take the run again while it still executes.
+		q := tx.Where("created_at <= ? AND (status = ? OR (status = ? AND lease_until < ?))", now.UTC(), model.RunQueued, model.RunRunning, now.UTC()).
+			Order("created_at, id").Limit(n)
 		if s.dialect == MySQL {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
 		}
@@ -240,9 +251,20 @@ func (s *Store) FinishRunOnly(ctx context.Context, r *model.PluginRun) error {
 const runUpdateSQL = "UPDATE plugin_runs SET status = ?, exit_code = ?, output = ?, error = ?, stdout = ?, stderr = ?, started_at = ?, " +
 	"ended_at = ?, duration_ms = ?, lease_until = NULL WHERE id = ? AND status IN "
 
+const runCloseSQL = "UPDATE plugin_runs SET status = ?, error = ?, ended_at = ?, lease_until = NULL WHERE id = ? AND status IN "
+
 // applyRunUpdateRaw is applyRunUpdate on database/sql with prebuilt SQL (the step's hot path).
 func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
 	r := u.Run
+	if u.Close {
+		// Closing by the engine (timed out, cancelled): what the run printed stays; a run already finished is
+		// left as it is.
+		args := []any{r.Status, r.Error, utcPtr(r.EndedAt), r.ID}
+		if _, err := c.ExecContext(ctx, runCloseSQL+"("+placeholders(len(u.From))+")", append(args, strArgs(u.From)...)...); err != nil {
+			return fmt.Errorf("store: unable to close plugin run %s: %w", r.ID, err)
+		}
+		return nil
+	}
 	out := ""
 	if len(r.Output) > 0 {
 		out = string(r.Output)
@@ -261,6 +283,14 @@ func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
 // applyRunUpdate writes a run's result if it is still in one of the From statuses; ECONFLICT otherwise.
 func applyRunUpdate(tx *gorm.DB, u model.RunUpdate) error {
 	r := u.Run
+	if u.Close {
+		res := tx.Model(&pluginRunRow{}).Where("id = ? AND status IN ?", r.ID, u.From).Updates(map[string]any{
+			"status": r.Status, "error": r.Error, "ended_at": r.EndedAt, "lease_until": nil})
+		if res.Error != nil {
+			return fmt.Errorf("store: unable to close plugin run %s: %w", r.ID, res.Error)
+		}
+		return nil
+	}
 	out := ""
 	if len(r.Output) > 0 {
 		out = string(r.Output)

@@ -33,25 +33,32 @@ var (
 	purgeIdempotencyKeys    = purge{name: "purge idempotency keys", table: "idempotency_keys", column: "created_at"}
 	purgeIdempotencyCommits = purge{name: "purge idempotency commits", table: "idempotency_commits", column: "created_at"}
 	purgeRunLogs            = purge{name: "purge plugin run logs", table: "plugin_run_logs", column: "created_at"}
+	purgeMessageIDs         = purge{name: "purge message ids", table: "message_receipts", column: "created_at"}
+	purgeAudit              = purge{name: "purge audit log", table: "audit_log", column: "at"}
 )
 
-// sql returns the statement that deletes one batch, and its arguments for the cutoff.
-func (p purge) sql(dialect string, before time.Time) (string, []any) {
+// purges are every purge, for MaintenanceQueries (and so for the EXPLAIN test): a new purge goes here too.
+var purges = []purge{purgeMessagesExpired, purgeMessagesConsumed, purgeBookmarks, purgeTimers, purgeDeliveries,
+	purgeIdempotencyKeys, purgeIdempotencyCommits, purgeRunLogs, purgeMessageIDs, purgeAudit}
+
+// sql returns the statement that deletes one batch of at most limit rows, and its arguments for the cutoff. The
+// batch is the oldest rows (ORDER BY the indexed column: the range scan reads them in that order anyway).
+func (p purge) sql(dialect string, before time.Time, limit int) (string, []any) {
 	where := p.column + " < ?"
 	if p.filter != "" {
 		where += " AND " + p.filter
 	}
 	args := append([]any{before.UTC()}, p.args...)
 	if dialect == MySQL {
-		return fmt.Sprintf("DELETE FROM %s WHERE %s LIMIT %d", p.table, where, purgeBatch), args
+		return fmt.Sprintf("DELETE FROM %s WHERE %s ORDER BY %s LIMIT %d", p.table, where, p.column, limit), args
 	}
 	// SQLite is built without DELETE ... LIMIT: delete the batch's rowids, found through the same index range.
-	return fmt.Sprintf("DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE %s LIMIT %d)", p.table, p.table, where, purgeBatch), args
+	return fmt.Sprintf("DELETE FROM %s WHERE rowid IN (SELECT rowid FROM %s WHERE %s ORDER BY %s LIMIT %d)", p.table, p.table, where, p.column, limit), args
 }
 
 // run deletes the purge's rows before the cutoff, batch by batch, until a batch deletes fewer than purgeBatch.
 func (s *Store) runPurge(ctx context.Context, p purge, before time.Time) (int64, error) {
-	q, args := p.sql(s.dialect, before)
+	q, args := p.sql(s.dialect, before, purgeBatch)
 	var total int64
 	for {
 		n, err := s.purgeBatch(ctx, q, args)
@@ -130,6 +137,25 @@ func (s *Store) PurgeIdempotent(ctx context.Context, before time.Time) (int64, e
 	return n, err
 }
 
+// PurgeMessageIDs deletes the message ids (POST /messages' message_id) recorded before t.
+func (s *Store) PurgeMessageIDs(ctx context.Context, before time.Time) (int64, error) {
+	return s.runPurge(ctx, purgeMessageIDs, before)
+}
+
+// PurgeAudit deletes up to batch audit entries older than before, the oldest first, and says how many it did
+// (audit.Recorder.Purge calls it until a batch comes back short).
+func (s *Store) PurgeAudit(ctx context.Context, before time.Time, batch int) (int64, error) {
+	if batch <= 0 {
+		batch = purgeBatch
+	}
+	q, args := purgeAudit.sql(s.dialect, before, batch)
+	n, err := s.purgeBatch(ctx, q, args)
+	if err != nil {
+		return n, fmt.Errorf("store: %s: %w", purgeAudit.name, err)
+	}
+	return n, nil
+}
+
 // PurgeRunLogs deletes plugin run logs stored before t (HALLEY_RETENTION_DAYS).
 func (s *Store) PurgeRunLogs(ctx context.Context, before time.Time) (int64, error) {
 	return s.runPurge(ctx, purgeRunLogs, before)
@@ -148,9 +174,8 @@ type MaintenanceQuery struct {
 func (s *Store) MaintenanceQueries(before time.Time) []MaintenanceQuery {
 	now := before.UTC()
 	var out []MaintenanceQuery
-	for _, p := range []purge{purgeMessagesExpired, purgeMessagesConsumed, purgeBookmarks, purgeTimers, purgeDeliveries,
-		purgeIdempotencyKeys, purgeIdempotencyCommits, purgeRunLogs} {
-		q, args := p.sql(s.dialect, now)
+	for _, p := range purges {
+		q, args := p.sql(s.dialect, now, purgeBatch)
 		out = append(out, MaintenanceQuery{Name: p.name, SQL: q, Args: args})
 	}
 	return append(out, s.sweepQueries(now)...)

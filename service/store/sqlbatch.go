@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"gorm.io/gorm"
+
+	"github.com/halley-bpm/halley/model"
 )
 
 // The hot path of the engine (lock an instance, write back a step) runs on database/sql with prebuilt SQL instead
@@ -41,6 +43,8 @@ type batch struct {
 	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with
 	// its COMMIT (in the same round trip as the last writes).
 	commit *hotConn
+	// claims are the new instances whose correlation ids the batch claims (claimCorrelations).
+	claims []*model.Work
 }
 
 func (b *batch) add(query string, args ...any) {
@@ -51,6 +55,22 @@ func (b *batch) add(query string, args ...any) {
 		if s, ok := a.(string); ok {
 			b.size += len(s)
 		}
+	}
+}
+
+// maxBindVars bounds the values of one statement: SQLite refuses more than 32766 ("too many SQL variables");
+// MySQL's driver interpolates them, but the same bound keeps one statement well under maxBatchBytes' spirit.
+const maxBindVars = 30000
+
+// addRows adds "head VALUES (...),(...) tail" for the rows in args (width values each), as several statements
+// when the rows bind more than maxBindVars values: a step that creates thousands of tasks (an "all" sign over a
+// large role) is written, not refused by SQLite.
+func (b *batch) addRows(head string, width int, tail string, args []any) {
+	per := max(maxBindVars/width, 1)
+	for n := len(args) / width; n > 0; {
+		k := min(n, per)
+		b.add(head+" VALUES "+rowsOf(k, width)+tail, args[:k*width]...)
+		args, n = args[k*width:], n-k
 	}
 }
 

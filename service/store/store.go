@@ -312,6 +312,14 @@ func (s *Store) inTxOpts(ctx context.Context, opts *sql.TxOptions, fn func(tx *g
 		} else {
 			err = s.db.WithContext(ctx).Transaction(fn)
 		}
+		if a := model.AuditFrom(ctx); a != nil && a.Staged() {
+			// The audit entry written in fn commits or rolls back with it.
+			if err == nil {
+				a.Committed()
+			} else {
+				a.Unstage()
+			}
+		}
 		if !isRetryable(err) {
 			return err
 		}

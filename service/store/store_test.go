@@ -217,3 +217,9 @@ func TestLatestVersion(t *testing.T) {
 		}
 	})
 }
+
+// TestEngineStoreContract: both backends keep the contract the engine relies on (storetest.EngineStoreContract;
+// the engine's test doubles run the same suite in engine_test).
+func TestEngineStoreContract(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) { storetest.EngineStoreContract(t, s, s) })
+}

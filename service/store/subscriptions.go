@@ -92,13 +92,18 @@ func (s *Store) conn(ctx context.Context) *gorm.DB {
 func (s *Store) CreateSubscription(ctx context.Context, sub *model.Subscription) error {
 	row := subscriptionRow{ID: sub.ID, TenantID: sub.TenantID, Event: sub.Event, Tkey: sub.Template, Plugin: sub.Plugin, WebhookURL: sub.WebhookURL,
 		Secret: sub.Secret, CreatedBy: sub.CreatedBy, CreatedAt: sub.CreatedAt.UTC()}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if isDuplicate(err) {
-			return model.CodedError(model.ECONFLICT, "subscription_exists", "subscription %q already exists", sub.ID)
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			if isDuplicate(err) {
+				return model.CodedError(model.ECONFLICT, "subscription_exists", "subscription %q already exists", sub.ID)
+			}
+			return fmt.Errorf("store: unable to create subscription: %w", err)
 		}
-		return fmt.Errorf("store: unable to create subscription: %w", err)
-	}
-	return nil
+		if e := model.AuditFrom(ctx); e != nil && e.Target == "" {
+			e.Target = sub.ID
+		}
+		return s.auditIn(ctx, tx, nil, sub.AuditState())
+	})
 }
 
 // GetSubscription returns ENOTFOUND for an unknown id.
@@ -153,6 +158,14 @@ func (s *Store) AllSubscriptions(ctx context.Context) ([]*model.Subscription, er
 // DeleteSubscription deletes a subscription and its delivery log; ENOTFOUND when unknown.
 func (s *Store) DeleteSubscription(ctx context.Context, tenant, id string) error {
 	return s.inTx(ctx, func(tx *gorm.DB) error {
+		var before *model.Subscription
+		if model.AuditFrom(ctx) != nil {
+			var r subscriptionRow
+			if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND id = ?", tenant, id).Take(&r).Error; err != nil {
+				return notFound(err, "subscription %q not found", id)
+			}
+			before = r.toModel()
+		}
 		res := tx.Where("tenant_id = ? AND id = ?", tenant, id).Delete(&subscriptionRow{})
 		if res.Error != nil {
 			return fmt.Errorf("store: unable to delete subscription %s: %w", id, res.Error)
@@ -163,7 +176,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, tenant, id string) error
 		if err := tx.Where("tenant_id = ? AND subscription_id = ?", tenant, id).Delete(&deliveryRow{}).Error; err != nil {
 			return fmt.Errorf("store: unable to delete the deliveries of subscription %s: %w", id, err)
 		}
-		return nil
+		return s.auditIn(ctx, tx, before.AuditState(), nil)
 	})
 }
 

@@ -68,13 +68,16 @@ func (s *Store) CreateTemplate(ctx context.Context, t *model.Template) error {
 	t.CreatedAt, t.UpdatedAt, t.DraftUpdatedAt = now, now, now
 	row := templateRow{TenantID: t.TenantID, Tkey: t.Key, Name: t.Name, Description: t.Description, Draft: string(t.Draft),
 		DraftUpdatedAt: now, Hidden: t.Hidden, CreatedBy: t.CreatedBy, CreatedAt: now, UpdatedAt: now}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if isDuplicate(err) {
-			return model.CodedError(model.ECONFLICT, "template_exists", "a template with key %q already exists", t.Key)
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		if err := tx.Create(&row).Error; err != nil {
+			if isDuplicate(err) {
+				return model.CodedError(model.ECONFLICT, "template_exists", "a template with key %q already exists", t.Key)
+			}
+			return fmt.Errorf("store: unable to create template %s: %w", t.Key, err)
 		}
-		return fmt.Errorf("store: unable to create template %s: %w", t.Key, err)
-	}
-	return nil
+		return s.auditIn(ctx, tx, nil, map[string]any{"key": t.Key, "name": t.Name, "description": t.Description,
+			"definition": model.MaskDefinitionSecrets(t.Draft)})
+	})
 }
 
 // GetTemplate returns ENOTFOUND when there is no such (visible) template.
@@ -99,17 +102,28 @@ func (s *Store) LatestVersion(ctx context.Context, tenant, key string) (int, err
 	return int(v.Int64), nil
 }
 
-// SaveDraft replaces the draft. ENOTFOUND for an unknown template.
+// SaveDraft replaces the draft. ENOTFOUND for an unknown template. When the change is audited, the draft it
+// replaces is read under the row's lock, so the entry's before is exactly what was overwritten.
 func (s *Store) SaveDraft(ctx context.Context, tenant, key string, draft json.RawMessage, at time.Time) error {
-	res := s.db.WithContext(ctx).Model(&templateRow{}).Where("tenant_id = ? AND tkey = ? AND hidden = ?", tenant, key, false).
-		Updates(map[string]any{"draft": string(draft), "draft_updated_at": at.UTC(), "updated_at": at.UTC()})
-	if res.Error != nil {
-		return fmt.Errorf("store: unable to save draft of %s: %w", key, res.Error)
-	}
-	if res.RowsAffected == 0 {
-		return model.Errorf(model.ENOTFOUND, "template %q not found", key)
-	}
-	return nil
+	return s.inTx(ctx, func(tx *gorm.DB) error {
+		var before json.RawMessage
+		if model.AuditFrom(ctx) != nil {
+			var t templateRow
+			if err := tx.Clauses(s.lockClause()...).Select("draft").Where("tenant_id = ? AND tkey = ? AND hidden = ?", tenant, key, false).Take(&t).Error; err != nil {
+				return notFound(err, "template %q not found", key)
+			}
+			before = model.MaskDefinitionSecrets(json.RawMessage(t.Draft))
+		}
+		res := tx.Model(&templateRow{}).Where("tenant_id = ? AND tkey = ? AND hidden = ?", tenant, key, false).
+			Updates(map[string]any{"draft": string(draft), "draft_updated_at": at.UTC(), "updated_at": at.UTC()})
+		if res.Error != nil {
+			return fmt.Errorf("store: unable to save draft of %s: %w", key, res.Error)
+		}
+		if res.RowsAffected == 0 {
+			return model.Errorf(model.ENOTFOUND, "template %q not found", key)
+		}
+		return s.auditIn(ctx, tx, map[string]any{"definition": before}, map[string]any{"definition": model.MaskDefinitionSecrets(draft)})
+	})
 }
 
 // PublishVersion stores the next version under the template row's lock.
@@ -154,7 +168,7 @@ func (s *Store) PublishVersion(ctx context.Context, tenant, key string, def json
 			return fmt.Errorf("store: unable to record version %d of %s: %w", next, key, err)
 		}
 		out = v.toModel()
-		return nil
+		return s.auditIn(ctx, tx, map[string]any{"latest_version": t.LatestVersion}, map[string]any{"latest_version": next})
 	})
 	return out, err
 }

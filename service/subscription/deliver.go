@@ -39,13 +39,14 @@ const maxResponse = 64 << 10
 
 // eventPayload is what the engine writes into an event outbox row.
 type eventPayload struct {
-	Event      string          `json:"event"`
-	At         time.Time       `json:"at"`
-	InstanceID string          `json:"instance_id"`
-	Template   string          `json:"template"`
-	Status     string          `json:"status"`
-	NodeID     string          `json:"node_id"`
-	Task       json.RawMessage `json:"task"`
+	Event      string             `json:"event"`
+	At         time.Time          `json:"at"`
+	InstanceID string             `json:"instance_id"`
+	Template   string             `json:"template"`
+	Status     string             `json:"status"`
+	NodeID     string             `json:"node_id"`
+	Task       json.RawMessage    `json:"task"`
+	Error      *model.NodeFailure `json:"error"`
 }
 
 // Body is the JSON a webhook receives.
@@ -62,6 +63,8 @@ type BodyInstance struct {
 	ID       string `json:"id"`
 	Template string `json:"template"`
 	Status   string `json:"status"`
+	// Error is the node error that failed the instance (instance.failed only).
+	Error *model.NodeFailure `json:"error,omitempty"`
 }
 
 // OutboxHandler returns the handler of model.OutboxEvent items for the outbox dispatcher.
@@ -106,7 +109,7 @@ func (s *Service) HandleEvents(ctx context.Context, items []model.OutboxItem) er
 				if len(bytes.TrimSpace(task)) == 0 {
 					task = json.RawMessage("null")
 				}
-				body, _ = json.Marshal(Body{Event: ev.Event, At: ev.At.UTC(), Instance: BodyInstance{ID: ev.InstanceID, Template: ev.Template, Status: ev.Status},
+				body, _ = json.Marshal(Body{Event: ev.Event, At: ev.At.UTC(), Instance: BodyInstance{ID: ev.InstanceID, Template: ev.Template, Status: ev.Status, Error: ev.Error},
 					NodeID: ev.NodeID, Task: task})
 			}
 			d := &model.Delivery{ID: uuid.NewString(), TenantID: it.TenantID, SubscriptionID: sub.ID, OutboxKey: key, Event: ev.Event,

@@ -13,6 +13,7 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/subscription"
 )
@@ -33,7 +34,10 @@ type fixture struct {
 func newFixture(t *testing.T, s *store.Store, mod func(*subscription.Options)) *fixture {
 	t.Helper()
 	f := &fixture{t: t, store: s, clock: clock.NewFake(t0)}
-	opts := subscription.Options{Clock: f.clock, Logger: quiet(), Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second}
+	// The receivers are httptest servers on 127.0.0.1: the tests allow loopback explicitly, as an operator
+	// would with HALLEY_OUTBOUND_ALLOW; the default refuses it.
+	opts := subscription.Options{Clock: f.clock, Logger: quiet(), Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second,
+		Outbound: loopbackAllowed(t)}
 	if mod != nil {
 		mod(&opts)
 	}
@@ -42,6 +46,16 @@ func newFixture(t *testing.T, s *store.Store, mod func(*subscription.Options)) *
 		t.Fatal(err)
 	}
 	return f
+}
+
+// loopbackAllowed is the outbound client of a deployment with HALLEY_OUTBOUND_ALLOW=127.0.0.1.
+func loopbackAllowed(t *testing.T) *outbound.Client {
+	t.Helper()
+	allow, err := outbound.ParseAllow("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return outbound.New(outbound.Options{Allow: allow})
 }
 
 func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -25,6 +25,7 @@ import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/outbound"
 )
 
 var _ engine.EventSink = (*Service)(nil)
@@ -55,9 +56,10 @@ var DefaultBackoff = []time.Duration{5 * time.Second, 30 * time.Second, 2 * time
 type Options struct {
 	Clock  clock.Clock  // [clock.Real]
 	Logger *slog.Logger // [slog.Default]
-	// Client sends webhooks [a client with no cookie jar]. The service always installs its own redirect policy
-	// (at most 3 redirects, http/https only, never from https to http) on a copy of it.
-	Client      *http.Client
+	// Outbound sends webhooks and checks webhook URLs when they are subscribed [outbound.New with an empty allow
+	// list: public addresses only]. The service adds its own redirect policy (at most 3 redirects, http/https
+	// only, never from https to http) to the outbound guard's.
+	Outbound    *outbound.Client
 	Timeout     time.Duration   // per attempt, connection to last response byte [10s]
 	Concurrency int             // deliveries in flight per process [8]
 	MaxAttempts int             // attempts before a delivery is failed [8]
@@ -131,12 +133,10 @@ func New(store Store, opts Options) *Service {
 	if opts.UserAgent == "" {
 		opts.UserAgent = "Halley-Webhook/1"
 	}
-	client := &http.Client{}
-	if opts.Client != nil {
-		c := *opts.Client
-		client = &c
+	if opts.Outbound == nil {
+		opts.Outbound = outbound.New(outbound.Options{})
 	}
-	client.CheckRedirect = checkRedirect
+	client := opts.Outbound.HTTPClient(checkRedirect)
 	s := &Service{store: store, opts: opts, clock: opts.Clock, log: opts.Logger, client: client, wake: make(chan struct{}, 1)}
 	if len(opts.SecretKey) > 0 {
 		k := sha256.Sum256(append([]byte("halley:subscription-secret:"), opts.SecretKey...))
@@ -217,8 +217,10 @@ const (
 var pluginNameRe = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,63}$`)
 
 // Create validates and stores a subscription. Codes: forbidden (403) for non-admins; invalid_event,
-// invalid_target, invalid_webhook_url, invalid_plugin, invalid_secret (400); unknown_template, unknown_plugin
-// (422); subscription_exists (409) when the same event, template and target are already subscribed.
+// invalid_target, invalid_webhook_url, invalid_plugin, invalid_secret (400); unknown_template, unknown_plugin,
+// address_not_allowed (422: the webhook host is or resolves to a loopback, link-local, private or other
+// non-public address that HALLEY_OUTBOUND_ALLOW does not list); subscription_exists (409) when the same event,
+// template and target are already subscribed.
 func (s *Service) Create(ctx context.Context, p *model.Principal, req CreateRequest) (*model.Subscription, error) {
 	if !p.IsAdmin() {
 		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins manage subscriptions")
@@ -236,6 +238,9 @@ func (s *Service) Create(ctx context.Context, p *model.Principal, req CreateRequ
 	}
 	if req.WebhookURL != "" {
 		if err := ValidWebhookURL(req.WebhookURL); err != nil {
+			return nil, err
+		}
+		if err := s.opts.Outbound.CheckURL(ctx, req.WebhookURL); err != nil {
 			return nil, err
 		}
 	}

@@ -6,16 +6,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -195,8 +200,10 @@ func TestThroughTheOutboxDispatcher(t *testing.T) {
 		if err := s.CreateInstance(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
-		d := outbox.New(s, outbox.Options{Logger: quiet()})
-		d.Handle(model.OutboxEvent, f.svc.OutboxHandler())
+		d, err := outbox.New(s, outbox.Handlers{model.OutboxEvent: f.svc.OutboxHandler()}, outbox.Options{Logger: quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
 		// On SQLite the dispatch holds the write lock while the handler runs: the handler can only write inside
 		// the dispatch's own transaction, which DispatchOutbox hands over in the context. Without that, the
 		// insert waits for a lock that is never released; the deadline turns the hang into a clear failure.
@@ -542,6 +549,67 @@ func BenchmarkWants(b *testing.B) {
 	b.Run("hit", func(b *testing.B) {
 		for b.Loop() {
 			svc.Wants(model.DefaultTenant, "task.reminder", "leave")
+		}
+	})
+}
+
+// tableResolver answers from a table; a name with several answers gives the next one on each lookup (the last
+// repeats), which is how DNS rebinding looks from Halley.
+type tableResolver struct {
+	mu    sync.Mutex
+	table map[string][]string
+	calls map[string]int
+}
+
+func (r *tableResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	answers, ok := r.table[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	i := min(r.calls[host], len(answers)-1)
+	r.calls[host]++
+	return []netip.Addr{netip.MustParseAddr(answers[i])}, nil
+}
+
+func TestWebhookAddressGuard(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newReceiver(t, 200)
+		_, port, _ := net.SplitHostPort(rec.Listener.Addr().String())
+		res := &tableResolver{calls: map[string]int{}, table: map[string][]string{
+			"loop.example.test":   {"127.0.0.1"},
+			"rebind.example.test": {"93.184.216.34", "127.0.0.1"},
+		}}
+		// The default guard: no HALLEY_OUTBOUND_ALLOW.
+		f := newFixture(t, s, func(o *subscription.Options) { o.Outbound = outbound.New(outbound.Options{Resolver: res}) })
+		ctx := context.Background()
+
+		for _, u := range []string{"http://169.254.169.254/latest/meta-data/", "http://127.0.0.1:" + port + "/hook",
+			"http://[::1]:" + port + "/hook", "http://loop.example.test:" + port + "/hook", "https://10.0.0.8/hook"} {
+			_, err := f.svc.Create(ctx, admin, subscription.CreateRequest{Event: "*", WebhookURL: u})
+			var me *model.Error
+			if !errors.As(err, &me) || me.Kind != model.EUNPROCESSABLE || me.Code != "address_not_allowed" {
+				t.Errorf("subscribe %s: %v, want 422 address_not_allowed", u, err)
+			}
+		}
+		if subs, _, err := f.svc.List(ctx, model.DefaultTenant, model.Page{Limit: 10}); err != nil || len(subs) != 0 {
+			t.Fatalf("refused subscriptions were stored: %d %v", len(subs), err)
+		}
+
+		// A name that was public when subscribed and is loopback when delivered: refused at connect time.
+		sub := f.subscribe(subscription.CreateRequest{Event: "*", WebhookURL: "http://rebind.example.test:" + port + "/hook"})
+		f.handle(f.event("instance.completed", "leave", nil))
+		if n := f.deliverOnce(); n != 1 {
+			t.Fatalf("claimed %d", n)
+		}
+		d := f.deliveries(sub.ID)[0]
+		if d.Status != model.DeliveryPending || d.StatusCode != 0 || !strings.Contains(d.LastError, "127.0.0.1") ||
+			!strings.Contains(d.LastError, "HALLEY_OUTBOUND_ALLOW") {
+			t.Fatalf("delivery %+v, want a pending attempt refused for 127.0.0.1", d)
+		}
+		if rec.count() != 0 {
+			t.Fatalf("the loopback receiver got %d requests", rec.count())
 		}
 	})
 }

@@ -6,17 +6,14 @@ package template
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/tidwall/gjson"
-	"github.com/tidwall/sjson"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/condition"
@@ -30,7 +27,9 @@ type Compiled struct {
 	Def        *model.Definition
 	Conditions []*condition.Condition // by edge index; nil = always taken
 	Raw        json.RawMessage
-	out, in    map[string][]int // edge indexes by source and by target
+	// Hidden marks the one-off version of a dynamic linear process: it is started once, by CreateLinear.
+	Hidden  bool
+	out, in map[string][]int // edge indexes by source and by target
 }
 
 // OutgoingIndexes returns the indexes (into Def.Edges) of the edges leaving node id, in definition order.
@@ -40,6 +39,7 @@ func (c *Compiled) OutgoingIndexes(id string) []int { return c.out[id] }
 func (c *Compiled) IncomingIndexes(id string) []int { return c.in[id] }
 
 // Publisher is told about every new version (the trigger service arms crontab starts and API routes with it).
+// Publishers are given to New (WithPublishers): "version published" flows from templates to whoever listens, never back.
 type Publisher interface {
 	// CheckPublish may refuse a version before it is stored (e.g. an API route owned by another template).
 	CheckPublish(ctx context.Context, tenant, key string, c *Compiled) error
@@ -47,30 +47,53 @@ type Publisher interface {
 	Published(ctx context.Context, tenant, key string, c *Compiled)
 }
 
+// Store is what the template service keeps in the database: the templates and their versions, and which names
+// are users (the unknown_user warning of ValidateFor).
+type Store interface {
+	model.TemplateStore
+	// UserStates answers, for each name that is a user, whether it is disabled; other names are left out.
+	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
+}
+
 // Service is the template service.
 type Service struct {
-	store     model.TemplateStore
+	store     Store
 	now       func() time.Time
 	cache     sync.Map // cacheKey → *Compiled
 	mu        sync.Mutex
-	publisher Publisher
+	listeners []Publisher
+	// secretKey keys the HMAC that trigger secrets are stored as (secrets.go).
+	secretKey []byte
 }
+
+// Option configures the service.
+type Option func(*Service)
+
+// WithPublishers gives the service the publishers told about every version published, in order.
+func WithPublishers(ps ...Publisher) Option {
+	return func(s *Service) { s.listeners = append(s.listeners, ps...) }
+}
+
+// WithSecretKey sets the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
+// development key is used: tests and tools only.
+func WithSecretKey(key []byte) Option { return func(s *Service) { s.secretKey = key } }
 
 type cacheKey struct {
 	tenant, key string
 	version     int
 }
 
-// New returns the service.
-func New(store model.TemplateStore, now func() time.Time) *Service {
+// New returns the service. now defaults to time.Now.
+func New(store Store, now func() time.Time, opts ...Option) *Service {
 	if now == nil {
 		now = time.Now
 	}
-	return &Service{store: store, now: now}
+	s := &Service{store: store, now: now, secretKey: []byte("halley-development-trigger-secret-key")}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
-
-// SetPublisher registers the component told about new versions.
-func (s *Service) SetPublisher(p Publisher) { s.publisher = p }
 
 // ValidationOptions wires the MongoDB-style condition compiler into graph validation.
 var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
@@ -80,6 +103,51 @@ var validationOptions = graph.Options{CheckCondition: func(raw []byte) error {
 
 // Validate checks a definition and reports every problem.
 func Validate(def []byte) graph.Result { return graph.Validate(def, validationOptions) }
+
+// ValidateFor validates a definition like Validate and adds a warning (unknown_user) for each static user of an
+// approvers or cc list that is no user of the tenant: publishing is allowed (the user may be created later),
+// but at run time such an approver is dropped.
+func (s *Service) ValidateFor(ctx context.Context, tenant string, def []byte) (graph.Result, error) {
+	r, d := graph.ValidateParsed(def, validationOptions)
+	if d == nil {
+		return r, nil
+	}
+	nodesOf := map[string][]string{}
+	var names []string
+	add := func(node string, users ...string) {
+		for _, u := range users {
+			u = strings.TrimSpace(u)
+			if u == "" || slices.Contains(nodesOf[u], node) {
+				continue
+			}
+			if len(nodesOf[u]) == 0 {
+				names = append(names, u)
+			}
+			nodesOf[u] = append(nodesOf[u], node)
+		}
+	}
+	for _, n := range d.Nodes {
+		add(n.ID, n.Approvers.Users...)
+		for _, g := range n.Approvers.Groups {
+			add(n.ID, g...)
+		}
+		add(n.ID, n.CC.Users...)
+	}
+	if len(names) == 0 {
+		return r, nil
+	}
+	known, err := s.store.UserStates(ctx, tenant, names)
+	if err != nil {
+		return r, err
+	}
+	for _, u := range names {
+		if _, ok := known[u]; !ok {
+			r.Warnings = append(r.Warnings, model.NewValidationError(model.CodeUnknownUser, nodesOf[u],
+				"user %q does not exist: until it does, it is dropped from the approvers when the node runs", u))
+		}
+	}
+	return r, nil
+}
 
 // View is a template as the API shows it.
 type View struct {
@@ -106,7 +174,7 @@ func view(t *model.Template) *View {
 	v := &View{Key: t.Key, Name: t.Name, Description: t.Description, LatestVersion: t.LatestVersion, StartKind: t.StartKind,
 		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if len(t.Draft) > 0 {
-		v.Draft = &DraftView{Definition: t.Draft, UpdatedAt: t.DraftUpdatedAt}
+		v.Draft = &DraftView{Definition: RedactSecrets(t.Draft), UpdatedAt: t.DraftUpdatedAt}
 	}
 	return v
 }
@@ -120,7 +188,7 @@ type CreateRequest struct {
 }
 
 // normaliseDefinition checks that a definition is a JSON object (the draft may be invalid as a graph, but it
-// must be a definition-shaped document) and compacts it.
+// must be a definition-shaped document) and compacts it. Its trigger secrets are still as sent (see keepSecrets).
 func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -133,37 +201,7 @@ func normaliseDefinition(raw json.RawMessage) (json.RawMessage, error) {
 	if err := json.Compact(&buf, raw); err != nil {
 		return nil, model.CodedError(model.EINVALID, "invalid_definition", "definition is not valid JSON: %v", err)
 	}
-	return HashSecrets(buf.Bytes()), nil
-}
-
-// HashSecret is how API trigger secrets are kept in definitions: "sha256:<hex>". Drafts are hashed when saved,
-// so a trigger's token or password is never stored or shown in plaintext.
-func HashSecret(v string) string {
-	h := sha256.Sum256([]byte(v))
-	return "sha256:" + hex.EncodeToString(h[:])
-}
-
-// HashSecrets replaces plaintext header_token / header_password of start triggers with their hashes, as saving a
-// draft does.
-func HashSecrets(def []byte) []byte {
-	nodes := gjson.GetBytes(def, "nodes")
-	if !nodes.IsArray() {
-		return def
-	}
-	for i, n := range nodes.Array() {
-		if n.Get("type").Str != model.NodeStart {
-			continue
-		}
-		for _, f := range []string{"header_token", "header_password"} {
-			v := n.Get("trigger." + f)
-			if v.Type == gjson.String && v.Str != "" && !strings.HasPrefix(v.Str, "sha256:") {
-				if out, err := sjson.SetBytes(def, fmt.Sprintf("nodes.%d.trigger.%s", i, f), HashSecret(v.Str)); err == nil {
-					def = out
-				}
-			}
-		}
-	}
-	return def
+	return buf.Bytes(), nil
 }
 
 // Create stores a new template with its draft. ECONFLICT when the key exists.
@@ -178,8 +216,14 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 	if len(name) > maxNameLen || len(req.Description) > 10000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_field", "name must be at most 200 characters and description at most 10000")
 	}
+	if err := model.CheckName("name", name, maxNameLen); err != nil {
+		return nil, err
+	}
 	def, err := normaliseDefinition(req.Definition)
 	if err != nil {
+		return nil, err
+	}
+	if def, err = s.keepSecrets(def, nil); err != nil {
 		return nil, err
 	}
 	t := &model.Template{TenantID: actor.TenantID, Key: req.Key, Name: name, Description: req.Description, Draft: def, CreatedBy: actor.Username}
@@ -187,7 +231,10 @@ func (s *Service) Create(ctx context.Context, actor *model.Principal, req Create
 		return nil, err
 	}
 	v := view(t)
-	r := Validate(def)
+	r, err := s.ValidateFor(ctx, actor.TenantID, def)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -198,6 +245,13 @@ func (s *Service) SaveDraft(ctx context.Context, actor *model.Principal, key str
 	if err != nil {
 		return nil, err
 	}
+	prev, err := s.store.GetTemplate(ctx, actor.TenantID, key)
+	if err != nil {
+		return nil, err
+	}
+	if def, err = s.keepSecrets(def, prev.Draft); err != nil {
+		return nil, err
+	}
 	if err := s.store.SaveDraft(ctx, actor.TenantID, key, def, s.now()); err != nil {
 		return nil, err
 	}
@@ -206,7 +260,10 @@ func (s *Service) SaveDraft(ctx context.Context, actor *model.Principal, key str
 		return nil, err
 	}
 	v := view(t)
-	r := Validate(def)
+	r, err := s.ValidateFor(ctx, actor.TenantID, def)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -224,8 +281,8 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	if err != nil {
 		return nil, err
 	}
-	if s.publisher != nil {
-		if err := s.publisher.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
+	for _, p := range s.listeners {
+		if err := p.CheckPublish(ctx, actor.TenantID, key, c); err != nil {
 			return nil, err
 		}
 	}
@@ -235,18 +292,18 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	}
 	c.Version = v.Version
 	s.cache.Store(cacheKey{actor.TenantID, key, v.Version}, c)
-	if s.publisher != nil {
-		s.publisher.Published(ctx, actor.TenantID, key, c)
+	for _, p := range s.listeners {
+		p.Published(ctx, actor.TenantID, key, c)
 	}
 	return v, nil
 }
 
 // compile validates and compiles a definition. EUNPROCESSABLE with the validation errors when it is invalid.
 func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
-	def, perrs := model.ParseDefinition(raw)
+	def, perrs := graph.Parse(raw)
 	errs := perrs
 	if def != nil && len(perrs) == 0 {
-		errs = graph.ValidateDefinition(def, validationOptions)
+		errs = graph.Check(def, validationOptions)
 	}
 	if len(errs) > 0 {
 		return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_definition", "the definition has %d problem(s); the first: %s", len(errs), errs[0].Message).
@@ -289,10 +346,15 @@ func (s *Service) Compiled(ctx context.Context, tenant, key string, version int)
 	if err != nil {
 		return nil, err
 	}
+	t, err := s.store.GetTemplate(ctx, tenant, key)
+	if err != nil {
+		return nil, err
+	}
 	c, err := compile(key, version, v.Definition)
 	if err != nil {
 		return nil, fmt.Errorf("template: stored version %s@%d no longer compiles: %w", key, version, err)
 	}
+	c.Hidden = t.Hidden
 	s.cache.Store(ck, c)
 	return c, nil
 }
@@ -312,7 +374,10 @@ func (s *Service) Get(ctx context.Context, tenant, key string) (*View, error) {
 	}
 	v := view(t)
 	v.Versions = vs
-	r := Validate(t.Draft)
+	r, err := s.ValidateFor(ctx, tenant, t.Draft)
+	if err != nil {
+		return nil, err
+	}
 	v.Validation = &r
 	return v, nil
 }
@@ -330,13 +395,37 @@ func (s *Service) List(ctx context.Context, tenant string, page model.Page) ([]*
 	return out, next, nil
 }
 
-// GetVersion returns one published version. Hidden (linear) templates are readable by id for instance display.
+// GetVersion returns one published version, its trigger secrets shown as "***". Hidden (linear) templates are
+// readable by key for instance display: the caller checks who may (see Hidden).
 func (s *Service) GetVersion(ctx context.Context, tenant, key string, version int) (*model.TemplateVersion, error) {
-	return s.store.GetVersion(ctx, tenant, key, version)
+	v, err := s.store.GetVersion(ctx, tenant, key, version)
+	if err != nil {
+		return nil, err
+	}
+	out := *v
+	out.Definition = RedactSecrets(v.Definition)
+	return &out, nil
+}
+
+// Hidden reports whether a template is hidden (the one-off template of a dynamic linear process): only the
+// readers of its instance may see it. ENOTFOUND for an unknown template.
+func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) {
+	t, err := s.store.GetTemplate(ctx, tenant, key)
+	if err != nil {
+		return false, err
+	}
+	return t.Hidden, nil
 }
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
 func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
+	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "")
+}
+
+// InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
+// with the definition's edges): taken, pruned and killed edges are drawn differently, and failed (when not "")
+// names the node whose error failed the instance.
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte, failed string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err
@@ -347,10 +436,34 @@ func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, 
 			labels[edgeKey(e)] = c.Conditions[i].String()
 		}
 	}
-	return graph.Mermaid(c.Def, states, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
+	var edgeStates []string
+	if edges != nil {
+		edgeStates = make([]string, len(c.Def.Edges))
+		for i := range edgeStates {
+			if i < len(edges) {
+				switch edges[i] {
+				case model.EdgeTaken:
+					edgeStates[i] = graph.EdgeTaken
+				case model.EdgePruned:
+					edgeStates[i] = graph.EdgePruned
+				case model.EdgeKilled, model.EdgeDead:
+					edgeStates[i] = graph.EdgeKilled
+				}
+			}
+		}
+	}
+	return graph.MermaidInstance(c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
+
+// A dynamic linear process lists its approvers by name in the request: at most MaxLinearStepApprovers per step
+// and MaxLinearApprovers in all (422 too_many_approvers). Thousands of named people in one ad-hoc request is a
+// mistake or an abuse, and each becomes a task row; a role reaches any number of people.
+const (
+	MaxLinearStepApprovers = 200
+	MaxLinearApprovers     = 1000
+)
 
 // LinearStep is one step of a dynamic linear process.
 type LinearStep struct {
@@ -366,20 +479,29 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if len(steps) == 0 || len(steps) > 100 {
 		return nil, model.CodedError(model.EINVALID, "invalid_steps", "steps must hold 1 to 100 steps")
 	}
-	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
-	prev := "start"
-	for i, st := range steps {
-		id := fmt.Sprintf("step%d", i+1)
-		name := strings.TrimSpace(st.Name)
-		if name == "" {
-			name = fmt.Sprintf("Step %d", i+1)
-		}
-		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
-		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
-		prev = id
+	if err := model.CheckName("title", title, 500); err != nil {
+		return nil, err
 	}
-	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
-	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	total := 0
+	for i, st := range steps {
+		if model.HasControl(st.Name) {
+			return nil, model.CodedError(model.EINVALID, "invalid_steps", "step %d: name must not contain control characters", i+1)
+		}
+		n := len(st.Approvers.Users) + len(st.Approvers.Roles)
+		for _, g := range st.Approvers.Groups {
+			n += len(g)
+		}
+		if n > MaxLinearStepApprovers {
+			return nil, model.CodedError(model.EUNPROCESSABLE, "too_many_approvers", "step %d lists %d approvers; a step may list at most %d (use a role for more)", i+1, n, MaxLinearStepApprovers).
+				WithDetails(map[string]any{"step": i + 1, "approvers": n, "max": MaxLinearStepApprovers})
+		}
+		total += n
+	}
+	if total > MaxLinearApprovers {
+		return nil, model.CodedError(model.EUNPROCESSABLE, "too_many_approvers", "the steps list %d approvers; a linear process may list at most %d", total, MaxLinearApprovers).
+			WithDetails(map[string]any{"approvers": total, "max": MaxLinearApprovers})
+	}
+	def := linearDefinition(steps)
 	raw, err := json.Marshal(&def)
 	if err != nil {
 		return nil, err
@@ -398,8 +520,28 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if err := s.store.CreateHiddenVersion(ctx, t, v); err != nil {
 		return nil, err
 	}
+	c.Hidden = true
 	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
 	return c, nil
+}
+
+// linearDefinition is the definition of a linear process: start → step1 → ... → end.
+func linearDefinition(steps []LinearStep) model.Definition {
+	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
+	prev := "start"
+	for i, st := range steps {
+		id := fmt.Sprintf("step%d", i+1)
+		name := strings.TrimSpace(st.Name)
+		if name == "" {
+			name = fmt.Sprintf("Step %d", i+1)
+		}
+		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
+		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
+		prev = id
+	}
+	def.Nodes = append(def.Nodes, model.Node{ID: "end", Type: model.NodeEnd, Name: "End"})
+	def.Edges = append(def.Edges, model.Edge{From: prev, To: "end"})
+	return def
 }
 
 // maxNameLen is the length of templates.name.

@@ -1,6 +1,7 @@
 // Package trigger starts instances from outside: crontab schedules (timers in the scheduler), synchronous and
 // asynchronous API calls (/trigger/sync|async/{module}/{function}) and form submissions. It is told about every
-// published version (template.Publisher) to arm and disarm what the start node asks for.
+// published version (its Publisher, given to the template service) to arm and disarm what the start node asks for,
+// and keeps the index of which template starts on which message (the engine's POST /messages starts them).
 package trigger
 
 import (
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+	"github.com/tidwall/gjson"
 	"golang.org/x/time/rate"
 
 	"github.com/halley-bpm/halley/model"
@@ -31,17 +33,16 @@ type Store interface {
 	model.TriggerStore
 	model.TimerStore
 	ListInstances(ctx context.Context, f model.InstanceFilter) ([]*model.Instance, string, error)
+	// SetMessageTrigger records the message a template's latest version starts on (POST /messages finds it).
+	SetMessageTrigger(ctx context.Context, tenant, key string, version int, message string) error
 }
-
-// CronInitiator starts crontab instances.
-const CronInitiator = "cron"
 
 // Service is the trigger service.
 type Service struct {
 	store     Store
 	templates *template.Service
 	engine    *engine.Engine
-	sched     scheduler.Scheduler
+	pub       *Publisher
 	clock     clock.Clock
 	log       *slog.Logger
 
@@ -49,21 +50,66 @@ type Service struct {
 	limiters map[string]*rate.Limiter // anonymous form submissions per client IP
 }
 
-// New returns the service; call SetScheduler before publishing crontab templates.
-func New(store Store, templates *template.Service, eng *engine.Engine, clk clock.Clock, log *slog.Logger) *Service {
+// Deps are the trigger service's collaborators; all are required.
+type Deps struct {
+	Store     Store
+	Templates *template.Service
+	Engine    *engine.Engine
+	// Publisher arms the next crontab fire after each fire (the one given to the template service).
+	Publisher *Publisher
+}
+
+// New returns the service, or an error naming the dependency that is missing. clk defaults to clock.Real{} and
+// log to slog.Default().
+func New(d Deps, clk clock.Clock, log *slog.Logger) (*Service, error) {
+	switch {
+	case d.Store == nil:
+		return nil, fmt.Errorf("trigger: Store is required")
+	case d.Templates == nil:
+		return nil, fmt.Errorf("trigger: Templates is required")
+	case d.Engine == nil:
+		return nil, fmt.Errorf("trigger: Engine is required")
+	case d.Publisher == nil:
+		return nil, fmt.Errorf("trigger: Publisher is required")
+	}
 	if clk == nil {
 		clk = clock.Real{}
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Service{store: store, templates: templates, engine: eng, clock: clk, log: log, limiters: map[string]*rate.Limiter{}}
+	return &Service{store: d.Store, templates: d.Templates, engine: d.Engine, pub: d.Publisher, clock: clk, log: log, limiters: map[string]*rate.Limiter{}}, nil
 }
 
-// SetScheduler sets the scheduler crontab fires are armed in.
-func (s *Service) SetScheduler(sc scheduler.Scheduler) { s.sched = sc }
+// Publisher keeps the start triggers of published versions in force: told about every version published
+// (template.Publisher), it points the template's API routes at it and arms its crontab's next fire. It needs
+// neither the template service nor the engine, so it is built before them and handed to the template service.
+type Publisher struct {
+	store Store
+	sched scheduler.Scheduler
+	clock clock.Clock
+	log   *slog.Logger
+}
 
-var _ template.Publisher = (*Service)(nil)
+// NewPublisher returns the publisher; crontab fires are armed in sched. clk defaults to clock.Real{} and log to
+// slog.Default().
+func NewPublisher(store Store, sched scheduler.Scheduler, clk clock.Clock, log *slog.Logger) (*Publisher, error) {
+	if store == nil || sched == nil {
+		return nil, fmt.Errorf("trigger: a publisher needs a store and a scheduler")
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Publisher{store: store, sched: sched, clock: clk, log: log}, nil
+}
+
+var (
+	_ template.Publisher     = (*Publisher)(nil)
+	_ scheduler.TimerHandler = (*Service)(nil)
+)
 
 func apiRoutes(tenant, key string, c *template.Compiled) []model.APITriggerRoute {
 	tr := c.Def.Start().Trigger
@@ -74,7 +120,7 @@ func apiRoutes(tenant, key string, c *template.Compiled) []model.APITriggerRoute
 }
 
 // CheckPublish refuses a version whose API route another template owns (422 trigger_taken).
-func (s *Service) CheckPublish(ctx context.Context, tenant, key string, c *template.Compiled) error {
+func (s *Publisher) CheckPublish(ctx context.Context, tenant, key string, c *template.Compiled) error {
 	for _, r := range apiRoutes(tenant, key, c) {
 		owner, _, err := s.store.APIRouteOwner(ctx, tenant, r.Module, r.Function)
 		if err != nil {
@@ -89,16 +135,24 @@ func (s *Service) CheckPublish(ctx context.Context, tenant, key string, c *templ
 	return nil
 }
 
-// Published points the template's API routes at the new version and re-arms its crontab schedule.
-func (s *Service) Published(ctx context.Context, tenant, key string, c *template.Compiled) {
+// Published points the template's API routes and message start at the new version and re-arms its crontab
+// schedule.
+func (s *Publisher) Published(ctx context.Context, tenant, key string, c *template.Compiled) {
 	if err := s.store.SetAPIRoutes(ctx, tenant, key, c.Version, apiRoutes(tenant, key, c)); err != nil {
 		s.log.Error("trigger: unable to set API routes", "template", key, "version", c.Version, "err", err)
+	}
+	message := ""
+	if tr := c.Def.Start().Trigger; tr.Kind == model.TriggerMessage {
+		message = tr.Message
+	}
+	if err := s.store.SetMessageTrigger(ctx, tenant, key, c.Version, message); err != nil {
+		s.log.Error("trigger: unable to set the message start", "template", key, "version", c.Version, "err", err)
 	}
 	ids, err := s.store.CancelCronTimers(ctx, tenant, key)
 	if err != nil {
 		s.log.Error("trigger: unable to cancel crontab timers", "template", key, "err", err)
 	}
-	if len(ids) > 0 && s.sched != nil {
+	if len(ids) > 0 {
 		if err := s.sched.Cancel(ctx, ids...); err != nil {
 			s.log.Error("trigger: unable to cancel crontab timers in the scheduler", "template", key, "err", err)
 		}
@@ -119,7 +173,7 @@ type cronPayload struct {
 }
 
 // armCron writes the next fire (strictly after `after`, inside the window) as a timer row and schedules it.
-func (s *Service) armCron(ctx context.Context, tenant, key string, version int, tr model.Trigger, after time.Time) error {
+func (s *Publisher) armCron(ctx context.Context, tenant, key string, version int, tr model.Trigger, after time.Time) error {
 	sched, err := cronParser.Parse(tr.Expr)
 	if err != nil {
 		return fmt.Errorf("trigger: bad crontab %q: %w", tr.Expr, err)
@@ -143,10 +197,16 @@ func (s *Service) armCron(ctx context.Context, tenant, key string, version int, 
 	if err := s.store.SaveTimer(ctx, t); err != nil {
 		return err
 	}
-	if s.sched == nil {
-		return nil // re-armed from the row when the scheduler starts
-	}
 	return s.sched.Schedule(ctx, scheduler.Item{ID: t.ID, Due: next})
+}
+
+// FireTimers fires crontab timers (scheduler.Handlers routes model.TimerCrontab here), one after another.
+func (s *Service) FireTimers(ctx context.Context, timers []*model.Timer) []error {
+	errs := make([]error, len(timers))
+	for i, t := range timers {
+		errs[i] = s.HandleCron(ctx, t)
+	}
+	return errs
 }
 
 // HandleCron fires a crontab timer: it starts an instance (unless allow_repeated is false and the previous one
@@ -179,7 +239,7 @@ func (s *Service) HandleCron(ctx context.Context, t *model.Timer) error {
 	default:
 		running := ""
 		if !tr.AllowRepeated {
-			if running, err = s.store.RunningInstance(ctx, tenant, key, CronInitiator); err != nil {
+			if running, err = s.store.RunningInstance(ctx, tenant, key, model.InitiatorCron); err != nil {
 				return err
 			}
 		}
@@ -189,7 +249,7 @@ func (s *Service) HandleCron(ctx context.Context, t *model.Timer) error {
 			s.log.Info("trigger: crontab fire skipped", "template", key, "running", running)
 		} else {
 			doc, _ := json.Marshal(map[string]any{"scheduled_at": p.ScheduledAt.UTC().Format(time.RFC3339)})
-			v, err := s.engine.StartCompiled(ctx, tenant, CronInitiator, c, doc, corr, fmt.Sprintf("%s %s", c.Key, p.ScheduledAt.UTC().Format("2006-01-02 15:04")))
+			v, err := s.engine.StartCompiled(ctx, tenant, model.InitiatorCron, c, doc, corr, fmt.Sprintf("%s %s", c.Key, p.ScheduledAt.UTC().Format("2006-01-02 15:04")))
 			if err != nil {
 				return err
 			}
@@ -203,7 +263,7 @@ func (s *Service) HandleCron(ctx context.Context, t *model.Timer) error {
 	if p.ScheduledAt.After(after) {
 		after = p.ScheduledAt
 	}
-	if err := s.armCron(ctx, tenant, key, c.Version, tr, after); err != nil {
+	if err := s.pub.armCron(ctx, tenant, key, c.Version, tr, after); err != nil {
 		return err
 	}
 	_, err = s.store.MarkTimerFired(ctx, t.ID, s.clock.Now())
@@ -258,7 +318,7 @@ func (s *Service) Invoke(ctx context.Context, call Call) (*CallResult, error) {
 	if err := checkIP(tr, call.RemoteIP); err != nil {
 		return nil, err
 	}
-	if err := checkLogin(tr, call.Header); err != nil {
+	if err := s.checkLogin(tr, call.Header); err != nil {
 		return nil, err
 	}
 	doc, err := callContext(call.Body, call.Query)
@@ -309,29 +369,17 @@ func checkIP(tr model.Trigger, remote string) error {
 	return model.CodedError(model.EFORBIDDEN, "ip_not_allowed", "requests from %s are not allowed for this trigger", remote)
 }
 
-// secretMatches compares a presented secret with a stored one (hashed, or plaintext from an old definition) in
-// constant time.
-func secretMatches(stored, presented string) bool {
-	if stored == "" {
-		return false
-	}
-	want := stored
-	if !strings.HasPrefix(stored, "sha256:") {
-		want = template.HashSecret(stored)
-	}
-	return subtle.ConstantTimeCompare([]byte(want), []byte(template.HashSecret(presented))) == 1
-}
-
-func checkLogin(tr model.Trigger, header func(string) string) error {
+// checkLogin checks an API call's credentials against the trigger's (stored keyed-hashed: template/secrets.go).
+func (s *Service) checkLogin(tr model.Trigger, header func(string) string) error {
 	bad := model.CodedError(model.EUNAUTHORIZED, "invalid_trigger_credentials", "missing or wrong trigger credentials")
 	switch tr.Login() {
 	case model.LoginToken:
-		if !secretMatches(tr.HeaderToken, header("X-Halley-Token")) {
+		if !s.templates.SecretMatches(tr.HeaderToken, header("X-Halley-Token")) {
 			return bad
 		}
 	case model.LoginPassword:
 		userOK := subtle.ConstantTimeCompare([]byte(tr.HeaderUser), []byte(header("X-Halley-User"))) == 1
-		if !secretMatches(tr.HeaderPassword, header("X-Halley-Password")) || !userOK || tr.HeaderUser == "" {
+		if !s.templates.SecretMatches(tr.HeaderPassword, header("X-Halley-Password")) || !userOK || tr.HeaderUser == "" {
 			return bad
 		}
 	}
@@ -347,6 +395,9 @@ func callContext(body []byte, q url.Values) (json.RawMessage, error) {
 		dec.UseNumber()
 		if err := dec.Decode(&m); err != nil || m == nil {
 			return nil, model.CodedError(model.EINVALID, "invalid_context", "the body must be a JSON object")
+		}
+		if err := model.CheckDocumentDepth("the body", []byte(b)); err != nil {
+			return nil, err
 		}
 	}
 	for k, vs := range q {
@@ -428,7 +479,7 @@ func (s *Service) Submit(ctx context.Context, key string, who *model.Principal, 
 	if err != nil {
 		return nil, err
 	}
-	initiator, tenant := "anonymous", model.DefaultTenant
+	initiator, tenant := model.InitiatorAnonymous, model.DefaultTenant
 	if who != nil {
 		initiator, tenant = who.Username, who.TenantID
 	} else if !s.allowAnonymous(clientIP) {
@@ -436,6 +487,9 @@ func (s *Service) Submit(ctx context.Context, key string, who *model.Principal, 
 	}
 	doc, err := callContext(values, nil)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkFiles(c.Def.Start().Trigger.Form, doc); err != nil {
 		return nil, err
 	}
 	return s.engine.StartCompiled(ctx, tenant, initiator, c, doc, "", "")
@@ -461,4 +515,24 @@ func (s *Service) Log(ctx context.Context, tenant, key string, limit int) ([]*mo
 		return nil, err
 	}
 	return s.store.TriggerLog(ctx, tenant, key, limit)
+}
+
+// checkFiles validates the values of the form's file fields: what an anonymous submitter puts there is shown to
+// approvers as a download, so it must be a list of files, never a link (javascript:, http:) in disguise.
+func checkFiles(form json.RawMessage, doc json.RawMessage) error {
+	f := model.ParseForm(form)
+	if f == nil {
+		return nil
+	}
+	for _, x := range f.Fields {
+		if !x.IsFile() {
+			continue
+		}
+		if v := gjson.GetBytes(doc, x.Field); v.Exists() {
+			if err := model.CheckFileValue(x.Field, json.RawMessage(v.Raw)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

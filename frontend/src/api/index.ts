@@ -5,11 +5,14 @@ import type { FormSchema } from '@/lib/form'
 import { formOf } from '@/lib/form'
 import type { ValidationResult } from '@/lib/validation'
 import { newIdempotencyKey, request, upload, type Query } from './client'
+import type { NodeErrorInfo } from '@/lib/semantics'
 
 export interface Page<T> {
   items: T[]
   next_cursor?: string | null
 }
+
+export type Language = 'zh-CN' | 'en'
 
 export interface User {
   username: string
@@ -19,6 +22,33 @@ export interface User {
   manager?: string
   tenant?: string
   created_at?: string
+  disabled?: boolean
+  password_change_required?: boolean
+  language?: Language | ''
+  email?: string
+  mobile?: string
+  im_id?: string
+}
+
+/** PUT /me: any subset of the signed-in user's profile. */
+export interface ProfileUpdate {
+  display_name?: string
+  language?: Language | ''
+  email?: string
+  mobile?: string
+  im_id?: string
+}
+
+/** PATCH /users/{username} (admins): any subset. */
+export interface UserPatch {
+  display_name?: string
+  department?: string
+  manager?: string
+  roles?: string[]
+  disabled?: boolean
+  email?: string
+  mobile?: string
+  im_id?: string
 }
 
 export interface Department {
@@ -32,6 +62,8 @@ export interface TemplateSummary {
   name: string
   description?: string
   latest_version: number | null
+  /** the published version's start trigger: manual, form, crontab, sync-api, async-api */
+  start_kind?: string
 }
 
 export interface VersionSummary {
@@ -62,6 +94,9 @@ export interface NodeState {
   state: string
   started_at?: string
   ended_at?: string
+  /** the node's error message and code, when it failed */
+  error?: string
+  error_code?: string
 }
 
 export interface Task {
@@ -71,6 +106,8 @@ export interface Task {
   node_name?: string
   assignee: string
   status: string
+  /** approval, resubmit (the initiator's, after a return to start), sign_before, sign_after */
+  kind?: string
   comment?: string
   created_at?: string
   decided_at?: string
@@ -94,6 +131,8 @@ export interface Instance {
   ended_at?: string
   nodes?: NodeState[]
   tasks?: Task[]
+  /** the last unhandled node error (null when there was none) */
+  error?: NodeErrorInfo | null
 }
 
 export interface HistoryItem {
@@ -126,6 +165,7 @@ export interface PluginVersion {
   created_at?: string
   uploaded_at?: string
   uploaded_by?: string
+  network?: 'on' | 'off'
 }
 
 export interface Plugin {
@@ -136,7 +176,28 @@ export interface Plugin {
   sha256?: string
   size?: number
   timeout?: string
+  network?: 'on' | 'off'
   versions?: PluginVersion[]
+}
+
+/** One protection of the plugin sandbox (GET /plugins/sandbox). */
+export interface SandboxProtection {
+  name: string
+  in_force: boolean
+  detail: string
+}
+
+/** What confines plugin runs on the replica that answered. */
+export interface SandboxReport {
+  plugins_run: boolean
+  refused?: string
+  uids: string
+  gid: number
+  work_dir: string
+  python: string
+  python_error?: string
+  halley_uid: number
+  protections: SandboxProtection[]
 }
 
 export interface PluginRun {
@@ -148,6 +209,8 @@ export interface PluginRun {
   phase: string
   status: string
   exit_code?: number | null
+  /** why a failed or timed-out run failed, as Halley knows it (also when the process never started) */
+  error?: string
   started_at?: string
   ended_at?: string
   duration_ms?: number
@@ -160,7 +223,54 @@ export interface ReturnTarget {
   name?: string
 }
 
-export interface Me extends User {}
+/** An API token as GET /tokens lists it: never its value. */
+export interface ApiToken {
+  id: string
+  name: string
+  roles: string[]
+  /** the admin whose authority it carries: it works while they are an enabled admin */
+  owner: string
+  created_by: string
+  created_at: string
+  expires_at: string | null
+  last_used_at: string | null
+}
+
+/** POST /tokens' answer: the token's fields and, this once, its value. */
+export interface CreatedToken extends ApiToken {
+  token: string
+}
+
+/** One line of GET /audit. before/after are the target's state (secrets shown as "***"), null where none applies. */
+export interface AuditEntry {
+  id: number
+  at: string
+  actor: string
+  actor_token?: string
+  action: string
+  target: string
+  before: unknown
+  after: unknown
+  reason?: string
+  ip?: string
+  request_id?: string
+}
+
+export interface AuditQuery {
+  actor?: string
+  /** one action, or a prefix ending in '*' ("template.*") */
+  action?: string
+  /** RFC 3339; from inclusive, to exclusive */
+  from?: string
+  to?: string
+  limit?: number
+  cursor?: string
+}
+
+export interface Me extends User {
+  /** an API token, not a person: no profile, no password */
+  token?: boolean
+}
 
 function items<T>(v: Page<T> | T[] | undefined | null): T[] {
   if (!v) return []
@@ -182,14 +292,40 @@ async function listAll<T>(path: string, query: Query = {}, max = 1000): Promise<
 export const api = {
   // Identity
   login: (username: string, password: string) =>
-    request<{ token: string; user: User }>('POST', '/auth/login', { body: { username, password } }),
+    request<{ token: string; user: User; password_change_required?: boolean }>('POST', '/auth/login', { body: { username, password } }),
   me: () => request<Me>('GET', '/me'),
+  updateMe: (p: ProfileUpdate) => request<Me>('PUT', '/me', { body: p }),
+  changePassword: (oldPassword: string, newPassword: string) =>
+    request<void>('POST', '/me/password', { body: { old_password: oldPassword, new_password: newPassword } }),
+  updateUser: (username: string, p: UserPatch) => request<User>('PATCH', `/users/${encodeURIComponent(username)}`, { body: p }),
+  resetPassword: (username: string, newPassword: string) =>
+    request<void>('POST', `/users/${encodeURIComponent(username)}/password`, { body: { new_password: newPassword } }),
   users: () => listAll<User>('/users'),
   user: (username: string) => request<User>('GET', `/users/${encodeURIComponent(username)}`),
-  createUser: (u: { username: string; password: string; display_name?: string; roles?: string[]; department?: string; manager?: string }) =>
+  createUser: (u: {
+    username: string
+    password: string
+    display_name?: string
+    roles?: string[]
+    department?: string
+    manager?: string
+    email?: string
+    mobile?: string
+    im_id?: string
+  }) =>
     request<User>('POST', '/users', { body: u, idempotencyKey: newIdempotencyKey() }),
+  deleteUser: (username: string) => request<void>('DELETE', `/users/${encodeURIComponent(username)}`),
   departments: () => listAll<Department>('/departments'),
   createDepartment: (d: Department) => request<Department>('POST', '/departments', { body: d, idempotencyKey: newIdempotencyKey() }),
+
+  // API tokens (admins)
+  tokens: () => listAll<ApiToken>('/tokens'),
+  createToken: (b: { name: string; roles: string[]; expires_at?: string }) =>
+    request<CreatedToken>('POST', '/tokens', { body: b, idempotencyKey: newIdempotencyKey() }),
+  deleteToken: (id: string) => request<void>('DELETE', `/tokens/${encodeURIComponent(id)}`),
+
+  // Audit log (admins)
+  audit: (q: AuditQuery) => request<Page<AuditEntry>>('GET', '/audit', { query: { ...q } }),
 
   // Templates
   templates: () => listAll<TemplateSummary>('/templates'),
@@ -208,7 +344,15 @@ export const api = {
     request<{ result: boolean }>('POST', '/conditions/evaluate', { body: { condition, context } }),
 
   // Instances
-  startInstance: (b: { template: string; version?: number; context: Record<string, unknown>; correlation_id?: string; title?: string }) =>
+  startInstance: (b: {
+    template: string
+    version?: number
+    context: Record<string, unknown>
+    correlation_id?: string
+    title?: string
+    /** admins only: start a template whose trigger is not manual (recorded in its history) */
+    override_trigger?: boolean
+  }) =>
     request<Instance>('POST', '/instances', { body: b, idempotencyKey: newIdempotencyKey() }),
   startLinear: (b: { title: string; steps: { name: string; approvers: Approvers; sign: SignMode }[]; context: Record<string, unknown> }) =>
     request<Instance>('POST', '/instances/linear', { body: b, idempotencyKey: newIdempotencyKey() }),
@@ -262,11 +406,13 @@ export const api = {
     items(await request<Page<PluginRun>>('GET', `/plugins/${encodeURIComponent(name)}/runs`, { query: q })),
   /** the record of every attempt of a run, from the database (any replica shows it) */
   pluginRunLog: (id: string) => request<string>('GET', `/plugin-runs/${encodeURIComponent(id)}/log`, { text: true }),
-  uploadPlugin: (f: { name: string; runtime: string; timeout: string; file: File }, onProgress?: (p: number) => void) => {
+  pluginSandbox: () => request<SandboxReport>('GET', '/plugins/sandbox'),
+  uploadPlugin: (f: { name: string; runtime: string; timeout: string; network?: 'on' | 'off'; file: File }, onProgress?: (p: number) => void) => {
     const fd = new FormData()
     fd.set('name', f.name)
     fd.set('runtime', f.runtime)
     if (f.timeout) fd.set('timeout', f.timeout)
+    if (f.network) fd.set('network', f.network)
     fd.set('file', f.file, f.file.name)
     return upload<Plugin>('/plugins', fd, onProgress)
   },

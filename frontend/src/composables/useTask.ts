@@ -32,6 +32,17 @@ export function nodeForm(def: Definition | undefined, nodeId: string): FormSchem
   return start?.trigger?.kind === 'form' ? start.trigger.form : undefined
 }
 
+/**
+ * editableForm is the form whose editable fields a task's approve may write (API.md, "Security changes"): the
+ * node's own component form, or for the initiator's resubmit task the start form. Other tasks write nothing
+ * through a form (their data would land under context.<node_id>), so the page shows them the request read-only.
+ */
+export function editableForm(def: Definition | undefined, task: { node_id: string; kind?: string }): FormSchema | undefined {
+  const own = task.kind === 'resubmit' ? nodeForm(def, task.node_id) : def?.nodes.find((n) => n.id === task.node_id)?.form
+  if (own?.kind !== 'components' || !own.fields?.some((f) => f.field && !f.readonly)) return undefined
+  return own
+}
+
 export function useTask(id: () => string) {
   const task = ref<Task | null>(null)
   const instance = ref<Instance | null>(null)
@@ -44,8 +55,8 @@ export function useTask(id: () => string) {
   const diagramVersion = ref(0)
 
   const form = computed(() => (task.value ? nodeForm(definition.value, task.value.node_id) : undefined))
-  /** the node's own form (not the start form fallback) may let the approver edit fields */
-  const ownForm = computed(() => !!task.value && !!definition.value?.nodes.find((n) => n.id === task.value!.node_id)?.form)
+  /** the form this task may write through (see editableForm): shown with its editable fields open */
+  const ownForm = computed(() => !!task.value && !!editableForm(definition.value, task.value))
   const pending = computed(() => task.value?.status === 'pending')
   const mine = computed(() => !!task.value && (task.value.assignee === session.state.me?.username || session.isAdmin.value))
   const canAct = computed(() => pending.value && mine.value && instance.value?.status === 'running')
@@ -77,10 +88,12 @@ export function useTask(id: () => string) {
     }
   }
 
-  /** approveData is what the approver changed through an editable node form, merged into the context. */
+  /** approveData is what the approver entered in the editable fields of their form: only those are sent (the
+   * server refuses any other field with 422 field_not_editable). */
   function approveData(): Record<string, unknown> | undefined {
-    if (!ownForm.value || form.value?.kind !== 'components') return undefined
-    const d = valuesToContext(form.value, values.value, true)
+    const f = task.value ? editableForm(definition.value, task.value) : undefined
+    if (!f) return undefined
+    const d = valuesToContext(f, values.value, true)
     return Object.keys(d).length ? d : undefined
   }
 

@@ -1,5 +1,5 @@
 // Readable summaries of approver specifications (API.md "Approvers").
-import type { Approvers } from './definition'
+import type { Approvers, SignMode } from './definition'
 
 export function describeApprovers(a: Approvers | undefined): string {
   if (!a) return 'nobody'
@@ -13,7 +13,8 @@ export function describeApprovers(a: Approvers | undefined): string {
   return parts.length ? parts.join('; ') : 'nobody'
 }
 
-export const SIGN_LABELS: Record<string, string> = {
+// Keyed by the schema's sign modes: a mode added to the Go types fails the build until it has a label here.
+export const SIGN_LABELS: Record<SignMode, string> = {
   or: 'Or-sign (first decision decides)',
   all: 'Countersign (all must approve)',
   sequential: 'Sequential countersign (one after another)',

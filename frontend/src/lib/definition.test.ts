@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { cleanDefinition, cleanNode, defaultNode, layoutOf, newNodeId, parseDefinition, renameNode, starterDefinition, type DefNode, type Definition } from './definition'
+import { cleanDefinition, cleanNode, defaultNode, joinMode, layoutOf, newNodeId, parseDefinition, renameNode, starterDefinition, type DefNode, type Definition } from './definition'
 
 describe('cleanNode', () => {
   it('drops fields that belong to other node types (the server refuses them)', () => {
@@ -22,6 +22,16 @@ describe('cleanNode', () => {
       cc: {},
     }
     expect(cleanNode(n)).toEqual({ id: 'lead', type: 'approval', name: 'Lead', approvers: { users: ['bob'] }, sign: 'all' })
+  })
+
+  it('keeps a {min: N} join and a message trigger', () => {
+    expect(cleanNode({ id: 'm', type: 'auto', join: { min: 2 } })).toEqual({ id: 'm', type: 'auto', join: { min: 2 } })
+    expect(cleanNode({ id: 'm', type: 'auto', join: { min: 1.5 } })).toEqual({ id: 'm', type: 'auto' })
+    const start: DefNode = { id: 'start', type: 'start', trigger: { kind: 'message', message: 'order.paid', members: ['stray'] } }
+    expect(cleanNode(start)).toEqual({ id: 'start', type: 'start', trigger: { kind: 'message', message: 'order.paid' } })
+    expect(joinMode({ min: 3 })).toBe('min')
+    expect(joinMode('or')).toBe('or')
+    expect(joinMode(undefined)).toBe('and')
   })
 
   it('keeps join or, timeouts, plugins, retry and catch handlers', () => {

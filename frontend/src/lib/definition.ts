@@ -1,95 +1,35 @@
 // The process definition of API.md ("Definition"), as the designer edits it, and the rules that keep what the
 // designer sends to the server clean: the server rejects unknown fields in a node, so every node is reduced to the
-// fields its type owns before it leaves the browser.
-import type { FormSchema } from './form'
+// fields its type owns before it leaves the browser. The types are generated from the definition's JSON Schema
+// (src/generated/definition.ts), and so are the lists of node types and of the fields each type owns (lib/schema.ts).
+import type {
+  Approvers,
+  Definition as SchemaDefinition,
+  Edge,
+  ErrorHandler,
+  Node,
+  Options,
+  Trigger,
+} from '@/generated/definition'
+import { COMMON_FIELDS, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId } from './schema'
 
-export const NODE_TYPES = ['start', 'approval', 'auto', 'delay', 'callback', 'error', 'end', 'terminate'] as const
-export type NodeType = (typeof NODE_TYPES)[number]
+export { NODE_TYPES, RELATIONS, SIGN_MODES, TRIGGER_KINDS } from './schema'
+export type { Approvers, ErrorHandler, Trigger }
 
-export const SIGN_MODES = ['or', 'all', 'sequential', 'vote'] as const
-export type SignMode = (typeof SIGN_MODES)[number]
+export type DefNode = Node
+export type DefEdge = Edge
+export type NodeType = Node['type']
+export type SignMode = NonNullable<Node['sign']>
+export type TriggerKind = Trigger['kind']
+export type OnTimeout = NonNullable<Node['on_timeout']>
 
-export const TRIGGER_KINDS = ['manual', 'crontab', 'sync-api', 'async-api', 'form'] as const
-export type TriggerKind = (typeof TRIGGER_KINDS)[number]
+/** Join is how a node with several incoming edges activates: "and" (default), "or", or {min: N}. */
+export type Join = NonNullable<Node['join']>
 
-export const RELATIONS = ['initiator.manager', 'initiator.department.leader'] as const
-
-export interface Approvers {
-  users?: string[]
-  roles?: string[]
-  context?: string
-  relation?: string
-  groups?: string[][]
-  groups_context?: string
-}
-
-export interface Trigger {
-  kind: TriggerKind
-  // crontab
-  expr?: string
-  allow_repeated?: boolean
-  start_at?: string
-  end_at?: string
-  // sync-api / async-api
-  module?: string
-  function?: string
-  method?: string
-  login_verification?: 'none' | 'token' | 'password'
-  header_token?: string
-  header_user?: string
-  header_password?: string
-  allow_remote_ips?: string
-  // form
-  form?: FormSchema
-  members?: string[]
-  require_login?: boolean
-}
-
-export interface ErrorHandler {
-  operation: 'retry' | 'ignore' | 'catch' | 'throw'
-  retry?: { count?: number; period?: string }
-  catch?: { branch?: string }
-}
-
-export type OnTimeout = 'approve' | 'reject' | 'remind' | { branch: string }
-
-export interface DefNode {
-  id: string
-  type: NodeType
-  name?: string
-  join?: 'and' | 'or'
-  plugins?: { pre?: string[]; after?: string[] }
-  timeout?: string | number
-  error_handler?: ErrorHandler
-  is_ignore?: boolean
-  cc?: Approvers
-  /** free-form editor data; the engine ignores it */
-  meta?: Record<string, unknown>
-  // start
-  trigger?: Trigger
-  // approval
-  approvers?: Approvers
-  sign?: SignMode
-  pass_ratio?: number
-  /** how each parallel-sign group (approvers.groups) decides */
-  group_sign?: SignMode
-  on_timeout?: OnTimeout
-  form?: FormSchema
-  // delay
-  interval?: number
-  until?: string
-  // callback
-  timeout_branch?: string
-  message?: string
-}
-
-export interface DefEdge {
-  id?: string
-  from: string
-  to: string
-  condition?: Record<string, unknown>
-  default?: boolean
-  meta?: Record<string, unknown>
+/** joinMode names a join's kind. */
+export function joinMode(j: Join | undefined): 'and' | 'or' | 'min' {
+  if (j && typeof j === 'object') return 'min'
+  return j === 'or' ? 'or' : 'and'
 }
 
 export interface Point {
@@ -97,20 +37,15 @@ export interface Point {
   y: number
 }
 
-/** Settings of the whole definition (API.md: the definition-level "options" object). */
-export interface DefinitionOptions {
-  /** how long finished instances of this version are kept before they are archived: a Go duration ("720h"),
-   * "0" = forever; absent = the deployment's HALLEY_INSTANCE_RETENTION */
-  retention?: string
-  [key: string]: unknown
-}
+/** DefinitionOptions are the settings of the whole definition (options.retention); settings the designer does not
+ * know yet are kept as they came. */
+export type DefinitionOptions = Options & Record<string, unknown>
 
-export interface Definition {
+/** Definition is a definition as the designer holds it: nodes and edges always there, positions beside them. */
+export interface Definition extends Omit<SchemaDefinition, 'nodes' | 'edges' | 'options'> {
   nodes: DefNode[]
   edges: DefEdge[]
   options?: DefinitionOptions
-  /** free-form editor data; the engine ignores it. The designer keeps node positions in meta.layout. */
-  meta?: Record<string, unknown>
   /** the designer's working copy of meta.layout: where each node sits on the canvas */
   layout?: Record<string, Point>
 }
@@ -133,28 +68,6 @@ export const NODE_META: Record<NodeType, { label: string; hint: string; color: s
   terminate: { label: 'Terminate', hint: 'Ends the instance at once, cancelling everything else', color: '#a40e26', icon: '✖' },
 }
 
-const COMMON_FIELDS = ['id', 'type', 'name', 'join', 'plugins', 'timeout', 'error_handler', 'is_ignore', 'cc', 'meta'] as const
-
-// The fields each node type owns besides the common ones (API.md "Node types").
-export const TYPE_FIELDS: Record<NodeType, readonly (keyof DefNode)[]> = {
-  start: ['trigger'],
-  approval: ['approvers', 'sign', 'pass_ratio', 'group_sign', 'on_timeout', 'form'],
-  auto: [],
-  delay: ['interval', 'until'],
-  callback: ['timeout_branch', 'message'],
-  error: [],
-  end: [],
-  terminate: [],
-}
-
-const TRIGGER_FIELDS: Record<TriggerKind, readonly (keyof Trigger)[]> = {
-  manual: [],
-  crontab: ['expr', 'allow_repeated', 'start_at', 'end_at'],
-  'sync-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
-  'async-api': ['module', 'function', 'method', 'login_verification', 'header_token', 'header_user', 'header_password', 'allow_remote_ips'],
-  form: ['form', 'members', 'require_login'],
-}
-
 function isEmpty(v: unknown): boolean {
   if (v === undefined || v === null || v === '') return true
   if (Array.isArray(v)) return v.length === 0
@@ -172,7 +85,7 @@ export function cleanApprovers(a: Approvers | undefined): Approvers | undefined 
   if (users.length) out.users = users
   if (roles.length) out.roles = roles
   if (a.context?.trim()) out.context = a.context.trim()
-  if (a.relation?.trim()) out.relation = a.relation.trim()
+  if (a.relation) out.relation = a.relation
   if (groups.length) out.groups = groups
   if (a.groups_context?.trim()) out.groups_context = a.groups_context.trim()
   return isEmpty(out) ? undefined : out
@@ -206,11 +119,12 @@ function cleanErrorHandler(h: ErrorHandler | undefined): ErrorHandler | undefine
 export function cleanNode(n: DefNode): DefNode {
   const out: DefNode = { id: n.id, type: n.type }
   const allowed = new Set<string>([...COMMON_FIELDS, ...(TYPE_FIELDS[n.type] ?? [])])
-  for (const [k, v] of Object.entries(n)) {
+  for (const [k, v] of Object.entries(n) as [keyof DefNode, unknown][]) {
     if (!allowed.has(k) || k === 'id' || k === 'type') continue
     switch (k) {
       case 'join':
         if (v === 'or') out.join = 'or'
+        else if (v && typeof v === 'object' && Number.isInteger((v as { min?: number }).min)) out.join = { min: (v as { min: number }).min }
         break
       case 'is_ignore':
         if (v === true) out.is_ignore = true
@@ -342,8 +256,8 @@ export function starterDefinition(): Definition {
  */
 export function renameNode(def: Definition, from: string, to: string): string | null {
   to = to.trim()
-  if (!to) return 'The id cannot be empty.'
-  if (!/^[A-Za-z0-9_.-]+$/.test(to)) return 'Use letters, digits, "_", "-" or "." only.'
+  const bad = checkNodeId(to)
+  if (bad) return bad
   if (from === to) return null
   if (def.nodes.some((n) => n.id === to)) return `Another node already has the id "${to}".`
   for (const n of def.nodes) {

@@ -157,11 +157,12 @@ function isBlank(v: unknown): boolean {
   return v === undefined || v === null || v === '' || (Array.isArray(v) && v.length === 0)
 }
 
-/** validateValues checks required fields, number bounds and option membership; it returns messages by field id. */
-export function validateValues(schema: FormSchema | undefined, values: Record<string, unknown>): Record<string, string> {
+/** validateValues checks required fields, number bounds and option membership; it returns messages by field id.
+ * With onlyEditable, read-only fields are left out (an approver cannot fill them in). */
+export function validateValues(schema: FormSchema | undefined, values: Record<string, unknown>, onlyEditable = false): Record<string, string> {
   const errors: Record<string, string> = {}
   for (const f of schema?.fields ?? []) {
-    if (!f.field) continue
+    if (!f.field || (onlyEditable && f.readonly)) continue
     const v = values[f.id]
     if (f.required && (isBlank(v) || (f.type === 'switch' && v !== true && v !== false))) {
       errors[f.id] = `${f.label || f.field} is required`
@@ -271,9 +272,10 @@ const DEFAULT_HTML = `<style>
 </script>`
 
 /**
- * htmlSrcdoc wraps an HTML template into the document loaded by a sandboxed iframe (sandbox="allow-scripts", no
- * same-origin): a CSP that forbids any network access, the context as `window.halley.context`, and a script that
- * reports the document height to the parent so the frame can fit its content.
+ * htmlSrcdoc wraps an HTML template into the document the form frame writes (HtmlFormFrame: a sandboxed iframe of
+ * the server's form-frame route, sandbox="allow-scripts", no same-origin): a CSP that forbids any network access,
+ * the context as `window.halley.context`, and a script that reports the document height to the parent so the
+ * frame can fit its content.
  */
 export function htmlSrcdoc(html: string, context: unknown): string {
   // "<" escaped so that a value containing "</script>" cannot close the script element.

@@ -4,6 +4,7 @@ import { ElMessage, ElMessageBox } from 'element-plus'
 import 'element-plus/es/components/message/style/css'
 import 'element-plus/es/components/message-box/style/css'
 import { errorMessage } from '@/api/client'
+import { t } from '@/i18n'
 
 export function notifyError(err: unknown): void {
   ElMessage({ type: 'error', message: errorMessage(err), showClose: true, duration: 6000, customClass: 'halley-pre' })
@@ -13,9 +14,9 @@ export function notifySuccess(message: string): void {
   ElMessage({ type: 'success', message })
 }
 
-export async function confirm(message: string, title = 'Please confirm'): Promise<boolean> {
+export async function confirm(message: string, title = t('common.confirm')): Promise<boolean> {
   try {
-    await ElMessageBox.confirm(message, title, { type: 'warning', confirmButtonText: 'Yes', cancelButtonText: 'Cancel' })
+    await ElMessageBox.confirm(message, title, { type: 'warning', confirmButtonText: t('common.yes'), cancelButtonText: t('common.cancel') })
     return true
   } catch {
     return false

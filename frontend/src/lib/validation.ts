@@ -11,6 +11,8 @@ export interface ValidationError {
 export interface ValidationResult {
   valid: boolean
   errors: ValidationError[]
+  /** warnings do not stop publishing (unknown_user: a static approver that is no user yet) */
+  warnings?: ValidationError[]
 }
 
 export interface EdgeRef {

@@ -162,8 +162,15 @@ func runSweep(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	defer st.Close()
-	sw := archive.New(st, archive.Options{Dir: *dir, BatchSize: *batch, Duty: *duty, Owner: "halley-bench-" + id,
+	archiveDir, err := filepath.Abs(*dir)
+	if err != nil {
+		return err
+	}
+	sw, err := archive.New(st, archive.Options{Dir: archiveDir, BatchSize: *batch, Duty: *duty, Owner: "halley-bench-" + id,
 		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+	if err != nil {
+		return err
+	}
 	fmt.Fprintf(stderr, "sweep: sweeping (batches of %d) with the step load running\n", *batch)
 	stopLoad := make(chan struct{})
 	during := make(chan loadResult, 1)

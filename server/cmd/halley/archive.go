@@ -4,11 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server/config"
@@ -16,33 +14,16 @@ import (
 	"github.com/halley-bpm/halley/service/store"
 )
 
-// archiveShow is `halley archive show [--config file] [--raw] ID`: it prints the archived record of an instance
-// (its tombstone in the database names the archive file; the line is read from HALLEY_ARCHIVE_DIR).
-func archiveShow(ctx context.Context, args []string, stdout io.Writer) error {
-	fs := flag.NewFlagSet("halley archive show", flag.ContinueOnError)
-	fs.SetOutput(stdout)
-	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
-	raw := fs.Bool("raw", false, "print the line as stored (one line of JSON) instead of indented")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: halley archive show [--config file.yaml] [--raw] INSTANCE_ID\n\n"+
-			"Prints an archived instance (with its tasks, history, plugin runs and waits) from the archive directory.\n"+
-			"It reads the same settings as halley serve: the database (for the instance's tombstone) and HALLEY_ARCHIVE_DIR.\n\n")
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() != 1 {
-		fs.Usage()
-		return fmt.Errorf("archive show needs exactly one instance id")
-	}
-	id := fs.Arg(0)
-	cfg, err := config.Load(*cfgPath, os.Getenv)
+// archiveShow is `halley archive show [--raw] ID`: it prints the archived record of an instance (its tombstone
+// in the database names the archive file; the line is read from HALLEY_ARCHIVE_DIR). It needs the database but
+// changes nothing: it neither waits for it nor migrates it.
+func archiveShow(ctx context.Context, cfgPath string, getenv func(string) string, stdout, stderr io.Writer, id string, raw bool) error {
+	cfg, err := config.Load(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
 	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: 2,
-		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
+		Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
 		return err
 	}
@@ -61,7 +42,7 @@ func archiveShow(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("instance %s was archived on %s into %s, but: %w", id, a.ArchivedAt.Format("2006-01-02"), a.File, err)
 	}
-	if *raw {
+	if raw {
 		_, err = fmt.Fprintf(stdout, "%s\n", line)
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/halley-bpm/halley/server/config"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/templates"
 	exampleplugins "github.com/halley-bpm/halley/templates/plugins"
@@ -22,30 +23,49 @@ import (
 // loadTemplates implements `halley templates load`: it uploads the example plugins, then creates (or updates the
 // draft of) every ready-made template in a running Halley through its HTTP API and publishes it. Unchanged
 // plugins and templates are left alone, so running it again is a no-op.
-func loadTemplates(ctx context.Context, args []string, getenv func(string) string, out io.Writer) error {
+//
+// It finds the server the way `halley serve` would describe it, from the same configuration file and HALLEY_*
+// environment: --url, else HALLEY_PUBLIC_URL, else http://HALLEY_ADDR (0.0.0.0 and :: become 127.0.0.1); it logs
+// in as --user with --password, else the configured admin password (HALLEY_ADMIN_PASSWORD, default admin).
+// cfgPath is the --config given before the command; one given after it wins.
+func loadTemplates(ctx context.Context, args []string, cfgPath string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("templates load", flag.ContinueOnError)
 	fs.SetOutput(out)
-	url := fs.String("url", "http://127.0.0.1:8080", "Halley's base URL")
+	url := fs.String("url", "", "Halley's base URL (default: HALLEY_PUBLIC_URL, else http://HALLEY_ADDR, as `halley serve` reads them)")
+	cfgFile := fs.String("config", cfgPath, "YAML configuration file of the Halley to load into (HALLEY_* environment variables override it)")
 	user := fs.String("user", "admin", "admin username")
-	password := fs.String("password", "", "admin password (default: $HALLEY_ADMIN_PASSWORD, else admin)")
+	password := fs.String("password", "", "admin password (default: HALLEY_ADMIN_PASSWORD or admin_password of the configuration, else admin)")
 	token := fs.String("token", "", "an admin API token instead of user and password")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	c := &apiClient{base: strings.TrimRight(*url, "/"), hc: &http.Client{Timeout: 30 * time.Second}, token: *token}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("templates load takes no arguments (got %q); see halley templates load -h", fs.Args())
+	}
+	cfg, err := config.Load(*cfgFile, getenv)
+	if err != nil {
+		return err
+	}
+	base := strings.TrimRight(*url, "/")
+	if base == "" {
+		base = cfg.LocalURL()
+	}
+	fmt.Fprintf(out, "loading the ready-made templates into %s\n", base)
+	c := &apiClient{base: base, hc: &http.Client{Timeout: 30 * time.Second}, token: *token}
 	if c.token == "" {
 		pw := *password
 		if pw == "" {
-			pw = getenv("HALLEY_ADMIN_PASSWORD")
-		}
-		if pw == "" {
-			pw = "admin"
+			pw = cfg.AdminPassword
 		}
 		var login struct {
 			Token string `json:"token"`
 		}
-		if st, body, err := c.do(ctx, "POST", "/api/v1/auth/login", map[string]string{"username": *user, "password": pw}, &login); err != nil || st != 200 {
-			return fmt.Errorf("log in as %s: %v %d %s", *user, err, st, body)
+		st, body, err := c.do(ctx, "POST", "/api/v1/auth/login", map[string]string{"username": *user, "password": pw}, &login)
+		if err != nil {
+			return fmt.Errorf("unable to reach Halley at %s: %v\n(is it running? point at it with --url, HALLEY_PUBLIC_URL or HALLEY_ADDR)", base, err)
+		}
+		if st != http.StatusOK {
+			return fmt.Errorf("log in to %s as %s: %d %s\n(give the password with --password or HALLEY_ADMIN_PASSWORD, or an admin API token with --token)", base, *user, st, body)
 		}
 		c.token = login.Token
 	}
@@ -103,7 +123,8 @@ func loadTemplates(ctx context.Context, args []string, getenv func(string) strin
 	return nil
 }
 
-// sameAsLatest reports whether the template's latest published version already holds this definition.
+// sameAsLatest reports whether the template's latest published version already holds this definition. Trigger
+// secrets are compared as the server shows them ("***" when set): a changed secret alone does not republish.
 func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (bool, int) {
 	var tv struct {
 		LatestVersion *int `json:"latest_version"`
@@ -118,7 +139,7 @@ func (c *apiClient) sameAsLatest(ctx context.Context, t templates.Template) (boo
 		return false, 0
 	}
 	var a, b bytes.Buffer
-	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, template.HashSecrets(t.Definition)) != nil {
+	if json.Compact(&a, v.Definition) != nil || json.Compact(&b, template.RedactSecrets(t.Definition)) != nil {
 		return false, 0
 	}
 	var x, y any

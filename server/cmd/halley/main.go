@@ -1,8 +1,10 @@
-// Command halley is the Halley approval/BPM server. `halley serve` (the default) runs it; `halley migrate`
-// applies the database migrations and exits; `halley version` prints the version.
+// Command halley is the Halley approval/BPM server. `halley serve` (also plain `halley`) runs it; `halley migrate`
+// applies the database migrations and exits; `halley templates load` loads the ready-made templates into a
+// running Halley; `halley archive show` prints an instance the retention sweep archived; `halley version` prints
+// the version and build information. `halley <command> --help` says more.
 //
-// This file is the composition root: it reads the configuration and wires every component; nothing else in
-// Halley reads the environment or holds globals.
+// This package is the composition root: it reads the configuration and builds every component (serve.go);
+// nothing else in Halley reads the environment or holds globals.
 package main
 
 import (
@@ -12,33 +14,16 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
-	"path/filepath"
-	"strings"
-	"sync"
+	"runtime"
+	"runtime/debug"
 	"syscall"
-	"time"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
 
-	"github.com/halley-bpm/halley/frontend"
-	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
-	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
-	"github.com/halley-bpm/halley/service/archive"
-	"github.com/halley-bpm/halley/service/clock"
-	"github.com/halley-bpm/halley/service/engine"
-	"github.com/halley-bpm/halley/service/identity"
-	"github.com/halley-bpm/halley/service/outbox"
-	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
-	"github.com/halley-bpm/halley/service/subscription"
-	"github.com/halley-bpm/halley/service/template"
-	"github.com/halley-bpm/halley/service/trigger"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -47,7 +32,7 @@ var version = "dev"
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stderr); err != nil {
+	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
 		if !errors.Is(err, errLogged) {
 			fmt.Fprintln(os.Stderr, "halley:", err)
 		}
@@ -55,73 +40,168 @@ func main() {
 	}
 }
 
-// errLogged is returned by run for an error it has already written to the log (in the log's format).
-var errLogged = errors.New("halley: stopped with an error (logged)")
+// errLogged marks an error that has been written to the log already (in the log's format: one JSON line with
+// HALLEY_LOG_FORMAT=json), so that main does not print it again as plain text.
+var errLogged = errors.New("logged")
 
-func run(ctx context.Context, args []string, getenv func(string) string, stderr io.Writer) (err error) {
-	fs := flag.NewFlagSet("halley", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	cfgPath := fs.String("config", "", "YAML configuration file (HALLEY_* environment variables override it)")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: halley [--config file.yaml] [serve|migrate|version]\n       halley templates load [--url http://127.0.0.1:8080] [--user admin] [--password pw | --token tok]\n       halley [--config file.yaml] archive show [--raw] INSTANCE_ID\n\nSettings come from HALLEY_* environment variables (see docs/configuration.md).\n")
-		fs.PrintDefaults()
+// loggedError is an error written to the log; it reads as the error itself.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string   { return e.err.Error() }
+func (e loggedError) Unwrap() []error { return []error{e.err, errLogged} }
+
+// run runs the command line args: help and usage go to stdout, logs to stderr. A nil error is exit status 0.
+func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
+	cmd := newCommand(getenv, stdout, stderr)
+	cmd.SetArgs(args)
+	return cmd.ExecuteContext(ctx)
+}
+
+// newCommand builds the command tree. --config is accepted before or after the command name.
+func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
+	var cfgPath string
+	// serveE is serve's: it listens at once behind a gate, opens and migrates the database, and serves.
+	serveE := func(c *cobra.Command, _ []string) error {
+		return withDatabase(c.Context(), cfgPath, getenv, stderr, true, serve)
 	}
-	if err := fs.Parse(args); err != nil {
-		return err
+	root := &cobra.Command{
+		Use:   "halley",
+		Short: "Halley, an approval and BPM engine in one binary",
+		Long: "Halley is an approval and BPM engine in one binary. Without a command it serves (halley serve).\n\n" +
+			"Settings come from HALLEY_* environment variables and an optional YAML file given with --config;\n" +
+			"the environment wins. See docs/configuration.md.",
+		Args:          cobra.NoArgs,
+		RunE:          serveE,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
 	}
-	cmd := "serve"
-	if fs.NArg() > 0 {
-		cmd = fs.Arg(0)
+	root.PersistentFlags().StringVar(&cfgPath, "config", "", "YAML configuration file (HALLEY_* environment variables override it)")
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%s: %w (see %s --help)", c.CommandPath(), err, c.CommandPath())
+	})
+
+	root.AddCommand(&cobra.Command{
+		Use:   "serve",
+		Short: "Run the server: HTTP API, web UI and background workers, until SIGINT or SIGTERM",
+		Long: "Run the server: the HTTP API and web UI on HALLEY_ADDR, and the background workers (outbox dispatcher,\n" +
+			"webhook sender, plugin executor, timer loop, timer recovery, retention sweeper, housekeeping). It listens\n" +
+			"at once (/healthz answers, /readyz says 503 until it is ready), waits for the database up to HALLEY_DB_WAIT\n" +
+			"and migrates it first. SIGINT or SIGTERM stop it gracefully within HALLEY_SHUTDOWN_TIMEOUT.",
+		Args: cobra.NoArgs,
+		RunE: serveE,
+	}, &cobra.Command{
+		Use:   "migrate",
+		Short: "Apply the database migrations and exit",
+		Long: "Apply the database migrations and exit. It waits for the database up to HALLEY_DB_WAIT, as serve does;\n" +
+			"replicas started later find the schema current.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withDatabase(c.Context(), cfgPath, getenv, stderr, false,
+				func(ctx context.Context, _ *config.Config, st *store.Store, lg *slog.Logger, _ *webServer) error {
+					v, _ := st.SchemaVersion(ctx)
+					lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
+					return nil
+				})
+		},
+	}, &cobra.Command{
+		Use:   "version",
+		Short: "Print the version and build information",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			printVersion(c.OutOrStdout())
+			return nil
+		},
+	})
+
+	templates := &cobra.Command{
+		Use:   "templates",
+		Short: "Manage the ready-made process templates",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s needs a subcommand (see %s --help)", c.CommandPath(), c.CommandPath())
+		},
 	}
-	switch cmd {
-	case "version":
-		fmt.Fprintln(stderr, "halley", version)
-		return nil
-	case "templates":
-		if fs.NArg() < 2 || fs.Arg(1) != "load" {
-			fs.Usage()
-			return fmt.Errorf("unknown command %q", strings.Join(fs.Args(), " "))
-		}
-		return loadTemplates(ctx, fs.Args()[2:], getenv, stderr)
-	case "archive":
-		if fs.NArg() < 2 || fs.Arg(1) != "show" {
-			fs.Usage()
-			return fmt.Errorf("unknown command %q (want: archive show ID)", strings.Join(fs.Args(), " "))
-		}
-		args := fs.Args()[2:]
-		if *cfgPath != "" {
-			args = append([]string{"--config", *cfgPath}, args...)
-		}
-		return archiveShow(ctx, args, os.Stdout)
-	case "serve", "migrate":
-	default:
-		fs.Usage()
-		return fmt.Errorf("unknown command %q", cmd)
+	templates.AddCommand(&cobra.Command{
+		Use:   "load [--url URL] [--config file.yaml] [--user admin] [--password pw | --token tok]",
+		Short: "Load the ready-made templates and example plugins into a running Halley",
+		// loadTemplates parses its own flags (and prints its own usage for --help).
+		DisableFlagParsing: true,
+		RunE: func(c *cobra.Command, args []string) error {
+			err := loadTemplates(c.Context(), args, cfgPath, getenv, c.OutOrStdout())
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			if err != nil && !errors.Is(err, context.Canceled) {
+				return fmt.Errorf("%s: %w", c.CommandPath(), err)
+			}
+			return err
+		},
+	})
+	root.AddCommand(templates, archiveCommand(&cfgPath, getenv))
+	return root
+}
+
+// archiveCommand is `halley archive`: reading back what the retention sweep archived.
+func archiveCommand(cfgPath *string, getenv func(string) string) *cobra.Command {
+	archive := &cobra.Command{
+		Use:   "archive",
+		Short: "Read the archive of instances the retention sweep removed from the database",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s needs a subcommand (see %s --help)", c.CommandPath(), c.CommandPath())
+		},
 	}
-	cfg, err := config.Load(*cfgPath, getenv)
+	var raw bool
+	show := &cobra.Command{
+		Use:   "show INSTANCE_ID",
+		Short: "Print an archived instance with its tasks, history, plugin runs and waits",
+		Long: "Print an archived instance (with its tasks, history, plugin runs and waits) as JSON, read from the archive\n" +
+			"directory. It reads the settings serve reads: the database (where the instance's tombstone names its\n" +
+			"archive file) and HALLEY_ARCHIVE_DIR.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return archiveShow(c.Context(), *cfgPath, getenv, c.OutOrStdout(), c.ErrOrStderr(), args[0], raw)
+		},
+	}
+	show.Flags().BoolVar(&raw, "raw", false, "print the line as stored (one line of JSON) instead of indented")
+	archive.AddCommand(show)
+	return archive
+}
+
+// withDatabase loads the configuration, sets up logging, opens the database (waiting for it up to HALLEY_DB_WAIT)
+// and migrates it, and calls fn. With gated (serve), HALLEY_ADDR is opened first, behind a gate: /healthz answers
+// at once, /readyz says 503 with the step under way until fn opens the gate. An error from then on is logged
+// (in the log's format) before it is returned.
+func withDatabase(ctx context.Context, cfgPath string, getenv func(string) string, stderr io.Writer, gated bool,
+	fn func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error) (err error) {
+	cfg, err := config.Load(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
 	lg := newLogger(cfg, stderr)
 	defer func() {
-		if err != nil && !errors.Is(err, errLogged) {
+		if err != nil {
 			lg.Error("halley stopped", "err", err)
-			err = errLogged
+			err = loggedError{err}
 		}
 	}()
+	lg.Info("paths (absolute; relative settings are taken from the working directory)", cfg.PathAttrs()...)
 	if err := cfg.EnsureSecret(); err != nil {
 		return err
 	}
-	// serve listens before it has a database: /healthz says the process lives and /readyz answers 503 until the
-	// migrations are done and every service is built (the gate then hands requests to the real handler).
 	var web *webServer
-	if cmd == "serve" {
+	if gated {
 		if web, err = listen(cfg, lg); err != nil {
 			return err
 		}
 		defer web.close()
-		web.gate.Step("connecting to the database")
 	}
+	web.step("connecting to the database")
 	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: cfg.DBMaxOpenConns,
 		MaxIdleConns: cfg.DBMaxIdleConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
 	if err != nil {
@@ -132,279 +212,27 @@ func run(ctx context.Context, args []string, getenv func(string) string, stderr 
 		return err
 	}
 	defer st.Close()
-	if web != nil {
-		web.gate.Step("migrating the database")
-	}
+	web.step("migrating the database")
 	if _, err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	if cmd == "migrate" {
-		v, _ := st.SchemaVersion(ctx)
-		lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
-		return nil
-	}
-	web.gate.Step("starting services")
-	return serve(ctx, cfg, st, lg, web)
+	web.step("starting services")
+	return fn(ctx, cfg, st, lg, web)
 }
 
-// webServer is the HTTP server, listening from the start behind its gate.
-type webServer struct {
-	gate *server.Gate
-	hs   *http.Server
-	errc chan error
+// printVersion prints the version set at build time and what the Go toolchain recorded in the binary.
+func printVersion(w io.Writer) {
+	fmt.Fprintln(w, "halley", version)
+	fmt.Fprintf(w, "  go        %s\n  platform  %s/%s\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return
+	}
+	fmt.Fprintf(w, "  module    %s %s\n", bi.Main.Path, bi.Main.Version)
+	names := map[string]string{"vcs.revision": "commit", "vcs.time": "committed", "vcs.modified": "modified", "CGO_ENABLED": "cgo"}
+	for _, s := range bi.Settings {
+		if n, ok := names[s.Key]; ok {
+			fmt.Fprintf(w, "  %-9s %s\n", n, s.Value)
+		}
+	}
 }
-
-func listen(cfg *config.Config, lg *slog.Logger) (*webServer, error) {
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
-	}
-	w := &webServer{gate: server.NewGate("starting"), errc: make(chan error, 1)}
-	w.hs = &http.Server{
-		Handler:           w.gate,
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       5 * time.Minute, // plugin uploads
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
-	}
-	lg.Info("halley is listening; ready once the database is migrated", "addr", ln.Addr().String(), "version", version)
-	go func() { w.errc <- w.hs.Serve(ln) }()
-	return w, nil
-}
-
-// close stops a server that never got past the start (serve drains it gracefully itself).
-func (w *webServer) close() { _ = w.hs.Close() }
-
-func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
-	ready := map[string]server.Pinger{"database": st}
-	var rdb *redis.Client
-	if cfg.RedisURL != "" {
-		opt, err := redis.ParseURL(cfg.RedisURL)
-		if err != nil {
-			return fmt.Errorf("HALLEY_REDIS_URL: %v", err)
-		}
-		rdb = redis.NewClient(opt)
-		defer rdb.Close()
-		ready["redis"] = redisPinger{rdb}
-		pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		if err := rdb.Ping(pctx).Err(); err != nil {
-			lg.Error("redis is not reachable yet; /readyz reports not ready until it is", "err", err)
-		}
-		cancel()
-	}
-
-	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg})
-	created, err := ids.Bootstrap(ctx, cfg.AdminPassword)
-	if err != nil {
-		return fmt.Errorf("bootstrap admin: %w", err)
-	}
-	if created && cfg.AdminPasswordDefaulted {
-		lg.Warn(strings.Repeat("!", 72))
-		lg.Warn("created user 'admin' with the DEFAULT password 'admin': log in and change it, or set HALLEY_ADMIN_PASSWORD before the first start")
-		lg.Warn(strings.Repeat("!", 72))
-	} else if created {
-		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
-	}
-	if cfg.SecretGenerated {
-		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
-	}
-
-	templates := template.New(st, nil)
-	eng := engine.New(st, templates, st, engine.Options{Logger: lg, CallbackKey: identity.DeriveKey([]byte(cfg.Secret), "callback-url"), PublicURL: cfg.PublicURL})
-
-	// Timers: the Redis sorted set when Redis is configured (shared by every replica), else an in-process heap.
-	schedOpts := scheduler.Options{Clock: clock.Real{}, Linger: cfg.TimerLinger, Logger: lg}
-	var sched scheduler.Scheduler
-	var redisSched *scheduler.Redis
-	if rdb != nil {
-		redisSched = scheduler.NewRedis(rdb, cfg.RedisPrefix, schedOpts)
-		sched = redisSched
-	} else {
-		sched = scheduler.NewMemory(schedOpts)
-	}
-	defer sched.Close()
-	ready["scheduler"] = sched
-	triggers := trigger.New(st, templates, eng, clock.Real{}, lg)
-	triggers.SetScheduler(sched)
-	templates.SetPublisher(triggers)
-	eng.SetCronHandler(triggers.HandleCron)
-	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: identity.DeriveKey([]byte(cfg.Secret), "subscription-secret"), Plugins: st, PluginRuns: eng})
-	if err := subs.Refresh(ctx); err != nil {
-		return fmt.Errorf("load event subscriptions: %w", err)
-	}
-	eng.SetEvents(subs)
-	// OnDispatched wakes the webhook loop once a batch has committed (its deliveries are visible only then).
-	disp := outbox.New(st, outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }})
-	disp.Handle(model.OutboxEvent, subs.OutboxHandler())
-	arm, cancelTimers := engine.TimerOutbox(sched)
-	disp.Handle(model.OutboxTimerArm, arm)
-	disp.Handle(model.OutboxTimerCancel, cancelTimers)
-	eng.SetOnOutbox(disp.Notify)
-
-	// Plugins: files in the database (uploaded through any replica), fetched by SHA-256 into this replica's
-	// cache on first use; runs executed by a bounded worker pool that claims durable run rows, so every replica
-	// shares the work; run logs in the database, readable from every replica.
-	imported, missing, err := plugin.ImportLegacy(ctx, cfg.PluginDir, st)
-	if err != nil {
-		return fmt.Errorf("import plugin files from HALLEY_PLUGIN_DIR: %w", err)
-	}
-	if imported > 0 {
-		lg.Info("imported plugin files of an earlier release from the plugin directory into the database", "files", imported, "dir", cfg.PluginDir)
-	}
-	for _, p := range missing {
-		lg.Warn("a plugin version has no file in the database or on this replica: its runs fail until it is uploaded again (or the replica that has it starts)",
-			"plugin", p.Name, "version", p.Version, "sha256", p.SHA256)
-	}
-	pluginFiles, err := plugin.NewCache(filepath.Join(cfg.PluginDir, "sha256"), st)
-	if err != nil {
-		return fmt.Errorf("HALLEY_PLUGIN_DIR: %v", err)
-	}
-	legacyLogs := &plugin.LogStore{Dir: filepath.Join(cfg.DataDir, "plugin-logs")} // files of earlier releases, purged as they age
-	runner := &plugin.ProcessRunner{WorkRoot: filepath.Join(cfg.DataDir, "plugin-work"), OutputCap: cfg.PluginOutputCap}
-	pluginQueue := engine.NewPluginQueue(eng, st, pluginFiles)
-	executor := plugin.NewExecutor(pluginQueue, runner, plugin.ExecutorOptions{
-		Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginQueue, Now: eng.Now})
-	pluginQueue.Attach(executor) // runs queued while a worker is free go to it at commit, leased, without a claim
-	eng.SetOnPluginRun(executor.Notify)
-	disp.Handle(model.OutboxPluginRun, func(context.Context, []model.OutboxItem) error {
-		executor.Notify()
-		return nil
-	})
-
-	var rdbLock redis.UniversalClient
-	if rdb != nil {
-		rdbLock = rdb
-	}
-	hk, err := scheduler.NewHousekeeper(rdbLock, cfg.RedisPrefix, lg)
-	if err != nil {
-		return err
-	}
-	jobs := []struct {
-		name  string
-		every time.Duration
-		fn    func(ctx context.Context) error
-	}{
-		{"rearm-timers", 5 * time.Minute, func(ctx context.Context) error {
-			// Rows younger than a minute are skipped: their outbox row is most likely still on its way.
-			n, err := eng.RearmTimers(ctx, sched, time.Minute)
-			if n > 0 {
-				lg.Warn("re-armed timers missing from the scheduler", "count", n)
-			}
-			return err
-		}},
-		{"purge-messages", 10 * time.Minute, func(ctx context.Context) error {
-			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
-			return err
-		}},
-		{"purge-finished-waits", time.Hour, func(ctx context.Context) error {
-			_, err := st.PurgeFinished(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
-			return err
-		}},
-		{"purge-plugin-logs", time.Hour, func(ctx context.Context) error {
-			before := time.Now().Add(-time.Duration(cfg.RetentionDays) * 24 * time.Hour)
-			if _, err := legacyLogs.Purge(before); err != nil {
-				return err
-			}
-			_, err := st.PurgeRunLogs(ctx, before)
-			return err
-		}},
-		{"purge-deliveries", time.Hour, func(ctx context.Context) error {
-			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-time.Duration(cfg.RetentionDays)*24*time.Hour))
-			return err
-		}},
-		{"purge-idempotency-keys", time.Hour, func(ctx context.Context) error {
-			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
-			return err
-		}},
-	}
-	for _, j := range jobs {
-		if err := hk.Add(j.name, j.every, j.fn); err != nil {
-			return err
-		}
-	}
-
-	bg, stopBG := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Add(4)
-	go func() { defer wg.Done(); disp.Run(bg) }()
-	go func() { defer wg.Done(); subs.Run(bg) }()
-	go func() {
-		defer wg.Done()
-		if err := executor.Run(bg); err != nil {
-			lg.Error("plugin executor stopped", "err", err)
-		}
-	}()
-	go func() {
-		defer wg.Done()
-		if err := sched.Run(bg, eng.HandleTimers); err != nil {
-			lg.Error("scheduler stopped", "err", err)
-		}
-	}()
-	// The retention sweep archives and deletes finished instances past their retention, on one replica at a time
-	// (a lease in the database).
-	sweeper := archive.New(st, archive.Options{Dir: cfg.ArchiveDir, Retention: cfg.InstanceRetention, Every: cfg.RetentionSweep,
-		BatchSize: cfg.RetentionBatch, Duty: cfg.RetentionDuty, Logger: lg})
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		if err := sweeper.Run(bg); err != nil {
-			lg.Error("retention sweep stopped", "err", err)
-		}
-	}()
-	if n, err := eng.RearmTimers(ctx, sched, 0); err != nil {
-		lg.Error("unable to re-arm timers at start; the housekeeping job will retry", "err", err)
-	} else if n > 0 {
-		lg.Info("armed pending timers from the database", "count", n)
-	}
-	if redisSched != nil {
-		// Redis may lose its data (FLUSHALL, a restart without persistence): re-arm at the next check, not only
-		// at the periodic rearm-timers job.
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			redisSched.WatchLoss(bg, cfg.RedisCheckInterval, func(ctx context.Context) error {
-				n, err := eng.RearmTimers(ctx, sched, 0)
-				if n > 0 {
-					lg.Warn("re-armed timers after redis lost its data", "count", n)
-				}
-				return err
-			})
-		}()
-	}
-	hk.Start()
-	defer func() {
-		// After HTTP has drained: stop the background loops and wait for them.
-		if err := hk.Shutdown(); err != nil {
-			lg.Error("housekeeping shutdown", "err", err)
-		}
-		stopBG()
-		wg.Wait()
-	}()
-
-	// Without a UI build, / answers a page that says how to get one.
-	ui := http.FS(frontend.Dist())
-	if !frontend.Built() {
-		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
-	}
-	srv := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st, PluginMaxSize: cfg.PluginMaxSize, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st, IdempotencyLease: cfg.IdempotencyLease, Ready: ready, DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: ui})
-
-	web.gate.Open(srv.Handler())
-	lg.Info("halley is serving", "addr", cfg.Addr, "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
-	select {
-	case err := <-web.errc:
-		return err
-	case <-ctx.Done():
-	}
-	lg.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
-	defer cancel()
-	if err := web.hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("shutdown: %w", err)
-	}
-	lg.Info("stopped")
-	return nil
-}
-
-type redisPinger struct{ c *redis.Client }
-
-func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -26,31 +24,6 @@ print(json.dumps({"context": {"stamped": VERSION}}))
 
 func stampSource(version int) []byte {
 	return []byte(strings.Replace(stampPlugin, "VERSION", fmt.Sprint(version), 1))
-}
-
-// upload sends a plugin file through POST /plugins.
-func (a *api) upload(t *testing.T, base, name string, file []byte) {
-	t.Helper()
-	var b bytes.Buffer
-	mw := multipart.NewWriter(&b)
-	mw.WriteField("name", name)
-	mw.WriteField("runtime", "python")
-	mw.WriteField("timeout", "20s")
-	fw, _ := mw.CreateFormFile("file", name+".py")
-	fw.Write(file)
-	mw.Close()
-	req, _ := http.NewRequest("POST", base+"/api/v1/plugins", &b)
-	req.Header.Set("Content-Type", mw.FormDataContentType())
-	req.Header.Set("Authorization", "Bearer "+a.token)
-	res, err := a.hc.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	body, _ := io.ReadAll(res.Body)
-	if res.StatusCode != http.StatusCreated {
-		t.Fatalf("upload %s: %d %s", name, res.StatusCode, body)
-	}
 }
 
 // text GETs a plain-text answer.
@@ -81,7 +54,7 @@ func TestPluginsOnEveryReplica(t *testing.T) {
 	b := startHalley(t, "halley-b", bin, env...)
 	cl := newAPI()
 	cl.login(t, a.URL())
-	cl.upload(t, a.URL(), "stamp", stampSource(1))
+	cl.upload(t, a.URL(), map[string]string{"name": "stamp", "runtime": "python", "timeout": "20s"}, string(stampSource(1)))
 	def := func(plugin string) map[string]any {
 		return map[string]any{"nodes": []any{
 			map[string]any{"id": "start", "type": "start", "trigger": map[string]any{"kind": "manual"}},

@@ -54,7 +54,8 @@ func URL(t *testing.T, dialect string) string {
 	t.Helper()
 	switch dialect {
 	case store.SQLite:
-		return "sqlite://" + filepath.Join(t.TempDir(), "halley.db")
+		// Escaped: a test name may put '#' (a URL fragment) or '?' into the temporary directory's path.
+		return "sqlite://" + (&url.URL{Path: filepath.Join(t.TempDir(), "halley.db")}).EscapedPath()
 	case store.MySQL:
 		base := MySQLURL(t)
 		name := "halley_t_" + randHex(6)

@@ -1,4 +1,4 @@
--- Halley schema, migration 8: a deployment that runs for years on several replicas (API.md, "Long-running
+-- Halley schema: a deployment that runs for years on several replicas (API.md, "Long-running
 -- deployments").
 -- blobs / blob_chunks: plugin files in the database, content-addressed by SHA-256, cut into chunks of at most
 -- 1 MiB (far below max_allowed_packet and InnoDB's per-row redo limit), so every replica can fetch a version's file.
@@ -75,3 +75,4 @@ CREATE INDEX idx_messages_consumed ON messages (consumed_at);
 CREATE INDEX idx_subscription_deliveries_instance ON subscription_deliveries (instance_id);
 CREATE INDEX idx_trigger_log_instance ON trigger_log (instance_id);
 CREATE INDEX idx_idempotency_commits_instance ON idempotency_commits (instance_id);
+CREATE INDEX idx_running_correlations_instance ON running_correlations (instance_id);

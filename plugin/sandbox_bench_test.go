@@ -1,0 +1,58 @@
+//go:build linux
+
+package plugin_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/halley-bpm/halley/plugin"
+)
+
+// BenchmarkRun measures one run of a trivial plugin with and without the sandbox: the difference is the sandbox's
+// per-run overhead (prlimit's exec, the cgroup leaf, the uid switch, chown and removal of the run directory).
+//
+//	go test -run '^$' -bench BenchmarkRun -benchtime 200x ./plugin/
+func BenchmarkRun(b *testing.B) {
+	dir := b.TempDir()
+	for _, p := range []string{dir, filepath.Dir(dir)} {
+		os.Chmod(p, 0o711)
+	}
+	sh := filepath.Join(dir, "echo.sh")
+	py := filepath.Join(dir, "echo.py")
+	os.WriteFile(sh, []byte("#!/bin/sh\necho '{\"context\":{}}'\n"), 0o755)
+	os.WriteFile(py, []byte("print('{\"context\":{}}')\n"), 0o644)
+	cfg := plugin.DefaultSandboxConfig(1)
+	cfg.UID, cfg.GID = testUIDBase+16*15, testUIDBase+16*15
+	cfg.WorkRoot = filepath.Join(dir, "sandboxed")
+	cfg.Logger = quietLog()
+	sb := newSandbox(b, cfg)
+	if !sb.Report().Protection(plugin.ProtectUser).InForce {
+		b.Skip("the sandbox needs root here")
+	}
+	runners := map[string]*plugin.ProcessRunner{
+		"bare":      {WorkRoot: filepath.Join(dir, "bare")},
+		"sandboxed": {Sandbox: sb},
+	}
+	in := plugin.Input{RunID: "bench", Context: []byte(`{}`), Node: []byte(`{}`)}
+	for _, rt := range []struct {
+		name string
+		spec plugin.Spec
+	}{
+		{"sh", plugin.Spec{Name: "echo", Version: 1, Runtime: plugin.RuntimeBinary, Path: sh}},
+		{"python", plugin.Spec{Name: "echo", Version: 1, Runtime: plugin.RuntimePython, Path: py}},
+	} {
+		for _, mode := range []string{"bare", "sandboxed"} {
+			b.Run(rt.name+"/"+mode, func(b *testing.B) {
+				r := runners[mode]
+				for b.Loop() {
+					if res := r.Run(context.Background(), rt.spec, in); res.Err != nil {
+						b.Fatal(res.Err)
+					}
+				}
+			})
+		}
+	}
+}

@@ -1,0 +1,362 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/halley-bpm/halley/frontend"
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
+	"github.com/halley-bpm/halley/server"
+	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/archive"
+	"github.com/halley-bpm/halley/service/audit"
+	"github.com/halley-bpm/halley/service/clock"
+	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/lifecycle"
+	"github.com/halley-bpm/halley/service/outbound"
+	"github.com/halley-bpm/halley/service/outbox"
+	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/scheduler"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/subscription"
+	"github.com/halley-bpm/halley/service/template"
+	"github.com/halley-bpm/halley/service/trigger"
+)
+
+// serve is the composition root. It builds every service in dependency order, each from a constructor that takes
+// all it needs and says what is missing, then runs the background workers from one list: started in order,
+// stopped in reverse within HALLEY_SHUTDOWN_TIMEOUT, and a worker that dies stops the process with its error.
+// docs/architecture.md draws it.
+func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
+	clk := clock.Real{}
+	rdb := openRedis(ctx, cfg.RedisURL, lg) // nil without HALLEY_REDIS_URL: one process, in-process timers
+	defer closeRedis(rdb)
+	sched, errSched := newScheduler(cfg, rdb, clk, lg)
+	ids, err := bootstrapAdmin(ctx, cfg, st, rdb, lg) // with its failed-login counter, in Redis when there is one
+	if err = errors.Join(errSched, err); err != nil {
+		return err
+	}
+	defer sched.Close()
+	auditLog := audit.New(st, clk.Now, lg)
+
+	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
+	runLog, errRunLog := plugin.NewDBLog(st)               // every attempt's record, readable from any replica
+	sandbox, errSandbox := pluginSandbox(cfg, lg)          // confines every plugin run; logs what is in force
+	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap},
+		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: runLog, Now: clk.Now})
+	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
+	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
+	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
+	arm, cancelTimers := engine.TimerOutbox(sched)
+	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: subs.OutboxHandler(), model.OutboxTimerArm: arm,
+		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
+		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }}) // deliveries are visible once their batch committed
+	publisher, errPublisher := trigger.NewPublisher(st, sched, clk, lg)
+	templates := template.New(st, clk.Now, template.WithPublishers(publisher), template.WithSecretKey(derive(cfg, "trigger-secret")))
+	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: subs, Outbox: disp, PluginFiles: pluginFiles,
+		Executor: executor}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), PublicURL: cfg.PublicURL})
+	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, clk, lg)
+	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
+	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, lg, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
+	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
+		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
+		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
+	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers,
+		errSweeper, errHousekeeper, errServer); err != nil {
+		return err
+	}
+	if err := subs.Refresh(ctx); err != nil {
+		return fmt.Errorf("load event subscriptions: %w", err)
+	}
+	err = lifecycle.Run(ctx, cfg.ShutdownTimeout, lg,
+		&lifecycle.Service{Name: "outbox dispatcher", Run: disp.Run},
+		&lifecycle.Service{Name: "webhook sender", Run: subs.Run},
+		&lifecycle.Service{Name: "plugin executor", Run: func(ctx context.Context) error { return executor.Run(ctx, eng.PluginQueue()) }, Drain: executor.Drain},
+		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, timers) }},
+		&lifecycle.Service{Name: "timer recovery", Run: func(ctx context.Context) error { return scheduler.Recover(ctx, st, sched, cfg.RedisCheckInterval, lg) }},
+		&lifecycle.Service{Name: "retention sweeper", Run: sweeper.Run},
+		&lifecycle.Service{Name: "housekeeping", Run: hk.Run},
+		web.worker(srv.Handler(), st, cfg, lg), // last started, first stopped: requests drain before the workers behind them stop
+	)
+	if err == nil {
+		lg.Info("stopped")
+	}
+	return err
+}
+
+// openRedis connects to HALLEY_REDIS_URL (nil when unset). An unreachable Redis is logged, not fatal: /readyz
+// reports it until it answers.
+func openRedis(ctx context.Context, url string, lg *slog.Logger) *redis.Client {
+	if url == "" {
+		return nil
+	}
+	opt, _ := redis.ParseURL(url) // config.Load checked it
+	rdb := redis.NewClient(opt)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		lg.Error("redis is not reachable yet; /readyz reports not ready until it is", "err", err)
+	}
+	return rdb
+}
+
+func closeRedis(rdb *redis.Client) {
+	if rdb != nil {
+		rdb.Close()
+	}
+}
+
+// redisLocks is the housekeeper's lock client: none without Redis (one process needs no locks).
+func redisLocks(rdb *redis.Client) redis.UniversalClient {
+	if rdb == nil {
+		return nil
+	}
+	return rdb
+}
+
+// newScheduler is the timer index: the Redis sorted set when Redis is configured (shared by every replica), else
+// an in-process heap.
+func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
+	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg}
+	if rdb != nil {
+		return scheduler.NewRedis(rdb, cfg.RedisPrefix, opts)
+	}
+	return scheduler.NewMemory(opts), nil
+}
+
+// readiness lists what /readyz pings.
+func readiness(st *store.Store, rdb *redis.Client, sched scheduler.Scheduler) map[string]server.Pinger {
+	ready := map[string]server.Pinger{"database": st, "scheduler": sched}
+	if rdb != nil {
+		ready["redis"] = redisPinger{rdb}
+	}
+	return ready
+}
+
+type redisPinger struct{ c *redis.Client }
+
+func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }
+
+// loginAttempts counts failed sign-ins: in Redis when there is one (under HALLEY_REDIS_PREFIX), so that every
+// replica throttles the same attempts, else in this process.
+func loginAttempts(cfg *config.Config, rdb *redis.Client) (ratelimit.Counter, error) {
+	if rdb == nil {
+		return ratelimit.NewMemory(identity.LoginWindow, 0), nil
+	}
+	return ratelimit.NewRedis(rdb, cfg.RedisPrefix, identity.LoginWindow)
+}
+
+// pluginCache imports the plugin files an earlier release kept in HALLEY_PLUGIN_DIR into the database (every
+// replica its own, at start) and returns this replica's cache of the files in the database.
+func pluginCache(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) (*plugin.Cache, error) {
+	imported, missing, err := plugin.ImportLegacy(ctx, cfg.PluginDir, st)
+	if err != nil {
+		return nil, fmt.Errorf("import plugin files from HALLEY_PLUGIN_DIR: %w", err)
+	}
+	if imported > 0 {
+		lg.Info("imported plugin files of an earlier release from the plugin directory into the database", "files", imported, "dir", cfg.PluginDir)
+	}
+	for _, p := range missing {
+		lg.Warn("a plugin version has no file in the database or on this replica: its runs fail until it is uploaded again (or the replica that has it starts)",
+			"plugin", p.Name, "version", p.Version, "sha256", p.SHA256)
+	}
+	c, err := plugin.NewCache(filepath.Join(cfg.PluginDir, "sha256"), st)
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_PLUGIN_DIR: %w", err)
+	}
+	return c, nil
+}
+
+// bootstrapAdmin returns the identity service, after creating user admin in an empty database. Failed sign-ins
+// are counted by loginAttempts.
+func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rdb *redis.Client, lg *slog.Logger) (*identity.Service, error) {
+	attempts, err := loginAttempts(cfg, rdb)
+	if err != nil {
+		return nil, err
+	}
+	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg, Attempts: attempts,
+		HashConcurrency: cfg.HashConcurrency})
+	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
+	if err != nil {
+		return nil, fmt.Errorf("bootstrap admin: %w", err)
+	}
+	if created && cfg.AdminPasswordDefaulted {
+		lg.Warn(strings.Repeat("!", 72))
+		lg.Warn("created user 'admin' with the DEFAULT password 'admin': sign in at " + cfg.LocalURL() + "/ as admin/admin and choose a new password (the UI asks at once; later: your name in the header > Profile > Change password), or set HALLEY_ADMIN_PASSWORD before the first start")
+		lg.Warn(strings.Repeat("!", 72))
+	} else if created {
+		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
+	} else if ids.BootstrapPasswordUnchanged(ctx) {
+		lg.Warn("user 'admin' still has the password it was created with: sign in at " + cfg.LocalURL() + "/ and choose a new one (Profile > Change password)")
+	}
+	if cfg.SecretGenerated {
+		lg.Warn("HALLEY_SECRET is unset: generated one in the data directory; replicas must share one secret")
+	}
+	return ids, nil
+}
+
+// outboundClient is the guarded HTTP client for every URL an admin configures (webhooks today).
+func outboundClient(cfg *config.Config, lg *slog.Logger) *outbound.Client {
+	if a := cfg.OutboundAllow.String(); a != "" {
+		lg.Info("outbound calls may also reach these non-public addresses", "allow", a)
+	}
+	return outbound.New(outbound.Options{Allow: cfg.OutboundAllow})
+}
+
+// derive is a key for one purpose, derived from HALLEY_SECRET.
+func derive(cfg *config.Config, purpose string) []byte {
+	return identity.DeriveKey([]byte(cfg.Secret), purpose)
+}
+
+// wake is the outbox handler of plugin runs queued for a claim: it wakes the executor, which claims them.
+func wake(n engine.Notifier) outbox.Handler {
+	return func(context.Context, []model.OutboxItem) error {
+		n.Notify()
+		return nil
+	}
+}
+
+// retentionSweeper is the retention sweep (HALLEY_INSTANCE_RETENTION*, HALLEY_ARCHIVE_DIR, a template's
+// options.retention). It is a worker of its own rather than a housekeeping job: its leader lock is a lease row in
+// the database (it needs no Redis, and it fences a sweeper whose lease ran out before it writes), and it paces a
+// long backlog itself (HALLEY_INSTANCE_RETENTION_DUTY) for longer than a job's lock would last.
+func retentionSweeper(cfg *config.Config, st *store.Store, lg *slog.Logger) (*archive.Sweeper, error) {
+	return archive.New(st, archive.Options{Dir: cfg.ArchiveDir, Retention: cfg.InstanceRetention, Every: cfg.RetentionSweep,
+		BatchSize: cfg.RetentionBatch, Duty: cfg.RetentionDuty, Logger: lg})
+}
+
+// timerHandlers says who fires each kind of timer: the engine its own kinds, the trigger service crontab starts.
+func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Handlers {
+	hs := scheduler.Handlers{model.TimerCrontab: triggers}
+	for _, k := range engine.TimerKinds {
+		hs[k] = eng
+	}
+	return hs
+}
+
+// housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
+func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, auditLog *audit.Recorder,
+	lg *slog.Logger) []scheduler.Job {
+	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
+	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
+	return []scheduler.Job{
+		{Name: "rearm-timers", Every: 5 * time.Minute, Run: func(ctx context.Context) error {
+			// Rows younger than a minute are skipped: their outbox row is most likely still on its way.
+			n, err := scheduler.Rearm(ctx, st, sched, time.Minute)
+			if n > 0 {
+				lg.Warn("re-armed timers missing from the scheduler", "count", n)
+			}
+			return err
+		}},
+		{Name: "purge-messages", Every: 10 * time.Minute, Run: func(ctx context.Context) error {
+			_, err := st.PurgeMessages(ctx, time.Now().Add(-time.Minute))
+			return err
+		}},
+		{Name: "purge-message-ids", Every: time.Hour, Run: func(ctx context.Context) error {
+			// A message_id de-duplicates for 7 days (engine.MessageIDWindow).
+			_, err := st.PurgeMessageIDs(ctx, time.Now().Add(-engine.MessageIDWindow))
+			return err
+		}},
+		{Name: "purge-finished-waits", Every: time.Hour, Run: func(ctx context.Context) error {
+			_, err := st.PurgeFinished(ctx, time.Now().Add(-retention))
+			return err
+		}},
+		{Name: "purge-plugin-logs", Every: time.Hour, Run: func(ctx context.Context) error {
+			before := time.Now().Add(-retention)
+			if _, err := legacyLogs.Purge(before); err != nil {
+				return err
+			}
+			_, err := st.PurgeRunLogs(ctx, before)
+			return err
+		}},
+		{Name: "purge-deliveries", Every: time.Hour, Run: func(ctx context.Context) error {
+			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-retention))
+			return err
+		}},
+		{Name: "purge-audit-log", Every: time.Hour, Run: func(ctx context.Context) error {
+			_, err := auditLog.Purge(ctx, cfg.AuditRetention) // HALLEY_AUDIT_RETENTION, 0 = kept forever
+			return err
+		}},
+		{Name: "purge-idempotency-keys", Every: time.Hour, Run: func(ctx context.Context) error {
+			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
+			return err
+		}},
+	}
+}
+
+// webUI is the web app built into the binary; without a UI build, / answers a page that says how to get one.
+func webUI(lg *slog.Logger) http.FileSystem {
+	if !frontend.Built() {
+		lg.Warn("the web UI is not built into this binary; run `make run` or `make build` with Node.js installed to include it")
+	}
+	return http.FS(frontend.Dist())
+}
+
+// webServer is the HTTP server. serve's start opens HALLEY_ADDR before anything else (a port in use fails the
+// start at once), behind a gate that answers while the process waits for its database and migrates: /healthz 200,
+// /readyz 503 with the step under way, any other request 503 starting. Its worker opens the gate.
+type webServer struct {
+	gate *server.Gate
+	hs   *http.Server
+	addr string
+	errc chan error // what Serve returned
+}
+
+func listen(cfg *config.Config, lg *slog.Logger) (*webServer, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
+	}
+	w := &webServer{gate: server.NewGate("starting"), addr: ln.Addr().String(), errc: make(chan error, 1)}
+	w.hs = &http.Server{
+		Handler:           w.gate,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       5 * time.Minute, // plugin uploads
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
+	}
+	lg.Info("halley is listening; ready once the database is migrated and the services are built", "addr", w.addr, "version", version)
+	go func() { w.errc <- w.hs.Serve(ln) }()
+	return w, nil
+}
+
+// step says what the start is doing (/readyz shows it); a no-op without a server (migrate).
+func (w *webServer) step(s string) {
+	if w != nil {
+		w.gate.Step(s)
+	}
+}
+
+// close stops a server whose start failed (its worker drains it gracefully otherwise).
+func (w *webServer) close() { _ = w.hs.Close() }
+
+// worker is the HTTP server as a worker: started, it hands every request to h; stopped, it drains the requests
+// in flight.
+func (w *webServer) worker(h http.Handler, st *store.Store, cfg *config.Config, lg *slog.Logger) *lifecycle.Service {
+	return &lifecycle.Service{Name: "http server",
+		Run: func(context.Context) error {
+			w.gate.Open(h)
+			lg.Info("halley is serving", "addr", w.addr, "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
+			if err := <-w.errc; !errors.Is(err, http.ErrServerClosed) {
+				return err
+			}
+			return nil
+		},
+		Drain: func(ctx context.Context) error {
+			lg.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
+			return w.hs.Shutdown(ctx)
+		}}
+}

@@ -1,0 +1,126 @@
+package engine_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
+	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/template"
+)
+
+// TestNewNamesTheMissingDependency: every dependency of the engine is required; leaving one out is an error from
+// New that names it, not a nil dereferenced on the first step that needs it.
+func TestNewNamesTheMissingDependency(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	files, err := plugin.NewCache(t.TempDir(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	full := func() engine.Deps {
+		return engine.Deps{Store: s, Templates: template.New(s, nil), Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
+			Executor: engine.NoExecutor}
+	}
+	if _, err := engine.New(full(), engine.Options{}); err != nil {
+		t.Fatalf("complete deps: %v", err)
+	}
+	for name, drop := range map[string]func(*engine.Deps){
+		"Store":       func(d *engine.Deps) { d.Store = nil },
+		"Templates":   func(d *engine.Deps) { d.Templates = nil },
+		"Directory":   func(d *engine.Deps) { d.Directory = nil },
+		"Events":      func(d *engine.Deps) { d.Events = nil },
+		"Outbox":      func(d *engine.Deps) { d.Outbox = nil },
+		"PluginFiles": func(d *engine.Deps) { d.PluginFiles = nil },
+		"Executor":    func(d *engine.Deps) { d.Executor = nil },
+	} {
+		d := full()
+		drop(&d)
+		eng, err := engine.New(d, engine.Options{})
+		if err == nil || eng != nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("without %s: New = %v, %v; want an error naming it", name, eng, err)
+		}
+	}
+	if _, err := engine.NewEventPlugins(nil, nobody{}); err == nil {
+		t.Error("NewEventPlugins accepted no store")
+	}
+	if _, err := engine.NewEventPlugins(s, nil); err == nil {
+		t.Error("NewEventPlugins accepted nothing to wake")
+	}
+}
+
+// wakes counts Notify calls.
+type wakes struct{ n int }
+
+func (w *wakes) Notify() { w.n++ }
+
+// TestEngineWakesWhomItWasGiven: a commit that wrote outbox rows wakes the Outbox notifier given to New (and one
+// that wrote none does not); a run the engine queues while its local executor is available is written leased to
+// that executor and offered to it after the commit, without an outbox row.
+func TestEngineWakesWhomItWasGiven(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		files, err := plugin.NewCache(t.TempDir(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := &wakes{}
+		local := &offers{}
+		h.eng, err = engine.New(engine.Deps{Store: s, Templates: h.tpl, Directory: s, Events: noEvents{}, Outbox: out, PluginFiles: files,
+			Executor: local}, engine.Options{Clock: h.clk})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.users("ann", "bob")
+		h.publish("a", oneNode(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))
+		id := h.start("ann", "a", `{}`)
+		if out.n != 0 {
+			t.Fatalf("a start that wrote no outbox row woke the dispatcher %d times", out.n)
+		}
+		h.publish("d", oneNode(`{"id":"n","type":"delay","interval":3600}`))
+		h.start("ann", "d", `{}`) // arms a timer: an outbox row
+		if out.n != 1 {
+			t.Fatalf("the dispatcher was woken %d times, want 1", out.n)
+		}
+		h.decide(id, "n", "bob", true)
+
+		file := strings.NewReader("print('{}')\n")
+		sum, size, err := plugin.Hash(file, 1<<10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: "tick", Version: 1, Runtime: "python", SHA256: sum,
+			Size: size, CreatedAt: t0}, file); err != nil {
+			t.Fatal(err)
+		}
+		h.publish("p", oneNode(`{"id":"n","type":"auto","plugins":{"pre":["tick"]}}`))
+		pid := h.start("ann", "p", `{}`)
+		if len(local.jobs) != 1 || local.jobs[0].Input.InstanceID != pid || local.jobs[0].Spec.Name != "tick" || local.jobs[0].TenantID != model.DefaultTenant {
+			t.Fatalf("offered %+v, want the run of %s", local.jobs, pid)
+		}
+		if n := h.rows("plugin_runs", "instance_id = ? AND status = ? AND lease_owner = ?", pid, model.RunRunning, "here"); n != 1 {
+			t.Fatalf("the run is not written leased to the local executor (%d)", n)
+		}
+		if n := h.rows("outbox", "kind = ? AND ref = ?", model.OutboxPluginRun, local.jobs[0].RunID); n != 0 {
+			t.Fatal("a run handed to the local executor also went through the outbox")
+		}
+		// A run the queue hands out comes back to the engine through Complete: the instance moves on.
+		res := plugin.Result{ExitCode: 0, StartedAt: t0, EndedAt: t0, Output: &plugin.Output{}}
+		if err := h.eng.PluginQueue().Complete(context.Background(), "here", local.jobs[0], res); err != nil {
+			t.Fatal(err)
+		}
+		h.wantStatus(pid, model.StatusCompleted)
+	})
+}
+
+// offers is a local executor that is always available and keeps what it is offered.
+type offers struct{ jobs []plugin.Job }
+
+func (*offers) Available() bool            { return true }
+func (*offers) WorkerID() string           { return "here" }
+func (*offers) Lease() time.Duration       { return time.Minute }
+func (o *offers) Offer(jobs ...plugin.Job) { o.jobs = append(o.jobs, jobs...) }

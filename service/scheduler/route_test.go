@@ -1,0 +1,171 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/scheduler"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// firer is a TimerHandler that records each call's timer ids and fails the ids it is told to.
+type firer struct {
+	mu    sync.Mutex
+	calls [][]string
+	fail  map[string]bool
+}
+
+func (f *firer) FireTimers(_ context.Context, ts []*model.Timer) []error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ids []string
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		ids = append(ids, t.ID)
+		if f.fail[t.ID] {
+			errs[i] = errors.New("refused " + t.ID)
+		}
+	}
+	f.calls = append(f.calls, ids)
+	return errs
+}
+
+// TestRouteHandsEachKindToItsHandler: one delivered batch reaches each handler in one call holding all its kinds'
+// timers in due order; timers whose row is gone, already fired or cancelled, and a second copy of an id, are
+// acknowledged without a call; a kind nobody handles fails alone; a handler's error stays with its timer.
+func TestRouteHandsEachKindToItsHandler(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		due := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+		save := func(id, kind, status string) {
+			t.Helper()
+			if err := s.SaveTimer(ctx, &model.Timer{ID: id, TenantID: model.DefaultTenant, Kind: kind, DueAt: due, Status: status}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		save("t1", model.TimerDelay, model.TimerPending)
+		save("t2", model.TimerCrontab, model.TimerPending)
+		save("t3", model.TimerApprovalTimeout, model.TimerPending)
+		save("t4", model.TimerDelay, model.TimerFired)
+		save("t5", model.TimerRetry, model.TimerCancelled)
+		save("t6", "bogus", model.TimerPending)
+		save("t7", model.TimerCallbackTimeout, model.TimerPending)
+		engine, crontab := &firer{fail: map[string]bool{"t7": true}}, &firer{}
+		route, err := scheduler.Route(s, scheduler.Handlers{model.TimerDelay: engine, model.TimerApprovalTimeout: engine, model.TimerRetry: engine,
+			model.TimerCallbackTimeout: engine, model.TimerCrontab: crontab})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var batch []scheduler.Due
+		for _, id := range []string{"t1", "t2", "t3", "t4", "t5", "t6", "t7", "gone", "t1"} {
+			batch = append(batch, scheduler.Due{ID: id, Due: due, Attempt: 1})
+		}
+		errs := route(ctx, batch)
+		if len(errs) != len(batch) {
+			t.Fatalf("%d results for %d timers", len(errs), len(batch))
+		}
+		for i, err := range errs {
+			want := batch[i].ID == "t6" || batch[i].ID == "t7"
+			if (err != nil) != want {
+				t.Errorf("timer %s (#%d): %v", batch[i].ID, i, err)
+			}
+		}
+		if !strings.Contains(fmt.Sprint(errs[5]), `"bogus"`) {
+			t.Errorf("the unknown kind's error %v does not name it", errs[5])
+		}
+		if fmt.Sprint(engine.calls) != "[[t1 t3 t7]]" || fmt.Sprint(crontab.calls) != "[[t2]]" {
+			t.Fatalf("calls: engine %v, crontab %v; want one call each with its pending timers in due order", engine.calls, crontab.calls)
+		}
+	})
+}
+
+// wrongCount returns no result at all, as a broken handler might.
+type wrongCount struct{}
+
+func (*wrongCount) FireTimers(context.Context, []*model.Timer) []error { return nil }
+
+// funcHandler is not comparable: Route refuses it rather than panic when grouping.
+type funcHandler func(context.Context, []*model.Timer) []error
+
+func (f funcHandler) FireTimers(ctx context.Context, ts []*model.Timer) []error { return f(ctx, ts) }
+
+// TestRouteRefusesWhatItCannotUse: Route needs the rows and comparable, non-nil handlers; a handler that answers
+// the wrong number of results fails its timers (they are retried) instead of acking them.
+func TestRouteRefusesWhatItCannotUse(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	for name, hs := range map[string]scheduler.Handlers{
+		"no handlers":    nil,
+		"nil handler":    {model.TimerDelay: nil},
+		"not comparable": {model.TimerDelay: funcHandler(nil)},
+	} {
+		if _, err := scheduler.Route(s, hs); err == nil {
+			t.Errorf("%s: Route accepted it", name)
+		}
+	}
+	if _, err := scheduler.Route(nil, scheduler.Handlers{model.TimerDelay: &firer{}}); err == nil {
+		t.Error("Route accepted no rows")
+	}
+	ctx := context.Background()
+	if err := s.SaveTimer(ctx, &model.Timer{ID: "w1", TenantID: model.DefaultTenant, Kind: model.TimerDelay, DueAt: time.Now(), Status: model.TimerPending}); err != nil {
+		t.Fatal(err)
+	}
+	route, err := scheduler.Route(s, scheduler.Handlers{model.TimerDelay: &wrongCount{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if errs := route(ctx, []scheduler.Due{{ID: "w1", Attempt: 1}}); len(errs) != 1 || errs[0] == nil {
+		t.Fatalf("a handler with the wrong number of results: %v", errs)
+	}
+}
+
+// TestRecoverRearmsAtStart: the timer-recovery worker puts every pending row into an empty scheduler when it
+// starts (the in-process heap after a restart) and returns once its context ends. The Redis loss watch it then
+// runs is tested with the Redis backend (loss_test.go).
+func TestRecoverRearmsAtStart(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	ctx := context.Background()
+	var want []string
+	for i := range 3 {
+		id := fmt.Sprintf("r%d", i)
+		want = append(want, id)
+		if err := s.SaveTimer(ctx, &model.Timer{ID: id, TenantID: model.DefaultTenant, Kind: model.TimerCrontab, DueAt: time.Now().Add(time.Hour),
+			Status: model.TimerPending}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sched := scheduler.NewMemory(scheduler.Options{})
+	defer sched.Close()
+	rctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- scheduler.Recover(rctx, s, sched, time.Hour, slog.New(slog.DiscardHandler)) }()
+	deadline := time.Now().Add(10 * time.Second) // a guard against a hung test, not a wait for time to pass
+	for {
+		if n, _, _ := sched.Len(ctx); n == len(want) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("Recover did not arm the pending timers")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n, err := sched.Ensure(ctx, scheduler.Item{ID: "r0", Due: time.Now().Add(time.Hour)}); err != nil || n != 0 {
+		t.Fatalf("r0 is not in the scheduler: Ensure added %d (%v)", n, err)
+	}
+	stop()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Recover did not return after its context ended")
+	}
+}
