@@ -523,11 +523,11 @@ func TestRunRescue(t *testing.T) {
 	})
 }
 
-// TestStaleClaimLeavesNewerRuns: a claim is taken as of its now. A claim whose transaction runs late (here: its
-// now is before the run existed, as when the clock moved on while the claim waited for a lock) must not lease the
-// newer run until a time already past — the next claim would take it again while it still executes (two
-// processes of one run). Found as a flaky TestPluginFailuresAndAsync under load.
-func TestStaleClaimLeavesNewerRuns(t *testing.T) {
+// TestStaleClaimLeasesFromTheRunsCreation: a claim whose transaction runs late (here: its now is before the run
+// existed, as when the clock moved on while the claim waited for a lock) must not lease the newer run until a time
+// already past — the next claim would take it again while it still executes (two processes of one run). The
+// lease runs from the run's creation then. Found as a flaky TestPluginFailuresAndAsync under load.
+func TestStaleClaimLeasesFromTheRunsCreation(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, withPlugins(t, nil))
 		e.upload("tick", "python", "5s", []byte("print('{\"context\": {\"ticked\": true}}')\n"), e.admin)
@@ -536,11 +536,16 @@ func TestStaleClaimLeavesNewerRuns(t *testing.T) {
 		before := e.clock.Now()
 		e.advance(time.Minute)
 		e.do("POST", "/api/v1/instances", e.admin, M{"template": "ticks"}, nil)
-		if stale, err := s.ClaimRuns(context.Background(), "late", 10, before, before.Add(30*time.Second)); err != nil || len(stale) != 0 {
-			t.Fatalf("a claim as of a time before the run existed took it: %v %v", stale, err)
+		stale, err := s.ClaimRuns(context.Background(), "late", 10, before, before.Add(30*time.Second))
+		if err != nil || len(stale) != 1 {
+			t.Fatalf("late claim: %v %v", stale, err)
 		}
-		if now, err := s.ClaimRuns(context.Background(), "w", 10, e.clock.Now(), e.clock.Now().Add(30*time.Second)); err != nil || len(now) != 1 {
-			t.Fatalf("a current claim: %v %v", now, err)
+		if lu := stale[0].LeaseUntil; lu == nil || lu.Before(stale[0].CreatedAt.Add(30*time.Second)) {
+			t.Fatalf("the late claim leased the run until %v, before its creation (%v) + the lease", lu, stale[0].CreatedAt)
+		}
+		e.advance(time.Second)
+		if again, err := s.ClaimRuns(context.Background(), "w", 10, e.clock.Now(), e.clock.Now().Add(30*time.Second)); err != nil || len(again) != 0 {
+			t.Fatalf("a run still leased was claimed again: %v %v", again, err)
 		}
 	})
 }

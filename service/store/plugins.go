@@ -189,11 +189,7 @@ func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseU
 	var out []*model.PluginRun
 	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
 		out = nil
-		// A claim is taken as of now: runs created after it are left to the next claim. Otherwise a claim whose
-		// transaction ran late (a lock wait, a stalled database) would lease a newer run until a time already past,
-		// and the next claim would take the run again while it still executes.
-		q := tx.Where("created_at <= ? AND (status = ? OR (status = ? AND lease_until < ?))", now.UTC(), model.RunQueued, model.RunRunning, now.UTC()).
-			Order("created_at, id").Limit(n)
+		q := tx.Where("status = ? OR (status = ? AND lease_until < ?)", model.RunQueued, model.RunRunning, now.UTC()).Order("created_at, id").Limit(n)
 		if s.dialect == MySQL {
 			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
 		}
@@ -207,7 +203,13 @@ func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseU
 				r.Attempt++ // rescued from a dead worker
 			}
 			r.Status, r.LeaseOwner = model.RunRunning, worker
+			// The lease runs from now or from the run's creation, whichever is later: a claim whose transaction ran
+			// late (a lock wait, a stalled database, a clock that moved meanwhile) must not lease a newer run until
+			// a time already past — the next claim would take it again while it still executes.
 			lu := leaseUntil.UTC()
+			if created := r.CreatedAt.UTC(); created.After(now) {
+				lu = lu.Add(created.Sub(now))
+			}
 			r.LeaseUntil = &lu
 			st := now.UTC()
 			r.StartedAt = &st
