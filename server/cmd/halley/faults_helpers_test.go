@@ -459,6 +459,26 @@ func uniqueRedisPrefix(t *testing.T, redisURL string) string {
 	return p
 }
 
+// redisKeys lists the keys that match pattern.
+func redisKeys(t *testing.T, redisURL, pattern string) []string {
+	t.Helper()
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	var keys []string
+	iter := rdb.Scan(context.Background(), 0, pattern, 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
 // dropRedisPrefix deletes every key under prefix: the deployment's Redis lost its data (and nobody else's).
 func dropRedisPrefix(t *testing.T, redisURL, prefix string) {
 	t.Helper()
@@ -471,17 +491,8 @@ func dropRedisPrefix(t *testing.T, redisURL, prefix string) {
 	}
 	rdb := redis.NewClient(o)
 	defer rdb.Close()
-	ctx := context.Background()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-	var keys []string
-	for iter.Next(ctx) {
-		keys = append(keys, iter.Val())
-	}
-	if err := iter.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if len(keys) > 0 {
-		if err := rdb.Del(ctx, keys...).Err(); err != nil {
+	if keys := redisKeys(t, redisURL, prefix+"*"); len(keys) > 0 {
+		if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,7 +49,9 @@ func TestPluginsOnEveryReplica(t *testing.T) {
 	bin := buildBinary(t)
 	requirePython(t)
 	dbURL := storetest.URL(t, store.MySQL)
-	env := faultEnv("HALLEY_DATABASE_URL="+dbURL, "HALLEY_REDIS_URL="+storetest.RedisURL(t), "HALLEY_REDIS_PREFIX=replicas-"+fmt.Sprint(time.Now().UnixNano())+":")
+	redisURL := storetest.RedisURL(t)
+	prefix := uniqueRedisPrefix(t, redisURL)
+	env := faultEnv("HALLEY_DATABASE_URL="+dbURL, "HALLEY_REDIS_URL="+redisURL, "HALLEY_REDIS_PREFIX="+prefix)
 	pluginDirA := t.TempDir()
 	a := startHalley(t, "halley-a", bin, append(env, "HALLEY_PLUGIN_DIR="+pluginDirA)...)
 	b := startHalley(t, "halley-b", bin, env...)
@@ -89,6 +92,15 @@ func TestPluginsOnEveryReplica(t *testing.T) {
 	statusB, logB := cl.text(t, b.URL(), "/api/v1/plugin-runs/"+runID+"/log")
 	if statusA != 200 || statusB != 200 || logA != logB || !strings.Contains(logA, "stamp was here for work") || !strings.Contains(logA, "succeeded") {
 		t.Fatalf("the run log through A (%d) and B (%d):\n%s\n---\n%s", statusA, statusB, logA, logB)
+	}
+
+	// Every Redis key of this deployment is under its prefix: the timers, and the failed-login counters.
+	if r := cl.call(t.Context(), a.URL(), "POST", "/api/v1/auth/login", map[string]string{"username": "admin", "password": "wrong-password"}, ""); r.status != http.StatusUnauthorized {
+		t.Fatalf("a wrong password: %d %v", r.status, r.body)
+	}
+	keys := redisKeys(t, redisURL, prefix+"*")
+	if !slices.Contains(keys, prefix+"{rl}:login:user:admin") || !slices.Contains(keys, prefix+"{timers}:alive") {
+		t.Fatalf("keys under %s: %v; want the login counter and the timers' sentinel", prefix, keys)
 	}
 
 	// A replica started later catches up.

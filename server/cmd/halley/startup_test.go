@@ -128,7 +128,7 @@ func TestStartBeforeTheDatabase(t *testing.T) {
 	base := "http://" + addr
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HALLEY_ADDR=" + addr, "HALLEY_DATA_DIR=" + t.TempDir(),
-		"HALLEY_DATABASE_URL=" + dbURL.String(), "HALLEY_REDIS_URL=" + redisURL.String(), "HALLEY_REDIS_PREFIX=startup-test:",
+		"HALLEY_DATABASE_URL=" + dbURL.String(), "HALLEY_REDIS_URL=" + redisURL.String(), "HALLEY_REDIS_PREFIX=" + uniqueRedisPrefix(t, storetest.RedisURL(t)),
 		"HALLEY_LOG_FORMAT=json", "HALLEY_DB_WAIT=60s", "HALLEY_ADMIN_PASSWORD=startup-test-pw"}
 	logs := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
