@@ -657,10 +657,20 @@ type Definition struct {
 	Nodes []Node `json:"nodes"`
 	// The connections between the steps.
 	Edges []Edge `json:"edges"`
+	// Settings of the whole process.
+	Options Options `json:"options,omitzero"`
 	// Free-form data for editors (zoom, layout); the engine ignores it.
 	Meta json.RawMessage `json:"meta,omitempty" jsonschema:"type=object"`
 
 	idx *defIndex
+}
+
+// Options are the settings of a whole definition (the definition-level "options" object of API.md).
+type Options struct {
+	// How long an ended instance of this version stays in the database before the retention sweep writes it to
+	// the archive and deletes it: a duration such as "720h" or a number of seconds; 0 keeps the instances
+	// forever. Absent: HALLEY_INSTANCE_RETENTION applies.
+	Retention *Duration `json:"retention,omitempty"`
 }
 type defIndex struct {
 	nodes, edges int // lengths when built: a mismatch means the index is stale

@@ -16,6 +16,7 @@ const (
 	EFORBIDDEN     = "forbidden"     // authenticated but not allowed: 403
 	ENOTFOUND      = "not_found"     // 404
 	ECONFLICT      = "conflict"      // state conflict, e.g. a task already decided: 409
+	EGONE          = "gone"          // it existed and was removed for good, e.g. an archived instance: 410
 	ETOOLARGE      = "too_large"     // body too large: 413
 	EUNPROCESSABLE = "unprocessable" // well-formed but invalid, e.g. a cyclic template: 422
 	ERATELIMITED   = "rate_limited"  // 429

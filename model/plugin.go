@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"io"
 	"time"
 )
 
@@ -41,8 +42,9 @@ type RunFilter struct {
 type PluginStore interface {
 	// NextPluginVersion returns the number the next upload of name gets.
 	NextPluginVersion(ctx context.Context, tenant, name string) (int, error)
-	// CreatePlugin stores an uploaded version; ECONFLICT when the version exists (a concurrent upload).
-	CreatePlugin(ctx context.Context, p *Plugin) error
+	// CreatePlugin stores an uploaded version and its file (p.Size bytes with SHA-256 p.SHA256) in one
+	// transaction, where every replica can fetch the file; ECONFLICT when the version exists (a concurrent upload).
+	CreatePlugin(ctx context.Context, p *Plugin, file io.ReadSeeker) error
 	// GetPlugin returns a version (0 = latest). ENOTFOUND when missing.
 	GetPlugin(ctx context.Context, tenant, name string, version int) (*Plugin, error)
 	ListPluginVersions(ctx context.Context, tenant, name string) ([]*Plugin, error)
@@ -57,4 +59,22 @@ type PluginStore interface {
 	CreatePluginRun(ctx context.Context, r *PluginRun) error
 	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).
 	FinishRunOnly(ctx context.Context, r *PluginRun) error
+	// AppendRunLog stores the log record of one attempt of a run (once: a second record of the same attempt is
+	// ignored).
+	AppendRunLog(ctx context.Context, l *PluginRunLog) error
+	// RunLogs returns the log records of a run, by attempt. ENOTFOUND when there is none.
+	RunLogs(ctx context.Context, tenant, runID string) ([]*PluginRunLog, error)
+}
+
+// PluginRunLog is the log of one attempt of a plugin run: what ran, when, how it ended, and its output. Kept in
+// the database, so any replica shows the log of a run another replica executed; purged after
+// HALLEY_RETENTION_DAYS.
+type PluginRunLog struct {
+	RunID      string    `json:"run_id"`
+	Attempt    int       `json:"attempt"`
+	TenantID   string    `json:"-"`
+	Plugin     string    `json:"plugin"`
+	InstanceID string    `json:"instance_id"`
+	Record     string    `json:"record"`
+	CreatedAt  time.Time `json:"created_at"`
 }

@@ -16,10 +16,11 @@ import (
 
 // Job is one claimed attempt of a durable plugin run.
 type Job struct {
-	RunID   string
-	Attempt int
-	Spec    Spec
-	Input   Input
+	RunID    string
+	TenantID string // the run's tenant (its log is kept under it)
+	Attempt  int
+	Spec     Spec
+	Input    Input
 }
 
 // Queue is the durable side of the executor, implemented by the store (MySQL/SQLite) with
@@ -33,9 +34,10 @@ type Queue interface {
 	Complete(ctx context.Context, worker string, job Job, res Result) error
 }
 
-// RunLog keeps the output of finished runs; *LogStore is one.
+// RunLog keeps the record of every finished attempt (FormatRecord): the database in production, so that any
+// replica shows it; *LogStore keeps files on the local disk.
 type RunLog interface {
-	Write(job Job, res Result) (path string, err error)
+	Write(ctx context.Context, job Job, res Result) error
 }
 
 // ErrAbandoned is passed to OnComplete for a run that was stopped by the executor's shutdown and deliberately
@@ -416,7 +418,7 @@ func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 		return
 	}
 	if e.opts.Logs != nil {
-		if _, err := e.opts.Logs.Write(job, res); err != nil {
+		if err := e.opts.Logs.Write(ctx, job, res); err != nil {
 			log.Error("unable to write plugin run log", "error", err)
 		}
 	}

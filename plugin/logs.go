@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -17,7 +18,7 @@ import (
 // dateLayout names the day folders of the log store (UTC).
 const dateLayout = "2006-01-02"
 
-// LogStore keeps plugin run logs as <Dir>/<YYYY-MM-DD>/<plugin>/<run-id>.log (seed 003: by date and plugin, so
+// LogStore keeps plugin run logs on the local disk as <Dir>/<YYYY-MM-DD>/<plugin>/<run-id>.log (seed 003: by date and plugin, so
 // a day is purged by removing one folder and a plugin's runs of a day are read from one). The date is the UTC
 // day the run started. Every attempt of a run is appended to its file, start and end times written by Halley.
 type LogStore struct {
@@ -41,8 +42,14 @@ func (s *LogStore) Path(day time.Time, plugin, runID string) (string, error) {
 	return filepath.Join(s.Dir, day.UTC().Format(dateLayout), plugin, runID+".log"), nil
 }
 
-// Write appends the record of one finished attempt to its run's log and returns the file's path.
-func (s *LogStore) Write(job Job, res Result) (string, error) {
+// Write implements RunLog: it appends the record of one finished attempt to its run's file.
+func (s *LogStore) Write(_ context.Context, job Job, res Result) error {
+	_, err := s.WriteFile(job, res)
+	return err
+}
+
+// WriteFile appends the record of one finished attempt to its run's log and returns the file's path.
+func (s *LogStore) WriteFile(job Job, res Result) (string, error) {
 	day := res.StartedAt
 	if day.IsZero() {
 		day = time.Now()
@@ -59,7 +66,7 @@ func (s *LogStore) Write(job Job, res Result) (string, error) {
 		return "", fmt.Errorf("plugin: unable to open run log: %w", err)
 	}
 	// One write per record, so two attempts of the same run never interleave their lines.
-	if _, err := f.Write(formatRecord(job, res)); err != nil {
+	if _, err := f.Write(FormatRecord(job, res)); err != nil {
 		_ = f.Close()
 		return "", fmt.Errorf("plugin: unable to write run log: %w", err)
 	}
@@ -69,7 +76,9 @@ func (s *LogStore) Write(job Job, res Result) (string, error) {
 	return p, nil
 }
 
-func formatRecord(job Job, res Result) []byte {
+// FormatRecord is the text of one finished attempt of a run: what ran, when, how it ended, and its stdout and
+// stderr (as kept: truncated at the output cap).
+func FormatRecord(job Job, res Result) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "=== run %s attempt %d ===\n", job.RunID, job.Attempt)
 	fmt.Fprintf(&b, "plugin:      %s v%d (%s)\n", job.Spec.Name, job.Spec.Version, job.Spec.Runtime)
@@ -151,4 +160,39 @@ func (s *LogStore) Purge(olderThan time.Time) (removed int, err error) {
 		return removed, fmt.Errorf("plugin: unable to purge run logs: %w", errors.Join(errs...))
 	}
 	return removed, nil
+}
+
+// RunLogStore keeps run log records where every replica reads them: the store's plugin_run_logs table.
+type RunLogStore interface {
+	// AppendRunLog stores the record of one attempt (a second record of the same attempt is ignored).
+	AppendRunLog(ctx context.Context, l *model.PluginRunLog) error
+}
+
+// DBLog is the RunLog of a deployment: the record of every finished attempt goes into the database, where the
+// log of a run is readable from every replica (GET /plugin-runs/{id}/log), whichever replica ran it.
+type DBLog struct {
+	st RunLogStore
+}
+
+var _ RunLog = (*DBLog)(nil)
+
+// NewDBLog returns the run log kept in st.
+func NewDBLog(st RunLogStore) (*DBLog, error) {
+	if st == nil {
+		return nil, errors.New("plugin: the run log needs a store")
+	}
+	return &DBLog{st: st}, nil
+}
+
+// Write implements RunLog.
+func (l *DBLog) Write(ctx context.Context, job Job, res Result) error {
+	// The run's own context may be ending (shutdown); a finished attempt's record is still worth keeping.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	tenant := job.TenantID
+	if tenant == "" {
+		tenant = model.DefaultTenant
+	}
+	return l.st.AppendRunLog(ctx, &model.PluginRunLog{RunID: job.RunID, Attempt: job.Attempt, TenantID: tenant, Plugin: job.Spec.Name,
+		InstanceID: job.Input.InstanceID, Record: string(FormatRecord(job, res)), CreatedAt: res.StartedAt})
 }

@@ -23,7 +23,7 @@ func TestLogStoreWrite(t *testing.T) {
 	res := plugin.Result{ExitCode: 3, Stdout: []byte("partial"), Stderr: []byte("boom\n"), StderrTruncated: true,
 		StartedAt: started, EndedAt: started.Add(1500 * time.Millisecond), Err: errors.New("exited with code 3")}
 
-	p, err := s.Write(job, res)
+	p, err := s.WriteFile(job, res)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func TestLogStoreWrite(t *testing.T) {
 	job.Attempt = 2
 	res2 := plugin.Result{ExitCode: 0, Stdout: []byte(`{"context":{}}`), StartedAt: started.Add(time.Minute),
 		EndedAt: started.Add(time.Minute + time.Second), Output: &plugin.Output{}}
-	if _, err := s.Write(job, res2); err != nil {
+	if _, err := s.WriteFile(job, res2); err != nil {
 		t.Fatal(err)
 	}
 
@@ -73,7 +73,7 @@ func TestLogStorePurge(t *testing.T) {
 	for i, day := range []string{"2024-01-01", "2024-01-02", "2024-01-03", "2024-01-04"} {
 		d, _ := time.Parse("2006-01-02", day)
 		job := plugin.Job{RunID: "run-" + day, Spec: plugin.Spec{Name: "p"}}
-		if _, err := s.Write(job, plugin.Result{StartedAt: d.Add(time.Duration(i) * time.Hour)}); err != nil {
+		if _, err := s.WriteFile(job, plugin.Result{StartedAt: d.Add(time.Duration(i) * time.Hour)}); err != nil {
 			t.Fatal(err)
 		}
 	}

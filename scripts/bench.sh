@@ -13,6 +13,8 @@
 #   TIMERS_FLAGS, STORM_FLAGS   extra halley-bench flags for those suites (e.g. "--arm-clients 8")
 #   TIMERS_LIMIT       time limit in seconds of the timers and storm suites each (3600)
 #   PLUGIN_RUNS        plugins: runs per side (300)    PLUGIN_CONC      plugins: concurrency (4)
+#   SWEEP_N            sweep: instances archived (20000) SWEEP_CLIENTS  sweep: step-load clients beside it (20)
+#   SWEEP_FLAGS        extra halley-bench flags of the sweep suite (e.g. "--duty 1 --batch 200")
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
@@ -35,6 +37,8 @@ STORM_N=${STORM_N:-100000}
 TIMERS_LOAD=${TIMERS_LOAD:-10}
 PLUGIN_RUNS=${PLUGIN_RUNS:-300}
 PLUGIN_CONC=${PLUGIN_CONC:-4}
+SWEEP_N=${SWEEP_N:-20000}
+SWEEP_CLIENTS=${SWEEP_CLIENTS:-20}
 STAMP=$(date -u +%Y%m%dT%H%M%SZ)
 OUT=${BENCH_OUT:-$ROOT/bin/bench/$STAMP}
 HARD_LIMIT=${BENCH_TIMEOUT:-5400}
@@ -250,7 +254,10 @@ for s in $SUITES; do
 	plugins)
 		suite plugins 900 plugins "${COMMON[@]}" --runs "$PLUGIN_RUNS" --concurrency "$PLUGIN_CONC" --mysql "$MYSQL_URL" \
 			--halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/plugins.cpu.pprof" --profile-seconds 5 ;;
-	*) die "unknown suite $s (steps, timers, storm, plugins)" ;;
+	sweep)
+		suite sweep "${SWEEP_LIMIT:-3600}" sweep "${COMMON[@]}" --mysql "$MYSQL_URL" --instances "$SWEEP_N" --clients "$SWEEP_CLIENTS" \
+			--duration "$DURATION" --archive-dir "$WORK/archive" ${SWEEP_FLAGS:-} ;;
+	*) die "unknown suite $s (steps, timers, storm, plugins, sweep)" ;;
 	esac
 	kill -0 "$HALLEY_PID" 2>/dev/null || { log "Halley died during $s"; tail -20 "$OUT/halley.log" >&2; exit 1; }
 done

@@ -530,7 +530,11 @@ func TestTwoReplicas(t *testing.T) {
 	counter := func() ratelimit.Counter {
 		rdb := redis.NewClient(o)
 		t.Cleanup(func() { rdb.Close() })
-		return ratelimit.NewRedis(rdb, prefix, identity.LoginWindow)
+		c, err := ratelimit.NewRedis(rdb, prefix, identity.LoginWindow)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
 	}
 	t.Cleanup(func() {
 		rdb := redis.NewClient(o)

@@ -24,6 +24,7 @@ var statusOf = map[string]int{
 	model.EFORBIDDEN:     http.StatusForbidden,
 	model.ENOTFOUND:      http.StatusNotFound,
 	model.ECONFLICT:      http.StatusConflict,
+	model.EGONE:          http.StatusGone,
 	model.ETOOLARGE:      http.StatusRequestEntityTooLarge,
 	model.EUNPROCESSABLE: http.StatusUnprocessableEntity,
 	model.ERATELIMITED:   http.StatusTooManyRequests,

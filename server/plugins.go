@@ -78,6 +78,11 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 		return
 	}
 	defer f.Close()
+	sum, size, err := plugin.Hash(f, s.pluginMax)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	ctx := c.Request.Context()
 	p := principal(c)
 	version, err := s.plugins.NextPluginVersion(ctx, p.TenantID, name)
@@ -85,23 +90,34 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	sf, err := s.pluginFiles.Save(name, version, f, s.pluginMax)
-	if err != nil {
-		fail(c, err)
-		return
-	}
+	// The file goes into the database with the version row, in one transaction: every replica can run it.
 	pl := &model.Plugin{TenantID: p.TenantID, Name: name, Version: version, Runtime: string(runtime), Timeout: timeout, TimeoutStr: timeout.String(),
-		SHA256: sf.SHA256, Size: sf.Size, UploadedBy: p.Username, Network: network}
-	// Recorded right after the version row is written (the file is stored before it, outside any transaction).
+		SHA256: sum, Size: size, UploadedBy: p.Username, Network: network}
+	// Recorded in the transaction that stores the version and its file.
 	err = s.record(c, model.AuditPluginUpload, name, func(ctx context.Context, e *model.AuditEntry) error {
 		e.SetAfter(map[string]any{"name": pl.Name, "version": pl.Version, "runtime": pl.Runtime, "timeout": pl.TimeoutStr, "sha256": pl.SHA256, "size": pl.Size, "network": pl.Network})
-		return s.plugins.CreatePlugin(ctx, pl)
+		return s.plugins.CreatePlugin(ctx, pl, f)
 	})
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	c.JSON(http.StatusCreated, pl)
+}
+
+// pluginRunLog answers the log of every attempt of a plugin run as text, from the database: any replica shows
+// the log of a run another replica executed.
+func (s *Server) pluginRunLog(c *gin.Context) {
+	logs, err := s.plugins.RunLogs(c.Request.Context(), principal(c).TenantID, c.Param("id"))
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	var b strings.Builder
+	for _, l := range logs {
+		b.WriteString(l.Record)
+	}
+	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(b.String()))
 }
 
 func (s *Server) listPlugins(c *gin.Context) {

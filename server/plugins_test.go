@@ -60,19 +60,23 @@ func (r *runs) wait(t *testing.T, n int) {
 	}
 }
 
-// newExecutor returns a real executor (real child processes) reporting to rec, not yet running; now is the env's
-// clock: leases are set and checked on the same clock the test moves.
-func newExecutor(t *testing.T, rec *runs, worker string, now func() time.Time) *plugin.Executor {
+// newExecutor returns a real executor (real child processes) reporting to rec and logging runs in st, not yet
+// running; now is the env's clock: leases are set and checked on the same clock the test moves.
+func newExecutor(t *testing.T, st plugin.RunLogStore, rec *runs, worker string, now func() time.Time) *plugin.Executor {
 	t.Helper()
-	return newExecutorWith(t, rec, worker, now, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
+	return newExecutorWith(t, st, rec, worker, now, &plugin.ProcessRunner{WorkRoot: t.TempDir()})
 }
 
 // newExecutorWith is newExecutor with a runner of the test's.
-func newExecutorWith(t *testing.T, rec *runs, worker string, now func() time.Time, runner plugin.Runner) *plugin.Executor {
+func newExecutorWith(t *testing.T, st plugin.RunLogStore, rec *runs, worker string, now func() time.Time, runner plugin.Runner) *plugin.Executor {
 	t.Helper()
+	logs, err := plugin.NewDBLog(st)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ex, err := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
-			Logger: quietLogger(), Now: now})
+			Logs: logs, Logger: quietLogger(), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +95,7 @@ func runExecutor(t *testing.T, ex *plugin.Executor, q plugin.Queue) {
 // startExecutor runs a real executor that claims the env's engine's runs until the test ends.
 func startExecutor(t *testing.T, d *server.Deps, rec *runs, worker string, now func() time.Time) {
 	t.Helper()
-	runExecutor(t, newExecutor(t, rec, worker, now), d.Engine.PluginQueue())
+	runExecutor(t, newExecutor(t, d.Plugins, rec, worker, now), d.Engine.PluginQueue())
 }
 
 // withPlugins allows small plugin uploads and, with rec, runs an executor that claims the runs.
@@ -212,6 +216,15 @@ func TestPluginsInNodes(t *testing.T) {
 			t.Fatalf("run log: %s", runs.Body)
 		}
 		assertError(t, e.do("GET", "/api/v1/plugins/edit-ctx/runs?date=yesterday", e.admin, nil, nil), 400, "invalid_date")
+		// The record of every attempt, from the database.
+		runID := items[0].(M)["id"].(string)
+		if lg := e.do("GET", "/api/v1/plugin-runs/"+runID+"/log", e.admin, nil, nil); lg.Status != 200 ||
+			!strings.Contains(string(lg.Body), "=== run "+runID+" attempt 1 ===") || !strings.Contains(string(lg.Body), "status:      succeeded") ||
+			!strings.HasPrefix(lg.Header.Get("Content-Type"), "text/plain") {
+			t.Fatalf("run log: %d %s", lg.Status, lg.Body)
+		}
+		assertError(t, e.do("GET", "/api/v1/plugin-runs/"+runID+"/log", bob, nil, nil), 403, "admin_required")
+		assertError(t, e.do("GET", "/api/v1/plugin-runs/nope/log", e.admin, nil, nil), 404, "plugin_log_not_found")
 
 		// An auto node whose plugin decides "reject" rejects; no end is reachable, so the instance is rejected.
 		e.publish("auto-no", []any{start(M{"kind": "manual"}), M{"id": "check", "type": "auto", "plugins": M{"pre": []string{"say-no"}}}, M{"id": "end", "type": "end"}},
@@ -327,55 +340,67 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 }
 
 // TestRunErrorBeforeStart: a run that fails before its process starts (a runner that cannot prepare it, a plugin
-// file gone from the plugin dir) records why; the run log shows the error, with no exit code (none exists).
+// file gone from the database) records why; the run log shows the error, with no exit code (none exists).
 func TestRunErrorBeforeStart(t *testing.T) {
 	cases := []struct {
 		name   string
 		runner func(t *testing.T) plugin.Runner
-		break_ func(t *testing.T, files *plugin.FileStore, version int, sha string)
+		break_ func(t *testing.T, s *store.Store, sha string)
 		want   string
+		// prepared: the run fails while its claim prepares it (its file cannot be fetched), before an executor
+		// gets it: no OnComplete to wait for.
+		prepared bool
 	}{
 		{"a relative work root (the embedded default's old bug)", func(t *testing.T) plugin.Runner {
 			return &plugin.ProcessRunner{WorkRoot: "data/plugin-work"}
-		}, nil, `WorkRoot "data/plugin-work" must be an absolute directory`},
+		}, nil, `WorkRoot "data/plugin-work" must be an absolute directory`, false},
 		{"no interpreter", func(t *testing.T) plugin.Runner {
 			return &plugin.ProcessRunner{WorkRoot: t.TempDir(), Python: "/nonexistent/python3"}
-		}, nil, "interpreter /nonexistent/python3 is not an executable file"},
+		}, nil, "interpreter /nonexistent/python3 is not an executable file", false},
 		{"the plugin file is gone", func(t *testing.T) plugin.Runner {
 			return &plugin.ProcessRunner{WorkRoot: t.TempDir()}
-		}, func(t *testing.T, files *plugin.FileStore, version int, sha string) {
-			p, err := files.Path("probe", version, sha)
-			if err != nil {
-				t.Fatal(err)
+		}, func(t *testing.T, s *store.Store, sha string) {
+			for _, table := range []string{"blob_chunks", "blobs"} {
+				if err := s.DB().Exec("DELETE FROM "+table+" WHERE sha256 = ?", sha).Error; err != nil {
+					t.Fatal(err)
+				}
 			}
-			if err := os.Remove(p); err != nil {
-				t.Fatal(err)
-			}
-		}, "no such file or directory"},
+		}, "is not stored in the database", true},
 	}
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		for _, tc := range cases {
 			t.Run(tc.name, func(t *testing.T) {
 				rec := newRuns()
-				var files *plugin.FileStore
 				e := newEnv(t, s, func(d *server.Deps) {
 					withPlugins(t, nil)(d)
-					files = d.PluginFiles
-					runExecutor(t, newExecutorWith(t, rec, "w1", d.Engine.Now, tc.runner(t)), d.Engine.PluginQueue())
+					runExecutor(t, newExecutorWith(t, s, rec, "w1", d.Engine.Now, tc.runner(t)), d.Engine.PluginQueue())
 				})
 				up := e.upload("probe", "python", "5s", []byte(editContext), e.admin)
 				if up.Status != 201 {
 					t.Fatalf("upload: %d %s", up.Status, up.Body)
 				}
 				if tc.break_ != nil {
-					tc.break_(t, files, int(up.JSON["version"].(float64)), up.JSON["sha256"].(string))
+					tc.break_(t, s, up.JSON["sha256"].(string))
 				}
 				key := fmt.Sprintf("before-start-%d", time.Now().UnixNano())
 				e.publish(key, []any{start(M{"kind": "manual"}), M{"id": "work", "type": "auto", "plugins": M{"after": []string{"probe"}}}, M{"id": "end", "type": "end"}},
 					[]any{edge("start", "work"), edge("work", "end")})
 				id := e.do("POST", "/api/v1/instances", e.admin, M{"template": key}, nil).JSON["id"].(string)
-				rec.wait(t, 1)
-				items := e.do("GET", "/api/v1/plugins/probe/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+				runs := func() []any {
+					return e.do("GET", "/api/v1/plugins/probe/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
+				}
+				if tc.prepared {
+					deadline := time.Now().Add(10 * time.Second)
+					for len(runs()) == 0 || runs()[0].(M)["status"] == "queued" {
+						if time.Now().After(deadline) {
+							t.Fatalf("the run was never failed: %v", runs())
+						}
+						time.Sleep(20 * time.Millisecond)
+					}
+				} else {
+					rec.wait(t, 1)
+				}
+				items := runs()
 				if len(items) != 1 {
 					t.Fatalf("runs: %v", items)
 				}
@@ -419,19 +444,22 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	}
 	s2 := open()
 	rec := newRuns()
-	var files *plugin.FileStore
 	e := newEnv(t, s1, func(d *server.Deps) {
 		withPlugins(t, nil)(d)
-		files = d.PluginFiles
 		startExecutor(t, d, rec, "w1", d.Engine.Now)
 	})
-	// The second executor is another process's: its own engine on its own connections, the same files.
+	// The second executor is another process's: its own engine on its own connections, its own plugin cache
+	// (files come from the database).
+	files, err := plugin.NewCache(t.TempDir(), s2)
+	if err != nil {
+		t.Fatal(err)
+	}
 	eng2, err := engine.New(engine.Deps{Store: s2, Templates: template.New(s2, e.clock.Now), Directory: s2, Events: noEvents{}, Outbox: nobody{},
 		PluginFiles: files, Executor: engine.NoExecutor}, engine.Options{Clock: e.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runExecutor(t, newExecutor(t, rec, "w2", e.clock.Now), eng2.PluginQueue())
+	runExecutor(t, newExecutor(t, s2, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
 	os.WriteFile(count, nil, 0o644)
 	e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`open(%q, "a").write("x")
@@ -573,7 +601,7 @@ func TestHandOver(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
 		clk := &testClock{t: time.Now()}
-		local := newExecutor(t, rec, "local", clk.Now) // the engine's own: runs are handed to it at the commit
+		local := newExecutor(t, s, rec, "local", clk.Now) // the engine's own: runs are handed to it at the commit
 		e := newEnvWith(t, s, wiring{clock: clk, executor: local}, func(d *server.Deps) {
 			withPlugins(t, nil)(d)
 			runExecutor(t, local, d.Engine.PluginQueue())
@@ -723,7 +751,7 @@ func TestPluginNetworkOptionAndSandboxReport(t *testing.T) {
 		sb := sandboxFor(t, 63000)
 		e := newEnv(t, s, func(d *server.Deps) {
 			d.PluginMaxSize, d.PluginSandbox = 64<<10, sb
-			runExecutor(t, newExecutorWith(t, rec, "w1", d.Engine.Now, &plugin.ProcessRunner{Sandbox: sb}), d.Engine.PluginQueue())
+			runExecutor(t, newExecutorWith(t, s, rec, "w1", d.Engine.Now, &plugin.ProcessRunner{Sandbox: sb}), d.Engine.PluginQueue())
 		})
 		bob := e.mkUser("bob")
 

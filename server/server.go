@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
@@ -32,14 +31,13 @@ type Pinger interface {
 }
 
 // Deps are what the server needs; the composition root builds them. Identity, Templates, Engine, Triggers,
-// Plugins, PluginFiles, Idempotency and Audit are required; the rest is optional.
+// Plugins, Idempotency and Audit are required; the rest is optional.
 type Deps struct {
-	Identity    *identity.Service
-	Templates   *template.Service
-	Engine      *engine.Engine
-	Triggers    *trigger.Service
-	Plugins     model.PluginStore
-	PluginFiles *plugin.FileStore
+	Identity  *identity.Service
+	Templates *template.Service
+	Engine    *engine.Engine
+	Triggers  *trigger.Service
+	Plugins   model.PluginStore
 	// PluginMaxSize limits plugin uploads (default 10 MiB).
 	PluginMaxSize int64
 	// PluginSandbox answers GET /plugins/sandbox: what confines plugin runs on this replica (nil: nothing).
@@ -77,7 +75,6 @@ type Server struct {
 	triggers     *trigger.Service
 	plugins      model.PluginStore
 	sandbox      SandboxReporter
-	pluginFiles  *plugin.FileStore
 	pluginMax    int64
 	subs         *subscription.Service
 	audit        *audit.Recorder
@@ -102,7 +99,7 @@ func New(d Deps) (*Server, error) {
 		missing bool
 	}{
 		{"Identity", d.Identity == nil}, {"Templates", d.Templates == nil}, {"Engine", d.Engine == nil}, {"Triggers", d.Triggers == nil},
-		{"Plugins", d.Plugins == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Idempotency", d.Idempotency == nil},
+		{"Plugins", d.Plugins == nil}, {"Idempotency", d.Idempotency == nil},
 		{"Audit", d.Audit == nil},
 	} {
 		if m.missing {
@@ -122,7 +119,7 @@ func New(d Deps) (*Server, error) {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginFiles: d.PluginFiles, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
 		triggerLimit: d.TriggerLimit}
 	s.router = s.routes()
@@ -227,6 +224,7 @@ func (s *Server) routes() *gin.Engine {
 	admin.GET("/plugins/sandbox", s.pluginSandbox)
 	admin.GET("/plugins/:name", s.getPlugin)
 	admin.GET("/plugins/:name/runs", s.pluginRuns)
+	admin.GET("/plugin-runs/:id/log", s.pluginRunLog)
 	admin.GET("/audit", s.listAudit)
 	if s.subs != nil {
 		admin.POST("/subscriptions", s.createSubscription)

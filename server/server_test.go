@@ -97,7 +97,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	if w.executor == nil {
 		w.executor = engine.NoExecutor
 	}
-	files, err := plugin.NewFileStore(t.TempDir())
+	files, err := plugin.NewCache(t.TempDir(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +117,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 		t.Fatal(err)
 	}
 	e.engine, e.triggers = eng, trg
-	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, PluginFiles: files, Subscriptions: w.subs, Idempotency: s,
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
 		Audit: audit.New(s, opts.Clock.Now, quietLogger())}
 	if mod != nil {
@@ -495,7 +495,6 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 		"Engine":      func(d *server.Deps) { d.Engine = nil },
 		"Triggers":    func(d *server.Deps) { d.Triggers = nil },
 		"Plugins":     func(d *server.Deps) { d.Plugins = nil },
-		"PluginFiles": func(d *server.Deps) { d.PluginFiles = nil },
 		"Idempotency": func(d *server.Deps) { d.Idempotency = nil },
 		"Audit":       func(d *server.Deps) { d.Audit = nil },
 	} {

@@ -783,6 +783,12 @@ try {
     expect(exit.trim().startsWith('—'), `the exit cell should start with — (no exit code): ${exit}`)
     const runs = await call('GET', `/plugins/not-a-program/runs?instance_id=${inst.id}`, adminToken)
     expect(runs.items[0].status === 'failed' && runs.items[0].exit_code === null && /unable to start/.test(runs.items[0].error), JSON.stringify(runs.items[0]))
+    // The full log of the run comes from the database (any replica shows it).
+    await page.locator('[data-test=plugin-runs] .el-table__expand-icon').first().click()
+    await page.locator('[data-test=run-log]:visible').first().click()
+    const log = page.locator('[data-test=run-log-text]', { hasText: `=== run ${runs.items[0].id} attempt 1 ===` })
+    await log.waitFor()
+    expect(/unable to start/.test(await log.innerText()), 'the full log names why the run never started')
   })
 
   await step('admin edits, disables, enables and resets users on the Users page', async () => {

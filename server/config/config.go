@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
+	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/store"
 )
@@ -33,6 +34,7 @@ type Config struct {
 	DataDir            string
 	DatabaseURL        string
 	RedisURL           string
+	RedisPrefix        string
 	RedisCheckInterval time.Duration
 	TimerLinger        time.Duration
 	AdminPassword      string
@@ -60,6 +62,15 @@ type Config struct {
 	TrustedProxies     []string
 	FormFrameAncestors []string
 	OutboundAllow      outbound.Allow
+	DBWait             time.Duration
+
+	// InstanceRetention: finished instances older than this are archived and deleted; 0 keeps them forever.
+	InstanceRetention time.Duration
+	RetentionSweep    time.Duration
+	RetentionBatch    int
+	RetentionDuty     float64
+	// ArchiveDir is absolute once Load returns (default <data dir>/archive).
+	ArchiveDir string
 
 	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
 	PluginPython       string
@@ -103,6 +114,10 @@ type Setting struct {
 // Settings lists every setting, in documentation order.
 func Settings() []Setting { return settings }
 
+// redisPrefixPattern: what HALLEY_REDIS_PREFIX may hold. Braces are refused because the scheduler puts its keys
+// under one {hash tag} after the prefix; a brace in the prefix would move them to another Cluster slot.
+var redisPrefixPattern = regexp.MustCompile(`^[A-Za-z0-9:_.-]{1,64}$`)
+
 var settings = []Setting{
 	{"HALLEY_ADDR", "addr", "127.0.0.1:8080", "Listen address (host:port).", func(c *Config, v string) error {
 		if _, port, err := net.SplitHostPort(v); err != nil || port == "" {
@@ -111,7 +126,7 @@ var settings = []Setting{
 		c.Addr = v
 		return nil
 	}},
-	{"HALLEY_DATA_DIR", "data_dir", "./data", "Folder for the SQLite file, the generated secret, plugin files and logs.", func(c *Config, v string) error {
+	{"HALLEY_DATA_DIR", "data_dir", "./data", "Folder for the SQLite file, the generated secret, the local plugin cache and (by default) the archive.", func(c *Config, v string) error {
 		if v == "" {
 			return errors.New("must not be empty")
 		}
@@ -132,6 +147,13 @@ var settings = []Setting{
 			}
 		}
 		c.RedisURL = v
+		return nil
+	}},
+	{"HALLEY_REDIS_PREFIX", "redis_prefix", "halley:", "Prefix of every Redis key and pub/sub channel Halley uses (timers, job locks, wake-ups, login attempts), so that several deployments can share one Redis; give each its own. The wake-up channel also names the Redis database.", func(c *Config, v string) error {
+		if !redisPrefixPattern.MatchString(v) {
+			return fmt.Errorf("must be 1 to 64 letters, digits or any of : _ . - (no braces: they would change the Redis Cluster hash slot), got %q", v)
+		}
+		c.RedisPrefix = v
 		return nil
 	}},
 	{"HALLEY_REDIS_CHECK_INTERVAL", "redis_check_interval", "5s", "How often Halley checks that Redis still holds the timers (a sentinel key); when Redis lost its data (FLUSHALL, a restart without persistence) every pending timer is re-armed from the database at that check.", durationSetter(func(c *Config, d time.Duration) { c.RedisCheckInterval = d }, 100*time.Millisecond)},
@@ -183,14 +205,22 @@ var settings = []Setting{
 	{"HALLEY_TOKEN_TTL", "token_ttl", "12h", "Lifetime of a login token.", durationSetter(func(c *Config, d time.Duration) { c.TokenTTL = d }, time.Minute)},
 	{"HALLEY_IDEMPOTENCY_LEASE", "idempotency_lease", "1m", "After this long in flight, an Idempotency-Key whose request got no answer (its process died) is looked into by a retry: on the routes that change an instance the retry gets the committed work's result, or runs the request if nothing was committed. Longer than any request takes.", durationSetter(func(c *Config, d time.Duration) { c.IdempotencyLease = d }, time.Second)},
 	{"HALLEY_SHUTDOWN_TIMEOUT", "shutdown_timeout", "30s", "How long SIGTERM waits for in-flight requests and jobs.", durationSetter(func(c *Config, d time.Duration) { c.ShutdownTimeout = d }, time.Second)},
+	{"HALLEY_DB_WAIT", "db_wait", "60s", "At start, how long to wait for the database to accept connections (retrying with back-off, each attempt logged) before giving up; 0s = one attempt. /healthz answers meanwhile and /readyz says 503 until the migrations are done.", func(c *Config, v string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("must be a duration of 0s or more, like 60s or 5m (got %q)", v)
+		}
+		c.DBWait = d
+		return nil
+	}},
 	{"HALLEY_DB_MAX_OPEN_CONNS", "db_max_open_conns", "0", "Connection pool size; 0 = 64 for MySQL, 8 for SQLite.", intSetter(func(c *Config, n int64) { c.DBMaxOpenConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_CONN_MAX_LIFETIME", "db_conn_max_lifetime", "30m", "Recycle connections after this long.", durationSetter(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d }, time.Second)},
-	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "Where uploaded plugin files live (a NAS mount in production); unset = <data_dir>/plugins.", func(c *Config, v string) error {
+	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "This replica's local cache of plugin files (under sha256/, fetched from the database on first use and checked against their hash; no sharing or backup needed). Plugin files of earlier releases found here (<name>/<version>/<sha256>) are imported into the database at start. Unset = <data_dir>/plugins.", func(c *Config, v string) error {
 		c.PluginDir = v
 		return nil
 	}},
-	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond).", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
+	{"HALLEY_PLUGIN_MAX_SIZE", "plugin_max_size", "10485760", "Largest plugin upload in bytes (413 beyond). The file is stored in the database in one transaction, in 1 MiB rows: keep it in the tens of MiB.", intSetter(func(c *Config, n int64) { c.PluginMaxSize = n }, 1024, 1<<31)},
 	{"HALLEY_PLUGIN_WORKERS", "plugin_workers", "8", "Plugin runs executed at once by this process.", intSetter(func(c *Config, n int64) { c.PluginWorkers = int(n) }, 1, 1024)},
 	{"HALLEY_PLUGIN_OUTPUT_CAP", "plugin_output_cap", "1048576", "Bytes of stdout and of stderr kept per plugin run; the rest is discarded.", intSetter(func(c *Config, n int64) { c.PluginOutputCap = int(n) }, 1024, 1<<30)},
 	{"HALLEY_PLUGIN_PYTHON", "plugin_python", "python3", "Interpreter of runtime=python plugins: a name looked up on the plugins' PATH (not Halley's own, which may hold shims such as pyenv's) or an absolute path. Resolved at start; the plugin uids must be able to execute it (every folder on its path searchable by others).", func(c *Config, v string) error {
@@ -268,6 +298,28 @@ var settings = []Setting{
 		return nil
 	}},
 	{"HALLEY_RETENTION_DAYS", "retention_days", "30", "Days plugin logs and expired queue items are kept.", intSetter(func(c *Config, n int64) { c.RetentionDays = int(n) }, 1, 3650)},
+	{"HALLEY_INSTANCE_RETENTION", "instance_retention", "0", "Finished instances (with their tasks, history, plugin runs and waits) older than this are written to the archive and deleted from the database, leaving a tombstone (GET answers 410 archived); e.g. 8760h for a year. 0 keeps them forever. A template overrides it with \"options\":{\"retention\":\"720h\"}.", func(c *Config, v string) error {
+		d, err := model.ParseDuration(v)
+		if err != nil || d < 0 {
+			return fmt.Errorf("must be 0 (keep forever) or a duration such as 8760h (got %q)", v)
+		}
+		c.InstanceRetention = d.Std()
+		return nil
+	}},
+	{"HALLEY_INSTANCE_RETENTION_SWEEP", "instance_retention_sweep", "1h", "How often the retention sweep looks for instances to archive (one replica at a time sweeps, under a lease in the database).", durationSetter(func(c *Config, d time.Duration) { c.RetentionSweep = d }, time.Second)},
+	{"HALLEY_INSTANCE_RETENTION_BATCH", "instance_retention_batch", "100", "Instances archived per batch: one gzip member in the archive and one short delete transaction each.", intSetter(func(c *Config, n int64) { c.RetentionBatch = int(n) }, 1, 1000)},
+	{"HALLEY_INSTANCE_RETENTION_DUTY", "instance_retention_duty", "0.1", "Share of the time the retention sweep works: after each batch it pauses so that batches take at most this fraction, leaving the database to the engine. 0.1 archives a day's 20,000 finished instances in minutes and a year's backlog within days; raise it (up to 1, no pause) to catch up faster.", func(c *Config, v string) error {
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil || f < 0.01 || f > 1 {
+			return fmt.Errorf("must be a number from 0.01 to 1 (got %q)", v)
+		}
+		c.RetentionDuty = f
+		return nil
+	}},
+	{"HALLEY_ARCHIVE_DIR", "archive_dir", "", "Where the retention sweep writes archived instances, one gzipped JSON-lines file per day (YYYY-MM-DD.jsonl.gz); with several replicas it must be storage they all reach (a NAS mount). Unset = <data_dir>/archive. Made absolute at start.", func(c *Config, v string) error {
+		c.ArchiveDir = v
+		return nil
+	}},
 	{"HALLEY_AUDIT_RETENTION", "audit_retention", "8760h", "How long audit log entries are kept (GET /api/v1/audit); older ones are purged hourly, oldest first. 0 = keep forever.", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || (d > 0 && d < time.Hour) {
@@ -431,6 +483,13 @@ func (c *Config) absolutePaths(from map[string]string) error {
 		return err
 	}
 	c.PluginLogDir = filepath.Join(c.DataDir, "plugin-logs")
+	// The archive dir is named in log lines and read back by `halley archive show`, from whatever directory that
+	// runs in.
+	if c.ArchiveDir == "" {
+		c.ArchiveDir = filepath.Join(c.DataDir, "archive")
+	} else if err := abs("archive_dir", "HALLEY_ARCHIVE_DIR", &c.ArchiveDir); err != nil {
+		return err
+	}
 	if c.File != "" {
 		if err := abs("", "--config", &c.File); err != nil {
 			return err
@@ -457,7 +516,7 @@ func (c *Config) PathAttrs() []any {
 		}
 	}
 	return []any{"data_dir", c.DataDir, "database", db, "plugin_dir", c.PluginDir, "plugin_work_dir", c.PluginWorkDir,
-		"plugin_log_dir", c.PluginLogDir}
+		"plugin_log_dir", c.PluginLogDir, "archive_dir", c.ArchiveDir}
 }
 
 // EnsureSecret makes sure c.Secret is set: when HALLEY_SECRET is unset it reads <data_dir>/secret, creating it

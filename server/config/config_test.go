@@ -26,6 +26,18 @@ func TestDefaults(t *testing.T) {
 		c.PluginDir != filepath.Join(data, "plugins") || c.PublicURL != "http://127.0.0.1:8080" {
 		t.Fatalf("defaults: %+v", c)
 	}
+	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
+		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 ||
+		c.ArchiveDir != filepath.Join(wd, "data", "archive") {
+		t.Fatalf("long-running defaults: prefix %q, db wait %v, retention %v, sweep %v, archive %q", c.RedisPrefix, c.DBWait,
+			c.InstanceRetention, c.RetentionSweep, c.ArchiveDir)
+	}
+	c, err = config.Load("", env(map[string]string{"HALLEY_INSTANCE_RETENTION": "720h", "HALLEY_ARCHIVE_DIR": "rel/archive",
+		"HALLEY_REDIS_PREFIX": "tenant-b:", "HALLEY_DB_WAIT": "0s"}))
+	if err != nil || c.InstanceRetention != 720*time.Hour || c.ArchiveDir != filepath.Join(wd, "rel", "archive") ||
+		c.RedisPrefix != "tenant-b:" || c.DBWait != 0 {
+		t.Fatalf("long-running settings: %+v, %v", c, err)
+	}
 }
 
 // TestPathsAreAbsolute: every path setting may be relative (the default ./data is); Load makes it absolute
@@ -36,20 +48,20 @@ func TestPathsAreAbsolute(t *testing.T) {
 	t.Chdir(wd)
 	tmpWork := filepath.Join(os.TempDir(), "halley-plugins")
 	cases := []struct {
-		name                                string
-		env                                 map[string]string
-		data, plugins, work, logs, database string
+		name                                         string
+		env                                          map[string]string
+		data, plugins, work, logs, archive, database string
 	}{
 		// The work dir is not in the data dir (the sandbox closes that to the plugin uids).
-		{"defaults", nil, "data", "data/plugins", tmpWork, "data/plugin-logs", ""},
-		{"relative data, plugin and work dirs", map[string]string{"HALLEY_DATA_DIR": "var/../state", "HALLEY_PLUGIN_DIR": "./nas/plugins", "HALLEY_PLUGIN_WORK_DIR": "runs/"},
-			"state", "nas/plugins", "runs", "state/plugin-logs", ""},
-		{"absolute ones stay", map[string]string{"HALLEY_DATA_DIR": "/srv/halley", "HALLEY_PLUGIN_DIR": "/mnt/nas", "HALLEY_PLUGIN_WORK_DIR": "/run/halley"},
-			"/srv/halley", "/mnt/nas", "/run/halley", "/srv/halley/plugin-logs", ""},
+		{"defaults", nil, "data", "data/plugins", tmpWork, "data/plugin-logs", "data/archive", ""},
+		{"relative data, plugin, work and archive dirs", map[string]string{"HALLEY_DATA_DIR": "var/../state", "HALLEY_PLUGIN_DIR": "./nas/plugins", "HALLEY_PLUGIN_WORK_DIR": "runs/",
+			"HALLEY_ARCHIVE_DIR": "nas/archive/"}, "state", "nas/plugins", "runs", "state/plugin-logs", "nas/archive", ""},
+		{"absolute ones stay", map[string]string{"HALLEY_DATA_DIR": "/srv/halley", "HALLEY_PLUGIN_DIR": "/mnt/nas", "HALLEY_PLUGIN_WORK_DIR": "/run/halley", "HALLEY_ARCHIVE_DIR": "/mnt/archive"},
+			"/srv/halley", "/mnt/nas", "/run/halley", "/srv/halley/plugin-logs", "/mnt/archive", ""},
 		{"a relative sqlite file", map[string]string{"HALLEY_DATABASE_URL": "sqlite://db/halley.db"},
-			"data", "data/plugins", tmpWork, "data/plugin-logs", "sqlite://" + filepath.Join(wd, "db/halley.db")},
+			"data", "data/plugins", tmpWork, "data/plugin-logs", "data/archive", "sqlite://" + filepath.Join(wd, "db/halley.db")},
 		{"an absolute sqlite file", map[string]string{"HALLEY_DATABASE_URL": "sqlite:///var/lib/h.db"},
-			"data", "data/plugins", tmpWork, "data/plugin-logs", "sqlite:///var/lib/h.db"},
+			"data", "data/plugins", tmpWork, "data/plugin-logs", "data/archive", "sqlite:///var/lib/h.db"},
 	}
 	at := func(p string) string {
 		if filepath.IsAbs(p) {
@@ -63,15 +75,15 @@ func TestPathsAreAbsolute(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := []string{c.DataDir, c.PluginDir, c.PluginWorkDir, c.PluginLogDir, c.DatabaseURL}
-			want := []string{at(tc.data), at(tc.plugins), at(tc.work), at(tc.logs), tc.database}
+			got := []string{c.DataDir, c.PluginDir, c.PluginWorkDir, c.PluginLogDir, c.ArchiveDir, c.DatabaseURL}
+			want := []string{at(tc.data), at(tc.plugins), at(tc.work), at(tc.logs), at(tc.archive), tc.database}
 			for i := range got {
 				if got[i] != want[i] {
 					t.Errorf("path %d: got %q, want %q", i, got[i], want[i])
 				}
 			}
 			attrs := fmt.Sprint(c.PathAttrs()...)
-			for _, p := range got[:4] {
+			for _, p := range got[:5] {
 				if !strings.Contains(attrs, p) {
 					t.Errorf("PathAttrs %s lacks %s", attrs, p)
 				}
@@ -113,6 +125,12 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_SECRET": "short"}, want: "HALLEY_SECRET: must be at least 32 characters"},
 		{env: map[string]string{"HALLEY_BODY_LIMIT": "lots"}, want: "HALLEY_BODY_LIMIT: must be a whole number"},
 		{env: map[string]string{"HALLEY_TOKEN_TTL": "5"}, want: "HALLEY_TOKEN_TTL: must be a duration"},
+		{env: map[string]string{"HALLEY_REDIS_PREFIX": "{a}:"}, want: "HALLEY_REDIS_PREFIX: must be 1 to 64 letters"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION": "-1h"}, want: "HALLEY_INSTANCE_RETENTION: must be 0 (keep forever) or a duration"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_SWEEP": "10ms"}, want: "HALLEY_INSTANCE_RETENTION_SWEEP: must be a duration of at least 1s"},
+		{env: map[string]string{"HALLEY_DB_WAIT": "soon"}, want: "HALLEY_DB_WAIT: must be a duration"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_DUTY": "0"}, want: "HALLEY_INSTANCE_RETENTION_DUTY: must be a number from 0.01 to 1"},
+		{env: map[string]string{"HALLEY_INSTANCE_RETENTION_BATCH": "5000"}, want: "HALLEY_INSTANCE_RETENTION_BATCH: must be a whole number from 1 to 1000"},
 		{env: map[string]string{"HALLEY_PLUGIN_PYTHON": "venv/bin/python3"}, want: "HALLEY_PLUGIN_PYTHON: must be a name looked up on the plugins' PATH or an absolute path"},
 		{env: map[string]string{"HALLEY_PLUGIN_CGROUP": "halley"}, want: "HALLEY_PLUGIN_CGROUP: must be an absolute path or off"},
 		{env: map[string]string{"HALLEY_PLUGIN_ALLOW_ROOT": "maybe"}, want: "HALLEY_PLUGIN_ALLOW_ROOT: must be 0 or 1"},

@@ -18,7 +18,7 @@ import (
 // New that names it, not a nil dereferenced on the first step that needs it.
 func TestNewNamesTheMissingDependency(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
-	files, err := plugin.NewFileStore(t.TempDir())
+	files, err := plugin.NewCache(t.TempDir(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +64,7 @@ func (w *wakes) Notify() { w.n++ }
 func TestEngineWakesWhomItWasGiven(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
-		files, err := plugin.NewFileStore(t.TempDir())
+		files, err := plugin.NewCache(t.TempDir(), s)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -88,17 +88,18 @@ func TestEngineWakesWhomItWasGiven(t *testing.T) {
 		}
 		h.decide(id, "n", "bob", true)
 
-		sf, err := files.Save("tick", 1, strings.NewReader("print('{}')\n"), 1<<10)
+		file := strings.NewReader("print('{}')\n")
+		sum, size, err := plugin.Hash(file, 1<<10)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: "tick", Version: 1, Runtime: "python", SHA256: sf.SHA256,
-			Size: sf.Size, CreatedAt: t0}); err != nil {
+		if err := s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: "tick", Version: 1, Runtime: "python", SHA256: sum,
+			Size: size, CreatedAt: t0}, file); err != nil {
 			t.Fatal(err)
 		}
 		h.publish("p", oneNode(`{"id":"n","type":"auto","plugins":{"pre":["tick"]}}`))
 		pid := h.start("ann", "p", `{}`)
-		if len(local.jobs) != 1 || local.jobs[0].Input.InstanceID != pid || local.jobs[0].Spec.Name != "tick" {
+		if len(local.jobs) != 1 || local.jobs[0].Input.InstanceID != pid || local.jobs[0].Spec.Name != "tick" || local.jobs[0].TenantID != model.DefaultTenant {
 			t.Fatalf("offered %+v, want the run of %s", local.jobs, pid)
 		}
 		if n := h.rows("plugin_runs", "instance_id = ? AND status = ? AND lease_owner = ?", pid, model.RunRunning, "here"); n != 1 {

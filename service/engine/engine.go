@@ -96,8 +96,9 @@ type Deps struct {
 	Events EventSink
 	// Outbox is woken after a commit that wrote outbox rows (the outbox dispatcher).
 	Outbox Notifier
-	// PluginFiles is where the plugin files of queued runs are found when the runs are prepared for an executor.
-	PluginFiles *plugin.FileStore
+	// PluginFiles is where the plugin files of queued runs are found when the runs are prepared for an executor:
+	// this replica's cache of the files stored in the database (*plugin.Cache).
+	PluginFiles PluginFiles
 	// Executor is this process's plugin executor (see LocalExecutor); NoExecutor when the process runs none.
 	Executor LocalExecutor
 }

@@ -58,7 +58,8 @@ func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts eng
 // its rows), and no plugin executor in the process.
 func newEngine(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Directory, opts engine.Options) *engine.Engine {
 	t.Helper()
-	files, err := plugin.NewFileStore(t.TempDir())
+	// Every store of these tests is a *store.Store or wraps one: it holds the plugin files.
+	files, err := plugin.NewCache(t.TempDir(), st.(plugin.BlobSource))
 	if err != nil {
 		t.Fatal(err)
 	}

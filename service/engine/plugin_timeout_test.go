@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -34,7 +35,13 @@ func callDef(handler string) string {
 // plugin stores a plugin version row (the engine only needs it to exist).
 func (h *harness) plugin(name string) {
 	h.t.Helper()
-	if err := h.s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: name, Version: 1, Runtime: "python", SHA256: "00", CreatedAt: t0}); err != nil {
+	file := strings.NewReader("print('{}')\n")
+	sum, size, err := plugin.Hash(file, 0)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if err := h.s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: name, Version: 1, Runtime: "python", SHA256: sum, Size: size,
+		CreatedAt: t0}, file); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -18,7 +18,7 @@ import (
 // get it with Engine.PluginQueue.
 type PluginQueue struct {
 	e     *Engine
-	files *plugin.FileStore
+	files PluginFiles
 	local LocalExecutor
 
 	plugins sync.Map // pluginKey -> *model.Plugin (a version never changes)
@@ -26,9 +26,18 @@ type PluginQueue struct {
 	runs    map[string]*model.PluginRun // runs this process executes, by id, until Complete
 }
 
-var _ plugin.Queue = (*PluginQueue)(nil)
+var (
+	_ plugin.Queue = (*PluginQueue)(nil)
+	_ PluginFiles  = (*plugin.Cache)(nil)
+)
 
-func newPluginQueue(e *Engine, files *plugin.FileStore, local LocalExecutor) *PluginQueue {
+// PluginFiles gives the local path of a plugin file by its SHA-256, checked against it: *plugin.Cache, which
+// fetches files from the database on first use, so a version uploaded on any replica runs on this one.
+type PluginFiles interface {
+	Path(ctx context.Context, sha256 string) (string, error)
+}
+
+func newPluginQueue(e *Engine, files PluginFiles, local LocalExecutor) *PluginQueue {
 	return &PluginQueue{e: e, files: files, local: local, runs: map[string]*model.PluginRun{}}
 }
 
@@ -132,7 +141,7 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 	if err != nil {
 		return plugin.Job{}, err
 	}
-	path, err := q.files.Path(p.Name, p.Version, p.SHA256)
+	path, err := q.files.Path(ctx, p.SHA256)
 	if err != nil {
 		return plugin.Job{}, err
 	}
@@ -140,7 +149,7 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 	if err := json.Unmarshal(r.Input, &in); err != nil {
 		return plugin.Job{}, fmt.Errorf("corrupt input of run %s: %w", r.ID, err)
 	}
-	return plugin.Job{RunID: r.ID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout,
+	return plugin.Job{RunID: r.ID, TenantID: r.TenantID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout,
 		NetworkOff: p.Network == model.NetworkOff},
 		Input: in}, nil
 }

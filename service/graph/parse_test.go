@@ -150,6 +150,10 @@ func TestParseStrict(t *testing.T) {
 		{"broken JSON", `{"nodes": [`, model.CodeBadDefinition, nil, "not valid JSON"},
 		{"nodes not an array", `{"nodes": {"a": 1}}`, model.CodeBadDefinition, nil, `field "nodes": expected an array`},
 		{"unknown top-level field", `{"nodes": [], "edges": [], "layout": {}}`, model.CodeBadDefinition, nil, `unknown field "layout"`},
+		{"options not an object", `{"nodes": [], "options": "720h"}`, model.CodeBadDefinition, nil, `field "options": expected an object, got string`},
+		{"unknown option", `{"nodes": [], "options": {"retention": "1h", "colour": "red"}}`, model.CodeBadDefinition, nil, `unknown field "colour"`},
+		{"bad retention", `{"nodes": [], "options": {"retention": "a month"}}`, model.CodeBadDefinition, nil, `"a month" is not a duration`},
+		{"negative retention", `{"nodes": [], "options": {"retention": "-1h"}}`, model.CodeBadDefinition, nil, `is negative`},
 		{"unknown node field", node(`{"id": "a", "type": "auto", "colour": "red"}`), model.CodeBadNode, []string{"a"}, `node "a": unknown field "colour"`},
 		{"unknown node type", node(`{"id": "a", "type": "gateway"}`), model.CodeBadNode, []string{"a"}, `unknown type "gateway"`},
 		{"field of another type", node(`{"id": "d", "type": "delay", "interval": "1m", "sign": "all"}`), model.CodeBadNode, []string{"d"},
@@ -251,7 +255,10 @@ func TestParsePathsAgree(t *testing.T) {
 		  {"id": "a", "type": "approval", "Approvers": {"Users": ["bob"]}, "Sign": "all", "Timeout": "1h", "On_Timeout": "remind"},
 		  {"id": "e", "type": "end"}
 		], "EDGES": [{"From": "s", "To": "a"}, {"from": "a", "to": "e", "Default": false}]}`,
-		"empty": `{}`,
+		"options":                           `{"nodes": [], "options": {"Retention": "720h"}}`,
+		"options in seconds, null and zero": `{"nodes": [], "options": {"retention": 0}}`,
+		"null options":                      `{"nodes": [], "options": null}`,
+		"empty":                             `{}`,
 	}
 	for name, raw := range inputs {
 		t.Run(name, func(t *testing.T) {
@@ -278,6 +285,28 @@ func TestParsePathsAgree(t *testing.T) {
 	}
 	if d := mustParse(t, inputs["nulls count as absent"]); d.Node("d").Sign != "" || d.Edges[0].Condition != nil || d.Meta != nil {
 		t.Errorf("nulls not absent: %+v", d)
+	}
+	if d := mustParse(t, inputs["options"]); d.Options.Retention == nil || d.Options.Retention.Std() != 720*time.Hour {
+		t.Errorf("options.retention not read: %+v", d.Options)
+	}
+	if d := mustParse(t, inputs["options in seconds, null and zero"]); d.Options.Retention == nil || *d.Options.Retention != 0 {
+		t.Errorf(`"retention": 0 must be kept (keep forever), not dropped: %+v`, d.Options)
+	}
+	if d := mustParse(t, inputs["null options"]); d.Options.Retention != nil {
+		t.Errorf("null options: %+v", d.Options)
+	}
+	// The option survives a round trip (the definition is stored as written and re-read at publish), and the
+	// engine's lenient decoder reads it as Parse does.
+	b, _ := json.Marshal(mustParse(t, inputs["options"]))
+	if back := mustParse(t, string(b)); back.Options.Retention == nil || back.Options.Retention.Std() != 720*time.Hour {
+		t.Errorf("options lost in %s", b)
+	}
+	var stored model.Definition
+	if err := json.Unmarshal(b, &stored); err != nil || stored.Options.Retention == nil || stored.Options.Retention.Std() != 720*time.Hour {
+		t.Errorf("a stored definition's options not read: %+v, %v", stored.Options, err)
+	}
+	if b, _ := json.Marshal(mustParse(t, `{"nodes": []}`)); strings.Contains(string(b), "options") {
+		t.Errorf("absent options are written: %s", b)
 	}
 }
 

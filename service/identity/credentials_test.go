@@ -40,7 +40,11 @@ func counters(t *testing.T) map[string]func() ratelimit.Counter {
 		"redis": func() ratelimit.Counter {
 			rdb := redis.NewClient(o)
 			t.Cleanup(func() { rdb.Close() })
-			return ratelimit.NewRedis(rdb, prefix, identity.LoginWindow)
+			c, err := ratelimit.NewRedis(rdb, prefix, identity.LoginWindow)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c
 		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -37,7 +38,11 @@ func each(t *testing.T, fn func(t *testing.T, c ratelimit.Counter)) {
 				rdb.Del(context.Background(), keys...)
 			}
 		})
-		fn(t, ratelimit.NewRedis(rdb, prefix, window))
+		c, err := ratelimit.NewRedis(rdb, prefix, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, c)
 	})
 }
 
@@ -161,5 +166,30 @@ func TestMemoryBound(t *testing.T) {
 		if m.Len() > 10 {
 			t.Fatalf("%d keys past the bound", m.Len())
 		}
+	}
+}
+
+// TestNewRedisValidates: a Redis counter without a client, a prefix or a window is refused (the composition root
+// passes HALLEY_REDIS_PREFIX; no prefix is made up here).
+func TestNewRedisValidates(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	for name, tc := range map[string]struct {
+		rdb    redis.UniversalClient
+		prefix string
+		window time.Duration
+		want   string
+	}{
+		"no client": {nil, "p:", time.Minute, "needs a Redis client"},
+		"no prefix": {rdb, "", time.Minute, "needs a key prefix"},
+		"no window": {rdb, "p:", 0, "window must be positive"},
+	} {
+		if _, err := ratelimit.NewRedis(tc.rdb, tc.prefix, tc.window); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", name, err, tc.want)
+		}
+	}
+	c, err := ratelimit.NewRedis(rdb, "tenant-b:", time.Minute)
+	if err != nil || c.Key("login:u:bob") != "tenant-b:{rl}:login:u:bob" {
+		t.Fatalf("key under the prefix: %v %v", c, err)
 	}
 }

@@ -2,6 +2,7 @@ package ratelimit
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -19,12 +20,18 @@ type Redis struct {
 	window time.Duration
 }
 
-// NewRedis returns a counter over window with keys under prefix ("" = "halley:").
-func NewRedis(rdb redis.UniversalClient, prefix string, window time.Duration) *Redis {
-	if prefix == "" {
-		prefix = "halley:"
+// NewRedis returns a counter over window with keys under prefix (HALLEY_REDIS_PREFIX: every deployment sharing a
+// Redis has its own, so their counters never mix).
+func NewRedis(rdb redis.UniversalClient, prefix string, window time.Duration) (*Redis, error) {
+	switch {
+	case rdb == nil:
+		return nil, errors.New("ratelimit: a Redis counter needs a Redis client")
+	case prefix == "":
+		return nil, errors.New("ratelimit: a Redis counter needs a key prefix (HALLEY_REDIS_PREFIX)")
+	case window <= 0:
+		return nil, fmt.Errorf("ratelimit: the window must be positive, got %v", window)
 	}
-	return &Redis{rdb: rdb, prefix: prefix, window: window}
+	return &Redis{rdb: rdb, prefix: prefix, window: window}, nil
 }
 
 var _ Counter = (*Redis)(nil)

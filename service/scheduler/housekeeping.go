@@ -32,6 +32,9 @@ type Job struct {
 // NewHousekeeper returns a stopped Housekeeper of the jobs. rdb may be nil (single process: no locking); lock
 // keys are prefix+"lock:"+job name. A job without a name, a positive interval or a function is an error.
 func NewHousekeeper(rdb redis.UniversalClient, prefix string, logger *slog.Logger, jobs ...Job) (*Housekeeper, error) {
+	if rdb != nil && prefix == "" {
+		return nil, fmt.Errorf("scheduler: housekeeper: the job locks in Redis need a key prefix (HALLEY_REDIS_PREFIX)")
+	}
 	if logger == nil {
 		logger = slog.Default()
 	}

@@ -17,6 +17,11 @@ func startHousekeeper(t *testing.T, rdb redis.UniversalClient, prefix string, jo
 	if _, err := scheduler.NewHousekeeper(rdb, prefix, nil, scheduler.Job{Every: time.Second}); err == nil {
 		t.Fatalf("NewHousekeeper accepted a job without a name or a function")
 	}
+	if rdb != nil {
+		if _, err := scheduler.NewHousekeeper(rdb, "", nil, scheduler.Job{Name: "purge-test", Every: time.Second, Run: job}); err == nil {
+			t.Fatalf("NewHousekeeper accepted Redis locks without a key prefix")
+		}
+	}
 	hk, err := scheduler.NewHousekeeper(rdb, prefix, nil, scheduler.Job{Name: "purge-test", Every: 50 * time.Millisecond, Run: job})
 	if err != nil {
 		t.Fatalf("NewHousekeeper: %v", err)

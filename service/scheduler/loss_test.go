@@ -18,7 +18,7 @@ func TestWatchLossRearmsWhenRedisLosesItsKeys(t *testing.T) {
 	prefix := uniquePrefix(t)
 	admin := newClient(t, o)
 	fc := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	s := scheduler.NewRedis(newClient(t, o), prefix, scheduler.Options{Clock: fc, Logger: slog.New(slog.DiscardHandler)})
+	s := newRedisScheduler(t, newClient(t, o), prefix, scheduler.Options{Clock: fc, Logger: slog.New(slog.DiscardHandler)})
 	t.Cleanup(func() { admin.Del(context.Background(), append(timerKeys(prefix), s.AliveKey())...) })
 
 	const every = 5 * time.Second

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -18,8 +19,10 @@ import (
 //	                              been popped and not yet acked/cancelled/re-armed (so 1M pending timers cost
 //	                              nothing here)
 //	<prefix>{timers}:alive  string: a sentinel whose absence tells WatchLoss that Redis lost the keys
-//	<prefix>{timers}:wake   pub/sub channel: the new earliest due ms, published when a Schedule/Ensure/recovery
-//	                              makes a timer due earlier than anything before
+//	<prefix>{timers}:wake:<db>  pub/sub channel: the new earliest due ms, published when a Schedule/Ensure/
+//	                              recovery makes a timer due earlier than anything before. Pub/sub channels are
+//	                              shared by every database of a Redis server, so the channel names the database
+//	                              the keys live in: two deployments on databases 0 and 1 never wake each other.
 //
 // The time in every script is the caller's clock (Options.Clock), never Redis TIME, so tests can drive it.
 type Redis struct {
@@ -34,19 +37,37 @@ type Redis struct {
 
 var _ Scheduler = (*Redis)(nil)
 
-// NewRedis returns a scheduler on rdb with keys under prefix (e.g. "halley:"). The caller keeps ownership of
-// rdb: Close does not close it.
-func NewRedis(rdb redis.UniversalClient, prefix string, opts Options) *Redis {
+// NewRedis returns a scheduler on rdb with keys and its wake-up channel under prefix (HALLEY_REDIS_PREFIX,
+// "halley:" by default; required, so that deployments sharing a Redis never share timers). The caller keeps
+// ownership of rdb: Close does not close it.
+func NewRedis(rdb redis.UniversalClient, prefix string, opts Options) (*Redis, error) {
+	switch {
+	case rdb == nil:
+		return nil, errors.New("scheduler: the Redis scheduler needs a Redis client")
+	case prefix == "":
+		return nil, errors.New("scheduler: the Redis scheduler needs a key prefix (HALLEY_REDIS_PREFIX)")
+	}
 	base := prefix + "{timers}:"
 	return &Redis{
 		rdb:      rdb,
 		keys:     []string{base + "due", base + "lease", base + "meta"},
-		wakeCh:   base + "wake",
+		wakeCh:   base + "wake:" + strconv.Itoa(redisDB(rdb)),
 		aliveKey: base + "alive",
 		opts:     opts.withDefaults(),
 		closer:   newCloser(),
-	}
+	}, nil
 }
+
+// redisDB is the database number rdb's keys live in (Redis Cluster has only database 0).
+func redisDB(rdb redis.UniversalClient) int {
+	if c, ok := rdb.(*redis.Client); ok {
+		return c.Options().DB
+	}
+	return 0
+}
+
+// WakeChannel is the pub/sub channel the scheduler's processes wake each other on.
+func (r *Redis) WakeChannel() string { return r.wakeCh }
 
 // luaLib is prepended to every script. Scripts call Redis once per command with many members rather than
 // once per timer (a redis.call costs about a microsecond), in slices that stay under Lua's unpack limit.

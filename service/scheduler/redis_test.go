@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -69,7 +70,7 @@ func newRedisBackend(t *testing.T, opts scheduler.Options) backend {
 	}
 	return backend{
 		open: func() scheduler.Scheduler {
-			s := scheduler.NewRedis(newClient(t, o), prefix, opts)
+			s := newRedisScheduler(t, newClient(t, o), prefix, opts)
 			t.Cleanup(func() { _ = s.Close() })
 			return s
 		},
@@ -96,7 +97,7 @@ func TestRedisFlushDB(t *testing.T) {
 	o.DB = 15
 	c := newClient(t, o)
 	clk := clock.NewFake(t0)
-	s := scheduler.NewRedis(c, uniquePrefix(t), scheduler.Options{Clock: clk})
+	s := newRedisScheduler(t, c, uniquePrefix(t), scheduler.Options{Clock: clk})
 	defer s.Close()
 	items := []scheduler.Item{{ID: "x", Due: at(time.Second)}, {ID: "y", Due: at(2 * time.Second)}, {ID: "z", Due: at(3 * time.Second)}}
 	schedule(t, s, items...)
@@ -128,7 +129,7 @@ func TestRedisKeyLayout(t *testing.T) {
 	prefix := uniquePrefix(t)
 	t.Cleanup(func() { c.Del(ctx, timerKeys(prefix)...) })
 	clk := clock.NewFake(t0)
-	s := scheduler.NewRedis(c, prefix, scheduler.Options{Clock: clk, LeaseTimeout: time.Minute})
+	s := newRedisScheduler(t, c, prefix, scheduler.Options{Clock: clk, LeaseTimeout: time.Minute})
 	defer s.Close()
 	schedule(t, s, scheduler.Item{ID: "a", Due: at(time.Second)}, scheduler.Item{ID: "b", Due: at(time.Hour)})
 	keys := timerKeys(prefix)
@@ -162,8 +163,8 @@ func TestRedisLatenessRealClock(t *testing.T) {
 	prefix := uniquePrefix(t)
 	t.Cleanup(func() { newClient(t, o).Del(context.Background(), timerKeys(prefix)...) })
 	opts := scheduler.Options{MaxIdle: 5 * time.Second}
-	runner := scheduler.NewRedis(newClient(t, o), prefix, opts)
-	other := scheduler.NewRedis(newClient(t, o), prefix, opts)
+	runner := newRedisScheduler(t, newClient(t, o), prefix, opts)
+	other := newRedisScheduler(t, newClient(t, o), prefix, opts)
 	defer runner.Close()
 	defer other.Close()
 	const n = 20
@@ -206,7 +207,7 @@ func TestRedisMemoryPerMillion(t *testing.T) {
 	c := newClient(t, o)
 	prefix := uniquePrefix(t)
 	t.Cleanup(func() { c.Del(ctx, timerKeys(prefix)...) })
-	s := scheduler.NewRedis(c, prefix, scheduler.Options{})
+	s := newRedisScheduler(t, c, prefix, scheduler.Options{})
 	defer s.Close()
 	const sample = 100_000
 	items := make([]scheduler.Item, sample)
@@ -242,7 +243,7 @@ func BenchmarkRedisScheduleAndPop(b *testing.B) {
 	var schedTotal, popTotal time.Duration
 	for b.Loop() {
 		prefix := uniquePrefix(b)
-		s := scheduler.NewRedis(c, prefix, scheduler.Options{Logger: slog.New(slog.DiscardHandler)})
+		s := newRedisScheduler(b, c, prefix, scheduler.Options{Logger: slog.New(slog.DiscardHandler)})
 		now := time.Now()
 		for i := range items {
 			items[i] = scheduler.Item{ID: fmt.Sprintf("timer-%012d", i), Due: now.Add(-time.Duration(i%1000) * time.Millisecond)}
@@ -284,4 +285,26 @@ func BenchmarkRedisScheduleAndPop(b *testing.B) {
 	b.ReportMetric(n/schedTotal.Seconds(), "scheduled/s")
 	b.ReportMetric(n/popTotal.Seconds(), "delivered/s")
 	b.ReportMetric(0, "ns/op") // one op is 100k timers; the rates above are the figures
+}
+
+// newRedisScheduler is scheduler.NewRedis for a test: a refused configuration fails it.
+func newRedisScheduler(t testing.TB, rdb redis.UniversalClient, prefix string, opts scheduler.Options) *scheduler.Redis {
+	t.Helper()
+	s, err := scheduler.NewRedis(rdb, prefix, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// TestNewRedisValidates: no client or no prefix is refused (a made-up prefix would mix deployments).
+func TestNewRedisValidates(t *testing.T) {
+	if _, err := scheduler.NewRedis(nil, "p:", scheduler.Options{}); err == nil || !strings.Contains(err.Error(), "needs a Redis client") {
+		t.Errorf("no client: %v", err)
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	if _, err := scheduler.NewRedis(rdb, "", scheduler.Options{}); err == nil || !strings.Contains(err.Error(), "needs a key prefix") {
+		t.Errorf("no prefix: %v", err)
+	}
 }

@@ -165,23 +165,3 @@ func (s *Store) ListAudit(ctx context.Context, f model.AuditFilter) ([]*model.Au
 func likeEscape(s string) string {
 	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
 }
-
-// PurgeAudit deletes up to batch entries older than before: the ids come from a range scan of idx_audit_log_at
-// (oldest first), then one delete by primary key, so a purge never scans the table nor holds long locks.
-func (s *Store) PurgeAudit(ctx context.Context, before time.Time, batch int) (int64, error) {
-	if batch <= 0 {
-		batch = 1000
-	}
-	var ids []int64
-	if err := s.db.WithContext(ctx).Model(&auditRow{}).Where("at < ?", before.UTC()).Order("at").Limit(batch).Pluck("id", &ids).Error; err != nil {
-		return 0, fmt.Errorf("store: unable to find old audit entries: %w", err)
-	}
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	res := s.db.WithContext(ctx).Where("id IN ?", ids).Delete(&auditRow{})
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: unable to purge the audit log: %w", res.Error)
-	}
-	return res.RowsAffected, nil
-}

@@ -566,15 +566,3 @@ func (s *Store) TakeOverIdempotent(ctx context.Context, tenant, username, key st
 	}
 	return res.RowsAffected == 1, nil
 }
-
-// PurgeIdempotent deletes records and commit records created before t.
-func (s *Store) PurgeIdempotent(ctx context.Context, before time.Time) (int64, error) {
-	res := s.db.WithContext(ctx).Where("created_at < ?", before.UTC()).Delete(&idempotencyRow{})
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: unable to purge idempotency keys: %w", res.Error)
-	}
-	if err := s.db.WithContext(ctx).Exec("DELETE FROM idempotency_commits WHERE created_at < ?", before.UTC()).Error; err != nil {
-		return 0, fmt.Errorf("store: unable to purge idempotency commits: %w", err)
-	}
-	return res.RowsAffected, nil
-}

@@ -370,7 +370,7 @@ func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w
 			return err
 		}
 		if len(ws) == 0 {
-			return model.Errorf(model.ENOTFOUND, "instance %q not found", id)
+			return s.goneIfArchived(ctx, tenant, id, model.Errorf(model.ENOTFOUND, "instance %q not found", id))
 		}
 		w := ws[0]
 		if err := fn(w); err != nil {
@@ -796,7 +796,7 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id string) (*model.Inst
 	var row instanceRow
 	db := s.db.WithContext(ctx)
 	if err := db.Where("id = ? AND tenant_id = ?", id, tenant).Take(&row).Error; err != nil {
-		return nil, nil, notFound(err, "instance %q not found", id)
+		return nil, nil, s.goneIfArchived(ctx, tenant, id, notFound(err, "instance %q not found", id))
 	}
 	inst, err := row.toModel(true)
 	if err != nil {
@@ -851,11 +851,19 @@ func (s *Store) ListInstances(ctx context.Context, f model.InstanceFilter) ([]*m
 	return out, next, nil
 }
 
-// GetTask returns ENOTFOUND for an unknown task.
+// instanceOfTask returns the instance id in a task id (<instance id>.t<n>), or "".
+func instanceOfTask(id string) string {
+	if i := strings.LastIndexByte(id, '.'); i > 0 {
+		return id[:i]
+	}
+	return ""
+}
+
+// GetTask returns ENOTFOUND for an unknown task, EGONE (archived) for a task of an archived instance.
 func (s *Store) GetTask(ctx context.Context, tenant, id string) (*model.Task, error) {
 	var r taskRow
 	if err := s.db.WithContext(ctx).Where("id = ? AND tenant_id = ?", id, tenant).Take(&r).Error; err != nil {
-		return nil, notFound(err, "task %q not found", id)
+		return nil, s.goneIfArchived(ctx, tenant, instanceOfTask(id), notFound(err, "task %q not found", id))
 	}
 	return r.toModel(), nil
 }
@@ -986,15 +994,6 @@ func (s *Store) FindMessage(ctx context.Context, tenant, hash string, now time.T
 	r := rows[0]
 	return &model.Message{ID: r.ID, TenantID: r.TenantID, Name: r.Name, CorrelationID: r.CorrelationID, Hash: r.Hash, Data: json.RawMessage(r.Data),
 		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC()}, nil
-}
-
-// PurgeMessages deletes queued messages that expired (or were consumed) before t.
-func (s *Store) PurgeMessages(ctx context.Context, before time.Time) (int64, error) {
-	res := s.db.WithContext(ctx).Where("expires_at < ? OR consumed_at < ?", before.UTC(), before.UTC()).Delete(&messageRow{})
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: unable to purge messages: %w", res.Error)
-	}
-	return res.RowsAffected, nil
 }
 
 // IsCC reports whether the user was copied on the instance.

@@ -80,37 +80,6 @@ func (s *Store) AbandonMessageID(ctx context.Context, tenant, id string) error {
 	return nil
 }
 
-// PurgeMessageIDs deletes the ids recorded before t, in batches (the created_at index finds them).
-func (s *Store) PurgeMessageIDs(ctx context.Context, before time.Time) (int64, error) {
-	var total int64
-	for {
-		var ids []messageReceiptRow
-		if err := s.db.WithContext(ctx).Select("tenant_id, message_id").Where("created_at < ?", before.UTC()).
-			Order("created_at").Limit(1000).Find(&ids).Error; err != nil {
-			return total, fmt.Errorf("store: unable to list old message ids: %w", err)
-		}
-		if len(ids) == 0 {
-			return total, nil
-		}
-		err := s.inTx(ctx, func(tx *gorm.DB) error {
-			for _, r := range ids {
-				res := tx.Where("tenant_id = ? AND message_id = ? AND created_at < ?", r.TenantID, r.MessageID, before.UTC()).Delete(&messageReceiptRow{})
-				if res.Error != nil {
-					return res.Error
-				}
-				total += res.RowsAffected
-			}
-			return nil
-		})
-		if err != nil {
-			return total, fmt.Errorf("store: unable to purge message ids: %w", err)
-		}
-		if len(ids) < 1000 {
-			return total, nil
-		}
-	}
-}
-
 // SetMessageTrigger replaces the message trigger of a template.
 func (s *Store) SetMessageTrigger(ctx context.Context, tenant, key string, version int, message string) error {
 	return s.inTx(ctx, func(tx *gorm.DB) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"gorm.io/gorm"
@@ -60,21 +61,31 @@ func (s *Store) NextPluginVersion(ctx context.Context, tenant, name string) (int
 	return *v + 1, nil
 }
 
-// CreatePlugin stores an uploaded version; ECONFLICT when it exists.
-func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin) error {
+// CreatePlugin stores an uploaded version and its file in one transaction: the file (p.Size bytes with SHA-256
+// p.SHA256, read from file) goes into the blob tables unless the same bytes are stored already, so every replica
+// can fetch it. ECONFLICT when the version exists (a concurrent upload); nothing is stored then, nor when the
+// file does not match p.Size and p.SHA256.
+func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin, file io.ReadSeeker) error {
 	p.CreatedAt = s.now()
 	row := pluginRow{TenantID: p.TenantID, Name: p.Name, Version: p.Version, Runtime: p.Runtime, TimeoutMs: p.Timeout.Milliseconds(), Sha256: p.SHA256,
 		Size: p.Size, UploadedBy: p.UploadedBy, Network: p.Network, CreatedAt: p.CreatedAt}
 	if row.Network == "" {
 		row.Network, p.Network = model.NetworkOn, model.NetworkOn
 	}
-	if err := s.db.WithContext(ctx).Create(&row).Error; err != nil {
-		if isDuplicate(err) {
-			return model.CodedError(model.ECONFLICT, "concurrent_upload", "version %d of plugin %q was just uploaded by someone else; upload again", p.Version, p.Name)
+	err := s.storeWithBlob(ctx, file, func(tx *gorm.DB) error {
+		// The version row first: a concurrent upload of the same name fails here before storing its chunks.
+		if err := tx.Create(&row).Error; err != nil {
+			if isDuplicate(err) {
+				return model.CodedError(model.ECONFLICT, "concurrent_upload", "version %d of plugin %q was just uploaded by someone else; upload again", p.Version, p.Name)
+			}
+			return fmt.Errorf("store: unable to create plugin %s: %w", p.Name, err)
 		}
-		return fmt.Errorf("store: unable to create plugin %s: %w", p.Name, err)
-	}
-	return nil
+		if err := s.putBlob(tx, p.SHA256, p.Size, file); err != nil {
+			return err
+		}
+		return s.auditIn(ctx, tx, nil, nil)
+	})
+	return err
 }
 
 // GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
@@ -296,4 +307,46 @@ func applyRunUpdate(tx *gorm.DB, u model.RunUpdate) error {
 		return model.CodedError(model.ECONFLICT, "run_finished", "plugin run %s is already finished", r.ID)
 	}
 	return nil
+}
+
+type runLogRow struct {
+	RunID      string `gorm:"primaryKey"`
+	Attempt    int    `gorm:"primaryKey"`
+	TenantID   string
+	Plugin     string
+	InstanceID string
+	Record     string
+	CreatedAt  time.Time
+}
+
+func (runLogRow) TableName() string { return "plugin_run_logs" }
+
+// AppendRunLog stores the log record of one attempt; a second record of the same attempt is ignored.
+func (s *Store) AppendRunLog(ctx context.Context, l *model.PluginRunLog) error {
+	if l.CreatedAt.IsZero() {
+		l.CreatedAt = s.now()
+	}
+	row := runLogRow{RunID: l.RunID, Attempt: l.Attempt, TenantID: l.TenantID, Plugin: l.Plugin, InstanceID: l.InstanceID, Record: l.Record,
+		CreatedAt: l.CreatedAt.UTC()}
+	if err := s.db.WithContext(ctx).Clauses(clause.OnConflict{DoNothing: true}).Create(&row).Error; err != nil {
+		return fmt.Errorf("store: unable to store the log of plugin run %s: %w", l.RunID, err)
+	}
+	return nil
+}
+
+// RunLogs returns a run's log records by attempt; ENOTFOUND when there is none.
+func (s *Store) RunLogs(ctx context.Context, tenant, runID string) ([]*model.PluginRunLog, error) {
+	var rows []runLogRow
+	if err := s.db.WithContext(ctx).Where("run_id = ? AND tenant_id = ?", runID, tenant).Order("attempt").Find(&rows).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to read the log of plugin run %s: %w", runID, err)
+	}
+	if len(rows) == 0 {
+		return nil, model.CodedError(model.ENOTFOUND, "plugin_log_not_found", "plugin run %q has no log (it has not finished an attempt yet, or its log was purged)", runID)
+	}
+	out := make([]*model.PluginRunLog, len(rows))
+	for i, r := range rows {
+		out[i] = &model.PluginRunLog{RunID: r.RunID, Attempt: r.Attempt, TenantID: r.TenantID, Plugin: r.Plugin, InstanceID: r.InstanceID,
+			Record: r.Record, CreatedAt: r.CreatedAt.UTC()}
+	}
+	return out, nil
 }

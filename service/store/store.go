@@ -19,7 +19,6 @@ import (
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/driver/mysql"
 	"gorm.io/gorm"
-	"gorm.io/gorm/logger"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -41,6 +40,9 @@ type Config struct {
 	MaxIdleConns    int
 	ConnMaxLifetime time.Duration
 	Logger          *slog.Logger
+	// Wait is how long Open keeps trying while the database does not accept connections yet (a replica started
+	// with, or before, its database): attempts back off from 250 ms to 5 s and each failure is logged. 0 tries once.
+	Wait time.Duration
 }
 
 // Store implements the model's store interfaces on one gorm connection pool.
@@ -52,8 +54,9 @@ type Store struct {
 	now     func() time.Time
 }
 
-// Open connects (creating the SQLite file and its folder when needed), tunes the pool and pings.
-// It does not migrate; call Migrate.
+// Open connects (creating the SQLite file and its folder when needed), tunes the pool and pings. While the
+// database cannot be reached it retries for up to cfg.Wait, logging each attempt; a configuration error (a bad
+// URL, wrong credentials, an unknown database) fails at once. It does not migrate; call Migrate.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	lg := cfg.Logger
 	if lg == nil {
@@ -63,12 +66,55 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	deadline := time.Now().Add(cfg.Wait)
+	backoff := 250 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		s, err := open(ctx, cfg, lg, dialect, dsn)
+		if err == nil {
+			if attempt > 1 {
+				lg.Info("store: the database answers", "dialect", dialect, "attempt", attempt)
+			}
+			return s, nil
+		}
+		wait := min(backoff, time.Until(deadline))
+		// A local SQLite file that cannot be opened now will not open later either.
+		if dialect == SQLite || !transient(err) || wait <= 0 || ctx.Err() != nil {
+			if attempt > 1 {
+				return nil, fmt.Errorf("%w (gave up after %d attempts in %s; HALLEY_DB_WAIT)", err, attempt, cfg.Wait)
+			}
+			return nil, err
+		}
+		lg.Warn("store: the database is not reachable yet; retrying", "dialect", dialect, "attempt", attempt,
+			"retry_in", wait.Round(time.Millisecond), "gives_up_in", time.Until(deadline).Round(time.Second), "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (stopped while waiting for the database)", err)
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+// transient reports whether an error opening the database may go away by itself (the server is starting, the
+// network or DNS is not up yet), as opposed to a configuration error that retrying cannot fix.
+func transient(err error) bool {
+	var me *mysqldriver.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case 1044, 1045, 1049, 1698: // access denied (to the database), unknown database, no password login
+			return false
+		}
+		return true
+	}
+	return true
+}
+
+func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string) (*Store, error) {
 	gcfg := &gorm.Config{
 		SkipDefaultTransaction: true,
 		PrepareStmt:            false,
-		// Errors are returned, wrapped and logged by the caller; gorm's own log would print them twice.
-		Logger:  logger.Discard,
-		NowFunc: func() time.Time { return time.Now().UTC() },
+		Logger:                 newGormLogger(lg),
+		NowFunc:                func() time.Time { return time.Now().UTC() },
 	}
 	var dialector gorm.Dialector
 	switch dialect {

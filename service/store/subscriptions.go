@@ -350,12 +350,3 @@ func (s *Store) ListDeliveries(ctx context.Context, tenant, subscriptionID strin
 	}
 	return out, next, nil
 }
-
-// PurgeDeliveries deletes finished deliveries created before t.
-func (s *Store) PurgeDeliveries(ctx context.Context, before time.Time) (int64, error) {
-	res := s.db.WithContext(ctx).Where("status <> ? AND created_at < ?", model.DeliveryPending, before.UTC()).Delete(&deliveryRow{})
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: unable to purge deliveries: %w", res.Error)
-	}
-	return res.RowsAffected, nil
-}

@@ -104,19 +104,3 @@ func (s *Store) DispatchOutbox(ctx context.Context, limit int, fn func(ctx conte
 	})
 	return n, err
 }
-
-// PurgeFinished deletes bookmarks closed, and timers fired or cancelled, before t (their instances' history keeps
-// what happened).
-func (s *Store) PurgeFinished(ctx context.Context, before time.Time) (int64, error) {
-	var n int64
-	res := s.db.WithContext(ctx).Where("closed_at IS NOT NULL AND closed_at < ?", before.UTC()).Delete(&bookmarkRow{})
-	if res.Error != nil {
-		return 0, fmt.Errorf("store: unable to purge bookmarks: %w", res.Error)
-	}
-	n += res.RowsAffected
-	res = s.db.WithContext(ctx).Where("status <> ? AND created_at < ?", model.TimerPending, before.UTC()).Delete(&timerRow{})
-	if res.Error != nil {
-		return n, fmt.Errorf("store: unable to purge timers: %w", res.Error)
-	}
-	return n + res.RowsAffected, nil
-}

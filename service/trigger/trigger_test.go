@@ -38,7 +38,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 		t.Fatal(err)
 	}
 	tpl := template.New(s, nil, template.WithPublishers(pub))
-	files, err := plugin.NewFileStore(t.TempDir())
+	files, err := plugin.NewCache(t.TempDir(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -411,6 +411,8 @@ export const api = {
   plugin: (name: string) => request<Plugin>('GET', `/plugins/${encodeURIComponent(name)}`),
   pluginRuns: async (name: string, q: { date?: string; instance_id?: string }) =>
     items(await request<Page<PluginRun>>('GET', `/plugins/${encodeURIComponent(name)}/runs`, { query: q })),
+  /** the record of every attempt of a run, from the database (any replica shows it) */
+  pluginRunLog: (id: string) => request<string>('GET', `/plugin-runs/${encodeURIComponent(id)}/log`, { text: true }),
   pluginSandbox: () => request<SandboxReport>('GET', '/plugins/sandbox'),
   uploadPlugin: (f: { name: string; runtime: string; timeout: string; network?: 'on' | 'off'; file: File }, onProgress?: (p: number) => void) => {
     const fd = new FormData()

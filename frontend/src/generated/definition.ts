@@ -106,6 +106,7 @@ export interface Definition {
    * The connections between the steps.
    */
   edges?: Edge[]
+  options?: Options
   /**
    * Free-form data for editors (zoom, layout); the engine ignores it.
    */
@@ -321,6 +322,18 @@ export interface Edge {
   meta?: {
     [k: string]: unknown
   }
+}
+/**
+ * Options are the settings of a whole definition (the definition-level "options" object of API.md).
+ *
+ * This interface was referenced by `Definition`'s JSON-Schema
+ * via the `definition` "Options".
+ */
+export interface Options {
+  /**
+   * How long an ended instance of this version stays in the database before the retention sweep writes it to the archive and deletes it: a duration such as "720h" or a number of seconds; 0 keeps the instances forever. Absent: HALLEY_INSTANCE_RETENTION applies.
+   */
+  retention?: string | number
 }
 
 /** The definition schema itself (GET /api/v1/schemas/definition.json): lib/schema.ts reads it. */
@@ -926,6 +939,25 @@ export const definitionSchema = {
       ],
       "description": "Node is one step of a definition."
     },
+    "Options": {
+      "properties": {
+        "retention": {
+          "anyOf": [
+            {
+              "type": "string"
+            },
+            {
+              "type": "number"
+            }
+          ],
+          "format": "go-duration",
+          "description": "How long an ended instance of this version stays in the database before the retention sweep writes it to the archive and deletes it: a duration such as \"720h\" or a number of seconds; 0 keeps the instances forever. Absent: HALLEY_INSTANCE_RETENTION applies."
+        }
+      },
+      "additionalProperties": false,
+      "type": "object",
+      "description": "Options are the settings of a whole definition (the definition-level \"options\" object of API.md)."
+    },
     "Plugins": {
       "properties": {
         "pre": {
@@ -1476,6 +1508,10 @@ export const definitionSchema = {
       },
       "type": "array",
       "description": "The connections between the steps."
+    },
+    "options": {
+      "$ref": "#/$defs/Options",
+      "description": "Settings of the whole process."
     },
     "meta": {
       "type": "object",

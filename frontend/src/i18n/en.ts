@@ -292,6 +292,8 @@ export default {
       after: 'after',
       auto: 'auto',
     },
+    fullLog: 'Full log (every attempt)',
+    logOf: 'Log of run {id}',
     network: 'Network',
     networkOn: 'on',
     networkOff: 'off',
@@ -628,6 +630,8 @@ export default {
     empty: 'Nobody has copied you on a request. When a step names you in its cc list, the request appears here.',
   },
   instance: {
+    archivedTitle: 'This request was archived',
+    archivedHint: 'Finished requests are kept for a set time, then moved to the archive. An administrator can still read it there.',
     needReason: 'Give a reason: it is kept in the history.',
     chooseNode: 'Choose the node to move to.',
     done: {
@@ -801,6 +805,7 @@ export default {
     nodeBadType: 'nodes[{i}] ("{id}") has an unknown type "{type}".',
     edgeEnds: 'edges[{i}] needs "from" and "to".',
     metaNotObject: '"meta" must be an object.',
+    optionsNotObject: '"options" must be an object.',
   },
   canvas: {
     itself: 'A node cannot connect to itself.',
@@ -846,6 +851,11 @@ export default {
     description: 'Description text',
   },
   designer: {
+    processSettings: 'Process settings',
+    retention: 'Keep finished requests for',
+    retentionPlaceholder: 'the deployment’s setting',
+    retentionHint: 'After this long a finished request is moved to the archive and deleted from the database (it then answers 410). e.g. 720h = 30 days; 0 = keep forever; empty = the deployment’s HALLEY_INSTANCE_RETENTION.',
+    retentionInvalid: 'A duration such as 720h (30 days) or 8760h (a year); 0 keeps them forever.',
     dropped: '{n} edge(s) name a node that does not exist and were left out: {list}',
     leaveUnsaved: 'The draft has unsaved changes. Leave without saving?',
     oneStart: 'A template has exactly one start node.',

@@ -4,7 +4,11 @@
 export default {
   'Definition.nodes': '流程的各个步骤。',
   'Definition.edges': '步骤之间的连线。',
+  'Definition.options': '整个流程的设置。',
   'Definition.meta': '供编辑器使用的自由数据（缩放、布局）；引擎会忽略它。',
+
+  'Options.retention':
+    '该版本的实例结束后在数据库中保留多久，之后由保留清理写入归档并从数据库删除：如 "720h" 的时长，或秒数；0 表示永久保留。不填时使用 HALLEY_INSTANCE_RETENTION。',
 
   'Node.id': '在本流程定义内唯一：只能包含字母、数字、“_” 和 “-”。',
   'Node.type':

@@ -288,6 +288,8 @@ export default {
       after: '后置',
       auto: '自动',
     },
+    fullLog: '完整日志（每次尝试）',
+    logOf: '运行 {id} 的日志',
     network: '网络',
     networkOn: '开',
     networkOff: '关',
@@ -624,6 +626,8 @@ export default {
     empty: '暂无抄送给您的申请。当流程步骤把您列为抄送人时，申请会出现在这里。',
   },
   instance: {
+    archivedTitle: '此申请已归档',
+    archivedHint: '已结束的申请会保留一段时间，之后移入归档。管理员仍可在归档中查阅。',
     needReason: '请填写原因：它会记录在审批记录中。',
     chooseNode: '请选择要跳转到的节点。',
     done: {
@@ -797,6 +801,7 @@ export default {
     nodeBadType: 'nodes[{i}]（"{id}"）的类型 "{type}" 未知。',
     edgeEnds: 'edges[{i}] 需要 "from" 和 "to"。',
     metaNotObject: '"meta" 必须是对象。',
+    optionsNotObject: '"options" 必须是对象。',
   },
   canvas: {
     itself: '节点不能连接到自身。',
@@ -842,6 +847,11 @@ export default {
     description: '说明文字',
   },
   designer: {
+    processSettings: '流程设置',
+    retention: '已结束申请的保留时长',
+    retentionPlaceholder: '使用部署的设置',
+    retentionHint: '超过此时长后，已结束的申请会移入归档并从数据库删除（此后访问返回 410）。例如 720h = 30 天；0 = 永久保留；留空 = 使用部署的 HALLEY_INSTANCE_RETENTION。',
+    retentionInvalid: '请填写时长，例如 720h（30 天）或 8760h（一年）；0 表示永久保留。',
     dropped: '{n} 条连线指向不存在的节点，已被略去：{list}',
     leaveUnsaved: '草稿有未保存的修改。不保存就离开吗？',
     oneStart: '一个模板有且仅有一个开始节点。',

@@ -99,6 +99,14 @@ describe('cleanDefinition', () => {
     expect(cleanNode(n).group_sign).toBe('all')
     expect(cleanNode({ ...n, approvers: { users: ['x'] } }).group_sign).toBeUndefined()
   })
+  it('keeps the options (retention and any other), without empty values', () => {
+    const def: Definition = { nodes: [], edges: [], options: { retention: ' 720h ', dedupe: 'any' } }
+    expect(cleanDefinition(def).options).toEqual({ retention: '720h', dedupe: 'any' })
+    expect(cleanDefinition({ nodes: [], edges: [], options: { retention: '' } }).options).toBeUndefined()
+    expect(cleanDefinition({ nodes: [], edges: [], options: { retention: '0' } }).options).toEqual({ retention: '0' })
+    expect(parseDefinition(JSON.stringify({ nodes: [], options: { retention: '24h' } })).options).toEqual({ retention: '24h' })
+    expect(() => parseDefinition(JSON.stringify({ nodes: [], options: 'forever' }))).toThrow('"options" must be an object.')
+  })
   it('drops empty conditions and false defaults on edges', () => {
     const def: Definition = { nodes: [], edges: [{ from: 'a', to: 'b', condition: {}, default: false }] }
     expect(cleanDefinition(def).edges).toEqual([{ from: 'a', to: 'b' }])

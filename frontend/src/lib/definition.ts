@@ -8,6 +8,7 @@ import type {
   Edge,
   ErrorHandler,
   Node,
+  Options,
   Trigger,
 } from '@/generated/definition'
 import { COMMON_FIELDS, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId } from './schema'
@@ -37,10 +38,15 @@ export interface Point {
   y: number
 }
 
+/** DefinitionOptions are the settings of the whole definition (options.retention); settings the designer does not
+ * know yet are kept as they came. */
+export type DefinitionOptions = Options & Record<string, unknown>
+
 /** Definition is a definition as the designer holds it: nodes and edges always there, positions beside them. */
-export interface Definition extends Omit<SchemaDefinition, 'nodes' | 'edges'> {
+export interface Definition extends Omit<SchemaDefinition, 'nodes' | 'edges' | 'options'> {
   nodes: DefNode[]
   edges: DefEdge[]
+  options?: DefinitionOptions
   /** the designer's working copy of meta.layout: where each node sits on the canvas */
   layout?: Record<string, Point>
 }
@@ -201,6 +207,12 @@ export interface CleanOptions {
 /** cleanDefinition is what the designer sends to POST /templates/validate, PUT .../draft and exports. */
 export function cleanDefinition(def: Definition, opts: CleanOptions = {}): Definition {
   const out: Definition = { nodes: def.nodes.map(cleanNode), edges: def.edges.map(cleanEdge) }
+  // Options travel as they came (other settings may be there), without empty values.
+  const options: DefinitionOptions = {}
+  for (const [k, v] of Object.entries(def.options ?? {})) {
+    if (v !== undefined && v !== null && v !== '') options[k] = typeof v === 'string' ? v.trim() : v
+  }
+  if (Object.keys(options).length > 0) out.options = options
   // meta is kept as it came (other editors may keep data there), except its layout, which is the designer's.
   const meta: Record<string, unknown> = { ...(def.meta ?? {}) }
   delete meta.layout
@@ -305,5 +317,6 @@ export function parseDefinition(text: string): Definition {
     if (!e || typeof e.from !== 'string' || typeof e.to !== 'string') throw new Error(t('definition.edgeEnds', { i }))
   })
   if (d.meta !== undefined && (typeof d.meta !== 'object' || d.meta === null || Array.isArray(d.meta))) throw new Error(t('definition.metaNotObject'))
-  return { nodes: d.nodes, edges: d.edges ?? [], meta: d.meta, layout: d.layout }
+  if (d.options !== undefined && (typeof d.options !== 'object' || d.options === null || Array.isArray(d.options))) throw new Error(t('definition.optionsNotObject'))
+  return { nodes: d.nodes, edges: d.edges ?? [], options: d.options, meta: d.meta, layout: d.layout }
 }

@@ -1,6 +1,7 @@
 // Command halley-bench measures a running Halley over HTTP: the approval-step throughput of seeds/004's
 // scenario against a raw-commit baseline on the same database (steps), timer lateness and loss with many
-// pending timers (timers), and plugin runs against a bare python3 spawn loop (plugins). See docs/benchmarks.md.
+// pending timers (timers), plugin runs against a bare python3 spawn loop (plugins), and the retention sweep's rate
+// beside a step load (sweep). See docs/benchmarks.md.
 //
 // Each suite prints a human summary and, as its last line, one JSON object with its figures. Every loop is
 // bounded in count and in time, and the tool only talks to loopback addresses.
@@ -24,6 +25,9 @@ suites:
   timers    arm --n timers spread over --window while a background step load runs (--storm: all due in
             one second); lateness, fired vs armed, duplicates, Redis memory, Halley RSS
   plugins   --runs R of a trivial Python plugin through Halley at --concurrency C vs a bare python3 loop
+  sweep     make --instances finished instances, then run the retention sweep in this process (on --mysql)
+            with a step load beside it: database and archive bytes per instance, instances archived per
+            second, steps/s during the sweep against the load alone
 
 Run "halley-bench <suite> -h" for the flags of a suite.
 `
@@ -53,6 +57,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runTimers(ctx, args[1:], stdout, stderr)
 	case "plugins":
 		return runPlugins(ctx, args[1:], stdout, stderr)
+	case "sweep":
+		return runSweep(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -40,7 +40,7 @@ func TestCommandLine(t *testing.T) {
 		out     []string // substrings of stdout
 		errWant string   // substring of the error; "" = exit status 0
 	}{
-		{args: []string{"--help"}, out: []string{"Usage:", "serve", "migrate", "templates", "version", "--config"}},
+		{args: []string{"--help"}, out: []string{"Usage:", "serve", "migrate", "templates", "archive", "version", "--config"}},
 		{args: []string{"help"}, out: []string{"Usage:", "serve"}},
 		{args: []string{"serve", "--help"}, out: []string{"Run the server", "Usage:", "halley serve", "--config"}},
 		{args: []string{"help", "serve"}, out: []string{"Run the server"}},
@@ -48,6 +48,9 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version", "--help"}, out: []string{"Print the version", "halley version"}},
 		{args: []string{"templates", "--help"}, out: []string{"load", "ready-made"}},
 		{args: []string{"templates", "load", "--help"}, out: []string{"-url", "-password", "-token"}},
+		{args: []string{"archive", "--help"}, out: []string{"show", "retention sweep"}},
+		{args: []string{"archive", "show", "--help"}, out: []string{"halley archive show INSTANCE_ID", "--raw", "HALLEY_ARCHIVE_DIR", "--config"}},
+		{args: []string{"help", "archive", "show"}, out: []string{"--raw"}},
 		{args: []string{"version"}, out: []string{"halley " + version, "go ", "platform", "module"}},
 		{args: []string{"frobnicate"}, errWant: `unknown command "frobnicate"`},
 		{args: []string{"--bogus"}, errWant: "--bogus"},
@@ -58,6 +61,12 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version", "extra"}, errWant: `"extra"`},
 		{args: []string{"serve", "extra"}, errWant: `"extra"`},
 		{args: []string{"templates"}, errWant: "needs a subcommand"},
+		{args: []string{"archive"}, errWant: "needs a subcommand"},
+		{args: []string{"archive", "show"}, errWant: "accepts 1 arg(s), received 0"},
+		{args: []string{"archive", "show", "a", "b"}, errWant: "accepts 1 arg(s), received 2"},
+		{args: []string{"archive", "show", "--bogus", "x"}, errWant: "--bogus"},
+		{args: []string{"archive", "show", "--config", missing, "x"}, errWant: missing},
+		{args: []string{"--config", missing, "archive", "show", "x"}, errWant: missing},
 		{args: []string{"serve", "--config", missing}, errWant: missing},
 		{args: []string{"--config", missing, "serve"}, errWant: missing},
 		{args: []string{"migrate", "--config", dir}, errWant: dir},

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -57,15 +56,10 @@ func TestCrashKeepsTimers(t *testing.T) {
 	}{
 		{"sqlite+memory", func(t *testing.T) []string { return nil }, false},
 		{"mysql+redis", func(t *testing.T) []string {
+			// A prefix of its own: another test run on the same Redis never sees (or drops) this run's timers.
 			ru := storetest.RedisURL(t)
-			u, _ := url.Parse(ru)
-			u.Path = "/13" // a database of its own: this test flushes it
-			rdb := redis.NewClient(mustRedis(t, u.String()))
-			defer rdb.Close()
-			if err := rdb.FlushDB(t.Context()).Err(); err != nil {
-				t.Fatal(err)
-			}
-			return []string{"HALLEY_DATABASE_URL=" + storetest.URL(t, store.MySQL), "HALLEY_REDIS_URL=" + u.String()}
+			return []string{"HALLEY_DATABASE_URL=" + storetest.URL(t, store.MySQL), "HALLEY_REDIS_URL=" + ru,
+				"HALLEY_REDIS_PREFIX=" + uniqueRedisPrefix(t, ru)}
 		}, true},
 	}
 	for _, tc := range cases {
@@ -99,11 +93,9 @@ func TestCrashKeepsTimers(t *testing.T) {
 			cmd.Process.Signal(syscall.SIGKILL)
 			cmd.Wait()
 			if tc.redis {
-				// Redis keeps what was armed; make it lose everything too: the database must be enough.
-				u, _ := url.Parse(envValue(env, "HALLEY_REDIS_URL"))
-				rdb := redis.NewClient(mustRedis(t, u.String()))
-				rdb.FlushDB(t.Context())
-				rdb.Close()
+				// Redis keeps what was armed; make it lose everything of this deployment too: the database must be
+				// enough.
+				dropRedisPrefix(t, envValue(env, "HALLEY_REDIS_URL"), envValue(env, "HALLEY_REDIS_PREFIX"))
 			}
 			_, base, logs2 := startWith(t, bin, data, env)
 			c.base = base

@@ -7,7 +7,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"database/sql"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -438,7 +440,62 @@ const faultAdminPassword = "fault-test-pw"
 func faultEnv(extra ...string) []string {
 	return append([]string{"HALLEY_ADMIN_PASSWORD=" + faultAdminPassword,
 		"HALLEY_SECRET=fault-test-secret-fault-test-secret-0123", "HALLEY_LOG_LEVEL=warn",
-		"HALLEY_IDEMPOTENCY_LEASE=" + faultIdempotencyLease.String()}, extra...)
+		"HALLEY_IDEMPOTENCY_LEASE=" + faultIdempotencyLease.String(), "HALLEY_REDIS_PREFIX=" + newRedisPrefix()}, extra...)
+}
+
+// newRedisPrefix is a HALLEY_REDIS_PREFIX no other test run uses: test runs sharing one Redis (this machine's, a
+// CI runner's) never see each other's timers, job locks, wake-ups or login attempts. The processes of one test
+// share it (one env), as the replicas of one deployment do.
+func newRedisPrefix() string {
+	var b [4]byte
+	rand.Read(b[:])
+	return fmt.Sprintf("halley-test-%d-%s:", os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// uniqueRedisPrefix is newRedisPrefix, with the test's keys in the Redis at redisURL deleted when it ends.
+func uniqueRedisPrefix(t *testing.T, redisURL string) string {
+	p := newRedisPrefix()
+	t.Cleanup(func() { dropRedisPrefix(t, redisURL, p) })
+	return p
+}
+
+// redisKeys lists the keys that match pattern.
+func redisKeys(t *testing.T, redisURL, pattern string) []string {
+	t.Helper()
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	var keys []string
+	iter := rdb.Scan(context.Background(), 0, pattern, 1000).Iterator()
+	for iter.Next(context.Background()) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// dropRedisPrefix deletes every key under prefix: the deployment's Redis lost its data (and nobody else's).
+func dropRedisPrefix(t *testing.T, redisURL, prefix string) {
+	t.Helper()
+	if prefix == "" {
+		t.Fatal("dropRedisPrefix needs a prefix: it must never flush another run's keys")
+	}
+	o, err := redis.ParseURL(redisURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(o)
+	defer rdb.Close()
+	if keys := redisKeys(t, redisURL, prefix+"*"); len(keys) > 0 {
+		if err := rdb.Del(context.Background(), keys...).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func (a *api) login(t *testing.T, base string) {

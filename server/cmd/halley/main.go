@@ -1,6 +1,7 @@
 // Command halley is the Halley approval/BPM server. `halley serve` (also plain `halley`) runs it; `halley migrate`
 // applies the database migrations and exits; `halley templates load` loads the ready-made templates into a
-// running Halley; `halley version` prints the version and build information. `halley <command> --help` says more.
+// running Halley; `halley archive show` prints an instance the retention sweep archived; `halley version` prints
+// the version and build information. `halley <command> --help` says more.
 //
 // This package is the composition root: it reads the configuration and builds every component (serve.go);
 // nothing else in Halley reads the environment or holds globals.
@@ -32,10 +33,22 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "halley:", err)
+		if !errors.Is(err, errLogged) {
+			fmt.Fprintln(os.Stderr, "halley:", err)
+		}
 		os.Exit(1)
 	}
 }
+
+// errLogged marks an error that has been written to the log already (in the log's format: one JSON line with
+// HALLEY_LOG_FORMAT=json), so that main does not print it again as plain text.
+var errLogged = errors.New("logged")
+
+// loggedError is an error written to the log; it reads as the error itself.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string   { return e.err.Error() }
+func (e loggedError) Unwrap() []error { return []error{e.err, errLogged} }
 
 // run runs the command line args: help and usage go to stdout, logs to stderr. A nil error is exit status 0.
 func run(ctx context.Context, args []string, getenv func(string) string, stdout, stderr io.Writer) error {
@@ -47,11 +60,9 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 // newCommand builds the command tree. --config is accepted before or after the command name.
 func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Command {
 	var cfgPath string
-	// server loads the configuration, opens and migrates the database, and hands them to fn.
-	server := func(fn func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error) func(*cobra.Command, []string) error {
-		return func(c *cobra.Command, _ []string) error {
-			return withDatabase(c.Context(), cfgPath, getenv, stderr, fn)
-		}
+	// serveE is serve's: it listens at once behind a gate, opens and migrates the database, and serves.
+	serveE := func(c *cobra.Command, _ []string) error {
+		return withDatabase(c.Context(), cfgPath, getenv, stderr, true, serve)
 	}
 	root := &cobra.Command{
 		Use:   "halley",
@@ -60,7 +71,7 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 			"Settings come from HALLEY_* environment variables and an optional YAML file given with --config;\n" +
 			"the environment wins. See docs/configuration.md.",
 		Args:          cobra.NoArgs,
-		RunE:          server(serve),
+		RunE:          serveE,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		CompletionOptions: cobra.CompletionOptions{
@@ -78,19 +89,25 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Use:   "serve",
 		Short: "Run the server: HTTP API, web UI and background workers, until SIGINT or SIGTERM",
 		Long: "Run the server: the HTTP API and web UI on HALLEY_ADDR, and the background workers (outbox dispatcher,\n" +
-			"webhook sender, plugin executor, timer loop, timer recovery, housekeeping). It migrates the database\n" +
-			"first. SIGINT or SIGTERM stop it gracefully within HALLEY_SHUTDOWN_TIMEOUT.",
+			"webhook sender, plugin executor, timer loop, timer recovery, retention sweeper, housekeeping). It listens\n" +
+			"at once (/healthz answers, /readyz says 503 until it is ready), waits for the database up to HALLEY_DB_WAIT\n" +
+			"and migrates it first. SIGINT or SIGTERM stop it gracefully within HALLEY_SHUTDOWN_TIMEOUT.",
 		Args: cobra.NoArgs,
-		RunE: server(serve),
+		RunE: serveE,
 	}, &cobra.Command{
 		Use:   "migrate",
 		Short: "Apply the database migrations and exit",
-		Args:  cobra.NoArgs,
-		RunE: server(func(_ context.Context, _ *config.Config, st *store.Store, lg *slog.Logger) error {
-			v, _ := st.SchemaVersion(context.Background())
-			lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
-			return nil
-		}),
+		Long: "Apply the database migrations and exit. It waits for the database up to HALLEY_DB_WAIT, as serve does;\n" +
+			"replicas started later find the schema current.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return withDatabase(c.Context(), cfgPath, getenv, stderr, false,
+				func(ctx context.Context, _ *config.Config, st *store.Store, lg *slog.Logger, _ *webServer) error {
+					v, _ := st.SchemaVersion(ctx)
+					lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
+					return nil
+				})
+		},
 	}, &cobra.Command{
 		Use:   "version",
 		Short: "Print the version and build information",
@@ -125,43 +142,82 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 			return err
 		},
 	})
-	root.AddCommand(templates)
+	root.AddCommand(templates, archiveCommand(&cfgPath, getenv))
 	return root
 }
 
-// withDatabase loads the configuration, sets up logging, opens and migrates the database, and calls fn.
-func withDatabase(ctx context.Context, cfgPath string, getenv func(string) string, stderr io.Writer,
-	fn func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error) error {
+// archiveCommand is `halley archive`: reading back what the retention sweep archived.
+func archiveCommand(cfgPath *string, getenv func(string) string) *cobra.Command {
+	archive := &cobra.Command{
+		Use:   "archive",
+		Short: "Read the archive of instances the retention sweep removed from the database",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			return fmt.Errorf("%s needs a subcommand (see %s --help)", c.CommandPath(), c.CommandPath())
+		},
+	}
+	var raw bool
+	show := &cobra.Command{
+		Use:   "show INSTANCE_ID",
+		Short: "Print an archived instance with its tasks, history, plugin runs and waits",
+		Long: "Print an archived instance (with its tasks, history, plugin runs and waits) as JSON, read from the archive\n" +
+			"directory. It reads the settings serve reads: the database (where the instance's tombstone names its\n" +
+			"archive file) and HALLEY_ARCHIVE_DIR.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(c *cobra.Command, args []string) error {
+			return archiveShow(c.Context(), *cfgPath, getenv, c.OutOrStdout(), c.ErrOrStderr(), args[0], raw)
+		},
+	}
+	show.Flags().BoolVar(&raw, "raw", false, "print the line as stored (one line of JSON) instead of indented")
+	archive.AddCommand(show)
+	return archive
+}
+
+// withDatabase loads the configuration, sets up logging, opens the database (waiting for it up to HALLEY_DB_WAIT)
+// and migrates it, and calls fn. With gated (serve), HALLEY_ADDR is opened first, behind a gate: /healthz answers
+// at once, /readyz says 503 with the step under way until fn opens the gate. An error from then on is logged
+// (in the log's format) before it is returned.
+func withDatabase(ctx context.Context, cfgPath string, getenv func(string) string, stderr io.Writer, gated bool,
+	fn func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error) (err error) {
 	cfg, err := config.Load(cfgPath, getenv)
 	if err != nil {
 		return err
 	}
 	lg := newLogger(cfg, stderr)
-	slog.SetDefault(lg)
+	defer func() {
+		if err != nil {
+			lg.Error("halley stopped", "err", err)
+			err = loggedError{err}
+		}
+	}()
 	lg.Info("paths (absolute; relative settings are taken from the working directory)", cfg.PathAttrs()...)
 	if err := cfg.EnsureSecret(); err != nil {
 		return err
 	}
+	var web *webServer
+	if gated {
+		if web, err = listen(cfg, lg); err != nil {
+			return err
+		}
+		defer web.close()
+	}
+	web.step("connecting to the database")
 	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: cfg.DBMaxOpenConns,
-		MaxIdleConns: cfg.DBMaxIdleConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg})
+		MaxIdleConns: cfg.DBMaxIdleConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
 	if err != nil {
+		if ctx.Err() != nil {
+			lg.Info("stopped while waiting for the database")
+			return nil
+		}
 		return err
 	}
 	defer st.Close()
+	web.step("migrating the database")
 	if _, err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	return fn(ctx, cfg, st, lg)
-}
-
-func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
-	var lvl slog.Level
-	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
-	opts := &slog.HandlerOptions{Level: lvl}
-	if cfg.LogFormat == "json" {
-		return slog.New(slog.NewJSONHandler(w, opts))
-	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	web.step("starting services")
+	return fn(ctx, cfg, st, lg, web)
 }
 
 // printVersion prints the version set at build time and what the Go toolchain recorded in the binary.

@@ -169,7 +169,8 @@ func TestReadmePath(t *testing.T) {
 		t.Fatalf("the run log does not show the plugin's run: %+v", r)
 	}
 	// Everything landed under the copy's ./data, the folder the README names.
-	for _, p := range []string{"halley.db", "secret", "plugins", "plugin-logs"} {
+	// Plugin files and run logs are in the database; the plugin's file was cached under plugins/sha256.
+	for _, p := range []string{"halley.db", "secret", filepath.Join("plugins", "sha256")} {
 		if _, err := os.Stat(filepath.Join(data, p)); err != nil {
 			t.Errorf("%s: %v", p, err)
 		}

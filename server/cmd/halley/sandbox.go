@@ -15,7 +15,7 @@ import (
 // Halley's own files to the plugin uids and logs what is in force (GET /api/v1/plugins/sandbox shows the same).
 // The paths are absolute: config.Load made them so.
 func pluginSandbox(cfg *config.Config, lg *slog.Logger) (*plugin.Sandbox, error) {
-	private := []string{cfg.DataDir, cfg.PluginDir, filepath.Join(cfg.DataDir, "secret")}
+	private := []string{cfg.DataDir, cfg.PluginDir, cfg.ArchiveDir, filepath.Join(cfg.DataDir, "secret")}
 	if dialect, dsn, err := store.ParseURL(cfg.DatabaseURL, cfg.DataDir); err == nil && dialect == store.SQLite {
 		db, _, _ := strings.Cut(dsn, "?")
 		private = append(private, db, db+"-wal", db+"-shm")

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/archive"
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
@@ -36,23 +38,23 @@ import (
 // all it needs and says what is missing, then runs the background workers from one list: started in order,
 // stopped in reverse within HALLEY_SHUTDOWN_TIMEOUT, and a worker that dies stops the process with its error.
 // docs/architecture.md draws it.
-func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) error {
+func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
 	clk := clock.Real{}
 	rdb := openRedis(ctx, cfg.RedisURL, lg) // nil without HALLEY_REDIS_URL: one process, in-process timers
 	defer closeRedis(rdb)
-	ids, err := bootstrapAdmin(ctx, cfg, st, loginAttempts(rdb), lg)
-	if err != nil {
+	sched, errSched := newScheduler(cfg, rdb, clk, lg)
+	ids, err := bootstrapAdmin(ctx, cfg, st, rdb, lg) // with its failed-login counter, in Redis when there is one
+	if err = errors.Join(errSched, err); err != nil {
 		return err
 	}
-	auditLog := audit.New(st, clk.Now, lg)
-	sched := newScheduler(cfg, rdb, clk, lg)
 	defer sched.Close()
-	pluginLogs := &plugin.LogStore{Dir: cfg.PluginLogDir}
+	auditLog := audit.New(st, clk.Now, lg)
 
-	pluginFiles, errFiles := plugin.NewFileStore(cfg.PluginDir)
-	sandbox, errSandbox := pluginSandbox(cfg, lg) // confines every plugin run; logs what is in force
+	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
+	runLog, errRunLog := plugin.NewDBLog(st)               // every attempt's record, readable from any replica
+	sandbox, errSandbox := pluginSandbox(cfg, lg)          // confines every plugin run; logs what is in force
 	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap},
-		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: pluginLogs, Now: clk.Now})
+		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: runLog, Now: clk.Now})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
@@ -66,30 +68,28 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		Executor: executor}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), PublicURL: cfg.PublicURL})
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, clk, lg)
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), "halley:", lg, housekeeping(cfg, st, sched, subs, pluginLogs, auditLog, lg)...)
+	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, lg, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
-		PluginFiles: pluginFiles, PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
+		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
 		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
-	if err := errors.Join(errFiles, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers, errHousekeeper, errServer); err != nil {
+	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers,
+		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}
 	if err := subs.Refresh(ctx); err != nil {
 		return fmt.Errorf("load event subscriptions: %w", err)
 	}
-	web, err := listen(cfg, srv.Handler(), st, lg)
-	if err != nil {
-		return err
-	}
-
 	err = lifecycle.Run(ctx, cfg.ShutdownTimeout, lg,
 		&lifecycle.Service{Name: "outbox dispatcher", Run: disp.Run},
 		&lifecycle.Service{Name: "webhook sender", Run: subs.Run},
 		&lifecycle.Service{Name: "plugin executor", Run: func(ctx context.Context) error { return executor.Run(ctx, eng.PluginQueue()) }, Drain: executor.Drain},
 		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, timers) }},
 		&lifecycle.Service{Name: "timer recovery", Run: func(ctx context.Context) error { return scheduler.Recover(ctx, st, sched, cfg.RedisCheckInterval, lg) }},
+		&lifecycle.Service{Name: "retention sweeper", Run: sweeper.Run},
 		&lifecycle.Service{Name: "housekeeping", Run: hk.Run},
-		web, // last started, first stopped: requests drain before the workers behind them stop
+		web.worker(srv.Handler(), st, cfg, lg), // last started, first stopped: requests drain before the workers behind them stop
 	)
 	if err == nil {
 		lg.Info("stopped")
@@ -129,12 +129,12 @@ func redisLocks(rdb *redis.Client) redis.UniversalClient {
 
 // newScheduler is the timer index: the Redis sorted set when Redis is configured (shared by every replica), else
 // an in-process heap.
-func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *slog.Logger) scheduler.Scheduler {
+func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
 	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg}
 	if rdb != nil {
-		return scheduler.NewRedis(rdb, "halley:", opts)
+		return scheduler.NewRedis(rdb, cfg.RedisPrefix, opts)
 	}
-	return scheduler.NewMemory(opts)
+	return scheduler.NewMemory(opts), nil
 }
 
 // readiness lists what /readyz pings.
@@ -150,18 +150,43 @@ type redisPinger struct{ c *redis.Client }
 
 func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }
 
-// loginAttempts counts failed sign-ins: in Redis when there is one, so that every replica throttles the same
-// attempts, else in this process.
-func loginAttempts(rdb *redis.Client) ratelimit.Counter {
+// loginAttempts counts failed sign-ins: in Redis when there is one (under HALLEY_REDIS_PREFIX), so that every
+// replica throttles the same attempts, else in this process.
+func loginAttempts(cfg *config.Config, rdb *redis.Client) (ratelimit.Counter, error) {
 	if rdb == nil {
-		return ratelimit.NewMemory(identity.LoginWindow, 0)
+		return ratelimit.NewMemory(identity.LoginWindow, 0), nil
 	}
-	return ratelimit.NewRedis(rdb, "halley:", identity.LoginWindow)
+	return ratelimit.NewRedis(rdb, cfg.RedisPrefix, identity.LoginWindow)
+}
+
+// pluginCache imports the plugin files an earlier release kept in HALLEY_PLUGIN_DIR into the database (every
+// replica its own, at start) and returns this replica's cache of the files in the database.
+func pluginCache(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger) (*plugin.Cache, error) {
+	imported, missing, err := plugin.ImportLegacy(ctx, cfg.PluginDir, st)
+	if err != nil {
+		return nil, fmt.Errorf("import plugin files from HALLEY_PLUGIN_DIR: %w", err)
+	}
+	if imported > 0 {
+		lg.Info("imported plugin files of an earlier release from the plugin directory into the database", "files", imported, "dir", cfg.PluginDir)
+	}
+	for _, p := range missing {
+		lg.Warn("a plugin version has no file in the database or on this replica: its runs fail until it is uploaded again (or the replica that has it starts)",
+			"plugin", p.Name, "version", p.Version, "sha256", p.SHA256)
+	}
+	c, err := plugin.NewCache(filepath.Join(cfg.PluginDir, "sha256"), st)
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_PLUGIN_DIR: %w", err)
+	}
+	return c, nil
 }
 
 // bootstrapAdmin returns the identity service, after creating user admin in an empty database. Failed sign-ins
-// are counted in attempts.
-func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, attempts ratelimit.Counter, lg *slog.Logger) (*identity.Service, error) {
+// are counted by loginAttempts.
+func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rdb *redis.Client, lg *slog.Logger) (*identity.Service, error) {
+	attempts, err := loginAttempts(cfg, rdb)
+	if err != nil {
+		return nil, err
+	}
 	ids := identity.New(st, identity.Options{Secret: []byte(cfg.Secret), TokenTTL: cfg.TokenTTL, Logger: lg, Attempts: attempts,
 		HashConcurrency: cfg.HashConcurrency})
 	created, err := ids.Bootstrap(ctx, cfg.AdminPassword, cfg.AdminPasswordDefaulted)
@@ -204,6 +229,15 @@ func wake(n engine.Notifier) outbox.Handler {
 	}
 }
 
+// retentionSweeper is the retention sweep (HALLEY_INSTANCE_RETENTION*, HALLEY_ARCHIVE_DIR, a template's
+// options.retention). It is a worker of its own rather than a housekeeping job: its leader lock is a lease row in
+// the database (it needs no Redis, and it fences a sweeper whose lease ran out before it writes), and it paces a
+// long backlog itself (HALLEY_INSTANCE_RETENTION_DUTY) for longer than a job's lock would last.
+func retentionSweeper(cfg *config.Config, st *store.Store, lg *slog.Logger) (*archive.Sweeper, error) {
+	return archive.New(st, archive.Options{Dir: cfg.ArchiveDir, Retention: cfg.InstanceRetention, Every: cfg.RetentionSweep,
+		BatchSize: cfg.RetentionBatch, Duty: cfg.RetentionDuty, Logger: lg})
+}
+
 // timerHandlers says who fires each kind of timer: the engine its own kinds, the trigger service crontab starts.
 func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Handlers {
 	hs := scheduler.Handlers{model.TimerCrontab: triggers}
@@ -214,9 +248,10 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 }
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
-func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, logs *plugin.LogStore,
-	auditLog *audit.Recorder, lg *slog.Logger) []scheduler.Job {
+func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, auditLog *audit.Recorder,
+	lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
+	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
 	return []scheduler.Job{
 		{Name: "rearm-timers", Every: 5 * time.Minute, Run: func(ctx context.Context) error {
 			// Rows younger than a minute are skipped: their outbox row is most likely still on its way.
@@ -239,8 +274,12 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 			_, err := st.PurgeFinished(ctx, time.Now().Add(-retention))
 			return err
 		}},
-		{Name: "purge-plugin-logs", Every: time.Hour, Run: func(context.Context) error {
-			_, err := logs.Purge(time.Now().Add(-retention))
+		{Name: "purge-plugin-logs", Every: time.Hour, Run: func(ctx context.Context) error {
+			before := time.Now().Add(-retention)
+			if _, err := legacyLogs.Purge(before); err != nil {
+				return err
+			}
+			_, err := st.PurgeRunLogs(ctx, before)
 			return err
 		}},
 		{Name: "purge-deliveries", Every: time.Hour, Run: func(ctx context.Context) error {
@@ -266,30 +305,58 @@ func webUI(lg *slog.Logger) http.FileSystem {
 	return http.FS(frontend.Dist())
 }
 
-// listen opens HALLEY_ADDR now — a port in use fails the start before any worker runs — and returns the HTTP
-// server as a worker: it serves once started and, when stopped, drains the requests in flight.
-func listen(cfg *config.Config, h http.Handler, st *store.Store, lg *slog.Logger) (*lifecycle.Service, error) {
-	hs := &http.Server{
-		Handler:           h,
+// webServer is the HTTP server. serve's start opens HALLEY_ADDR before anything else (a port in use fails the
+// start at once), behind a gate that answers while the process waits for its database and migrates: /healthz 200,
+// /readyz 503 with the step under way, any other request 503 starting. Its worker opens the gate.
+type webServer struct {
+	gate *server.Gate
+	hs   *http.Server
+	addr string
+	errc chan error // what Serve returned
+}
+
+func listen(cfg *config.Config, lg *slog.Logger) (*webServer, error) {
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
+	}
+	w := &webServer{gate: server.NewGate("starting"), addr: ln.Addr().String(), errc: make(chan error, 1)}
+	w.hs = &http.Server{
+		Handler:           w.gate,
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       5 * time.Minute, // plugin uploads
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(lg.Handler(), slog.LevelWarn),
 	}
-	ln, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("HALLEY_ADDR: unable to listen on %s: %v", cfg.Addr, err)
+	lg.Info("halley is listening; ready once the database is migrated and the services are built", "addr", w.addr, "version", version)
+	go func() { w.errc <- w.hs.Serve(ln) }()
+	return w, nil
+}
+
+// step says what the start is doing (/readyz shows it); a no-op without a server (migrate).
+func (w *webServer) step(s string) {
+	if w != nil {
+		w.gate.Step(s)
 	}
+}
+
+// close stops a server whose start failed (its worker drains it gracefully otherwise).
+func (w *webServer) close() { _ = w.hs.Close() }
+
+// worker is the HTTP server as a worker: started, it hands every request to h; stopped, it drains the requests
+// in flight.
+func (w *webServer) worker(h http.Handler, st *store.Store, cfg *config.Config, lg *slog.Logger) *lifecycle.Service {
 	return &lifecycle.Service{Name: "http server",
 		Run: func(context.Context) error {
-			lg.Info("halley is serving", "addr", ln.Addr().String(), "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
-			if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			w.gate.Open(h)
+			lg.Info("halley is serving", "addr", w.addr, "version", version, "database", st.Dialect(), "redis", cfg.RedisURL != "", "data_dir", cfg.DataDir)
+			if err := <-w.errc; !errors.Is(err, http.ErrServerClosed) {
 				return err
 			}
 			return nil
 		},
 		Drain: func(ctx context.Context) error {
 			lg.Info("shutting down: draining in-flight requests", "timeout", cfg.ShutdownTimeout)
-			return hs.Shutdown(ctx)
-		}}, nil
+			return w.hs.Shutdown(ctx)
+		}}
 }

@@ -1,7 +1,10 @@
 package storetest
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -107,8 +110,11 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 	})
 
 	t.Run("plugins and their runs", func(t *testing.T) {
+		file := []byte("print('{}')\n")
+		sum := sha256.Sum256(file)
 		for v := 1; v <= 2; v++ {
-			if err := seed.CreatePlugin(ctx, &model.Plugin{TenantID: tenant, Name: "p", Version: v, Runtime: "python", SHA256: "00", Size: 1}); err != nil {
+			if err := seed.CreatePlugin(ctx, &model.Plugin{TenantID: tenant, Name: "p", Version: v, Runtime: "python", SHA256: hex.EncodeToString(sum[:]),
+				Size: int64(len(file))}, bytes.NewReader(file)); err != nil {
 				t.Fatal(err)
 			}
 		}
