@@ -854,7 +854,7 @@ export default {
     processSettings: 'Process settings',
     retention: 'Keep finished requests for',
     retentionPlaceholder: 'the deployment’s setting',
-    retentionHint: 'After this long a finished request is moved to the archive and deleted from the database (it then answers 410). e.g. 720h = 30 days; 0 = keep forever; empty = the deployment’s HALLEY_INSTANCE_RETENTION.',
+    retentionHint: 'After this long a finished request is moved to the archive and deleted from the database (it then answers 410). e.g. 720h = 30 days; 0 = keep forever; empty = the deployment’s {env}.',
     retentionInvalid: 'A duration such as 720h (30 days) or 8760h (a year); 0 keeps them forever.',
     dropped: '{n} edge(s) name a node that does not exist and were left out: {list}',
     leaveUnsaved: 'The draft has unsaved changes. Leave without saving?',

@@ -850,7 +850,7 @@ export default {
     processSettings: '流程设置',
     retention: '已结束申请的保留时长',
     retentionPlaceholder: '使用部署的设置',
-    retentionHint: '超过此时长后，已结束的申请会移入归档并从数据库删除（此后访问返回 410）。例如 720h = 30 天；0 = 永久保留；留空 = 使用部署的 HALLEY_INSTANCE_RETENTION。',
+    retentionHint: '超过此时长后，已结束的申请会移入归档并从数据库删除（此后访问返回 410）。例如 720h = 30 天；0 = 永久保留；留空 = 使用部署的 {env}。',
     retentionInvalid: '请填写时长，例如 720h（30 天）或 8760h（一年）；0 表示永久保留。',
     dropped: '{n} 条连线指向不存在的节点，已被略去：{list}',
     leaveUnsaved: '草稿有未保存的修改。不保存就离开吗？',
