@@ -43,6 +43,9 @@ type Config struct {
 	// Wait is how long Open keeps trying while the database does not accept connections yet (a replica started
 	// with, or before, its database): attempts back off from 250 ms to 5 s and each failure is logged. 0 tries once.
 	Wait time.Duration
+	// MustExist opens an embedded SQLite database only if its file is already there, for commands that read
+	// (halley archive show): they must not leave an empty halley.db behind in whatever directory they ran in.
+	MustExist bool
 }
 
 // Store implements the model's store interfaces on one gorm connection pool.
@@ -121,6 +124,11 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	case MySQL:
 		dialector = mysql.New(mysql.Config{DSN: dsn, DefaultStringSize: 255})
 	case SQLite:
+		if cfg.MustExist {
+			if _, err := os.Stat(dsnPath(dsn)); err != nil {
+				return nil, fmt.Errorf("store: no SQLite database at %s (check HALLEY_DATA_DIR or HALLEY_DATABASE_URL): %w", dsnPath(dsn), err)
+			}
+		}
 		if err := os.MkdirAll(filepath.Dir(dsnPath(dsn)), 0o750); err != nil {
 			return nil, fmt.Errorf("store: unable to create the folder of the SQLite file: %w", err)
 		}

@@ -65,6 +65,8 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"archive", "show"}, errWant: "accepts 1 arg(s), received 0"},
 		{args: []string{"archive", "show", "a", "b"}, errWant: "accepts 1 arg(s), received 2"},
 		{args: []string{"archive", "show", "--bogus", "x"}, errWant: "--bogus"},
+		// archive show reads: on a machine without a database it says so and leaves no empty halley.db behind.
+		{args: []string{"archive", "show", "x"}, errWant: "no SQLite database at " + filepath.Join(data, "halley.db")},
 		{args: []string{"archive", "show", "--config", missing, "x"}, errWant: missing},
 		{args: []string{"--config", missing, "archive", "show", "x"}, errWant: missing},
 		{args: []string{"serve", "--config", missing}, errWant: missing},
