@@ -410,6 +410,9 @@ func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c 
 func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string,
 	opts startOptions) (*InstanceView, error) {
 	if title == "" {
+		title = c.Name // the template's name reads better in an inbox than its key
+	}
+	if title == "" {
 		title = c.Key
 	}
 	actor := opts.actor

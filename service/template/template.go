@@ -22,7 +22,9 @@ import (
 
 // Compiled is a published version ready to run: the indexed definition and each edge's compiled condition.
 type Compiled struct {
-	Key        string
+	Key string
+	// Name is the template's name (set at creation, never renamed): an instance started without a title takes it.
+	Name       string
 	Version    int
 	Def        *model.Definition
 	Conditions []*condition.Condition // by edge index; nil = always taken
@@ -290,7 +292,7 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	if err != nil {
 		return nil, err
 	}
-	c.Version = v.Version
+	c.Version, c.Name = v.Version, t.Name
 	s.cache.Store(cacheKey{actor.TenantID, key, v.Version}, c)
 	for _, p := range s.listeners {
 		p.Published(ctx, actor.TenantID, key, c)
@@ -354,7 +356,7 @@ func (s *Service) Compiled(ctx context.Context, tenant, key string, version int)
 	if err != nil {
 		return nil, fmt.Errorf("template: stored version %s@%d no longer compiles: %w", key, version, err)
 	}
-	c.Hidden = t.Hidden
+	c.Hidden, c.Name = t.Hidden, t.Name
 	s.cache.Store(ck, c)
 	return c, nil
 }
@@ -520,7 +522,7 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if err := s.store.CreateHiddenVersion(ctx, t, v); err != nil {
 		return nil, err
 	}
-	c.Hidden = true
+	c.Hidden, c.Name = true, t.Name
 	s.cache.Store(cacheKey{actor.TenantID, key, 1}, c)
 	return c, nil
 }

@@ -31,7 +31,7 @@ import (
 func loadTemplates(ctx context.Context, args []string, cfgPath string, getenv func(string) string, out io.Writer) error {
 	fs := flag.NewFlagSet("templates load", flag.ContinueOnError)
 	fs.SetOutput(out)
-	url := fs.String("url", "", "Halley's base URL (default: HALLEY_PUBLIC_URL, else http://HALLEY_ADDR, as `halley serve` reads them)")
+	url := fs.String("url", "", "Halley's base URL (default: HALLEY_PUBLIC_URL, else http://HALLEY_ADDR, as halley serve reads them)")
 	cfgFile := fs.String("config", cfgPath, "YAML configuration file of the Halley to load into (HALLEY_* environment variables override it)")
 	user := fs.String("user", "admin", "admin username")
 	password := fs.String("password", "", "admin password (default: HALLEY_ADMIN_PASSWORD or admin_password of the configuration, else admin)")
