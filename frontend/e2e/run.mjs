@@ -502,7 +502,7 @@ try {
     await typeJson('[data-test=edge-sample]', '{ "days": 0 }')
     await page.click('[data-test=edge-test]')
     await page.locator('[data-test=condition-result][data-result=false]').waitFor()
-    await page.locator('.vue-flow__edge-text', { hasText: '$gte' }).waitFor()
+    await page.locator('.vue-flow__edge-text', { hasText: 'days >= 1' }).waitFor()
   })
 
   await step('the template validates, is saved and published', async () => {

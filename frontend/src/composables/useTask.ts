@@ -4,7 +4,7 @@ import { computed, ref, shallowRef } from 'vue'
 import { api, type HistoryItem, type Instance, type ReturnTarget, type Task } from '@/api'
 import { errorMessage } from '@/api/client'
 import type { DefNode, Definition } from '@/lib/definition'
-import { initialValues, valuesToContext, type FormSchema } from '@/lib/form'
+import { initialValues, keepEdits, valuesToContext, type FormSchema } from '@/lib/form'
 import { session } from '@/stores/session'
 
 const versionCache = new Map<string, Promise<Definition | undefined>>()
@@ -52,6 +52,8 @@ export function useTask(id: () => string) {
   const loading = ref(false)
   const error = ref('')
   const values = ref<Record<string, unknown>>({})
+  /** the values as the last load gave them: what the approver changed is what differs (shownErrors, keepEdits) */
+  const loadedValues = ref<Record<string, unknown>>({})
   const diagramVersion = ref(0)
 
   const form = computed(() => (task.value ? nodeForm(definition.value, task.value.node_id) : undefined))
@@ -73,12 +75,17 @@ export function useTask(id: () => string) {
     error.value = ''
     try {
       const t = await api.task(id())
+      const sameTask = task.value?.id === t.id
       task.value = t
       const [inst, hist] = await Promise.all([api.instance(t.instance_id), api.history(t.instance_id).catch(() => [])])
       instance.value = inst
       history.value = hist
       definition.value = await versionDefinition(inst.template, inst.version)
-      values.value = initialValues(form.value, inst.context)
+      // A reload of the same task (the page refreshes itself, another approver acted) keeps what this approver
+      // has typed; a new task starts from its own values.
+      const fresh = initialValues(form.value, inst.context)
+      values.value = sameTask ? keepEdits(values.value, loadedValues.value, fresh) : fresh
+      loadedValues.value = fresh
       returnTargets.value = t.status === 'pending' ? await api.returnTargets(t.id).catch(() => []) : []
       diagramVersion.value++
     } catch (e) {
@@ -97,5 +104,5 @@ export function useTask(id: () => string) {
     return Object.keys(d).length ? d : undefined
   }
 
-  return { task, instance, definition, history, returnTargets, loading, error, values, form, ownForm, pending, mine, canAct, canReclaim, diagramVersion, load, approveData }
+  return { task, instance, definition, history, returnTargets, loading, error, values, loadedValues, form, ownForm, pending, mine, canAct, canReclaim, diagramVersion, load, approveData }
 }

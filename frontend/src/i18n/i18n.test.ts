@@ -3,6 +3,8 @@ import en from './en'
 import zhCN from './zh-CN'
 import { browserLanguage, chosenLanguage, isLanguage } from './lang'
 import { setLanguage, t } from './index'
+import { useDirectory } from '@/stores/directory'
+import type { User } from '@/api'
 import { actionLabel, actorLabel, errorText, historyNote, statusLabel } from './words'
 
 function keys(o: Record<string, unknown>, prefix = ''): string[] {
@@ -92,6 +94,19 @@ describe('engine words', () => {
     expect(actorLabel('alice')).toBe('alice')
     setLanguage('en', false)
     expect(actorLabel('system:cron')).toBe('Schedule')
+  })
+
+  it('name people by their display name once the directory is loaded', () => {
+    const { users } = useDirectory()
+    users.value = [{ username: 'zhangsan', display_name: '张三' } as User, { username: 'bob' } as User]
+    try {
+      expect(actorLabel('zhangsan')).toBe('张三')
+      expect(actorLabel('bob')).toBe('bob') // no display name
+      expect(actorLabel('carol')).toBe('carol') // not in the directory (deleted since)
+      expect(actorLabel('system:cron')).toBe('Schedule')
+    } finally {
+      users.value = []
+    }
   })
 
   it('keep a person\'s comment, and say the engine\'s notes through their error code', () => {

@@ -2,6 +2,7 @@
 // sends codes (API.md); what a person reads is chosen here, in the UI's language. A code this UI does not know
 // yet (a newer server) is shown as it came.
 import { language, t, te } from './index'
+import { personName } from '@/stores/directory'
 
 /** statusLabel names an instance, node, task or plugin-run status. */
 export function statusLabel(status: string | undefined | null): string {
@@ -26,7 +27,7 @@ export function actorLabel(actor: string | undefined | null): string {
   if (actor === 'system:anonymous') return t('history.actor.anonymous')
   const token = /^token:(.+)$/.exec(actor)
   if (token) return t('history.actor.token', { name: token[1] })
-  return actor
+  return personName(actor)
 }
 
 /** triggerKindLabel names a start trigger kind in a few words ("form", "crontab"...). */

@@ -194,10 +194,10 @@ describe('canConnect', () => {
 describe('conditionLabel', () => {
   it('shows the condition, shortened, and the default flag', () => {
     expect(conditionLabel({ from: 'a', to: 'b' })).toBeUndefined()
-    expect(conditionLabel({ from: 'a', to: 'b', condition: { days: { $gte: 3 } } })).toBe('{"days":{"$gte":3}}')
+    expect(conditionLabel({ from: 'a', to: 'b', condition: { days: { $gte: 3 } } })).toBe('days >= 3')
     expect(conditionLabel({ from: 'a', to: 'b', default: true })).toBe('default')
-    const long = conditionLabel({ from: 'a', to: 'b', condition: { some_really_long_field_name: { $in: ['alpha', 'beta', 'gamma'] } } })!
-    expect(long.length).toBeLessThanOrEqual(40)
+    const long = conditionLabel({ from: 'a', to: 'b', condition: { some_really_long_field_name: { $in: ['alpha', 'beta', 'gamma', 'delta'] } } })!
+    expect(long.length).toBeLessThanOrEqual(48)
     expect(long.endsWith('…')).toBe(true)
   })
 })

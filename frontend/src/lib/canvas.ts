@@ -2,6 +2,7 @@
 // Kept free of Vue so it can be tested on its own: definition → canvas when a draft or version is opened,
 // canvas → definition whenever the admin changes something (validation, save, export).
 import { clone } from './clone'
+import { conditionText } from './conditionText'
 import { t } from '@/i18n'
 import { NODE_META, layoutOf, type DefEdge, type DefNode, type Definition, type Point } from './definition'
 
@@ -96,10 +97,8 @@ export function autoLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<str
 export function conditionLabel(e: DefEdge): string | undefined {
   const parts: string[] = []
   if (e.default) parts.push(t('diagram.edge.default'))
-  if (e.condition && Object.keys(e.condition).length > 0) {
-    const s = JSON.stringify(e.condition)
-    parts.push(s.length > 40 ? s.slice(0, 37) + '…' : s)
-  }
+  const s = conditionText(e.condition)
+  if (s) parts.push([...s].length > 48 ? [...s].slice(0, 47).join('') + '…' : s)
   return parts.length ? parts.join(' · ') : undefined
 }
 

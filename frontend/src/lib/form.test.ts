@@ -4,11 +4,14 @@ import {
   checkSchema,
   displayRows,
   displayValue,
+  edited,
   formOf,
   htmlSrcdoc,
   initialValues,
+  keepEdits,
   newField,
   sampleContext,
+  shownErrors,
   validateValues,
   valuesToContext,
   type FormSchema,
@@ -154,5 +157,26 @@ describe('sampleContext', () => {
   it('gives each bound field a plausible value at its path', () => {
     expect(sampleContext(leave)).toEqual({ days: 3, leave: { kind: 'annual' }, reason: 'text', urgent: true, tags: ['a'] })
     expect(sampleContext(undefined)).toEqual({})
+  })
+})
+
+describe('shownErrors and keepEdits', () => {
+  const initial = { deputy: '', escalate: false, note: 'x' }
+  const errors = { deputy: 'Who covers is required', note: 'Note is too long' }
+  it('shows nothing on an untouched form, a field’s error once it is changed, everything after a try', () => {
+    expect(shownErrors(errors, { ...initial }, initial, false)).toEqual({})
+    expect(shownErrors(errors, { ...initial, note: 'xy' }, initial, false)).toEqual({ note: 'Note is too long' })
+    // typed and cleared again: back to the loaded value, so still untouched
+    expect(shownErrors(errors, { ...initial, deputy: '' }, initial, false)).toEqual({})
+    expect(shownErrors(errors, { ...initial }, initial, true)).toEqual(errors)
+  })
+  it('lists edited fields by value, not by identity', () => {
+    expect([...edited({ a: [1, 2], b: { c: 1 } }, { a: [1, 2], b: { c: 1 } })]).toEqual([])
+    expect([...edited({ a: [1, 3] }, { a: [1, 2], b: 1 })].sort()).toEqual(['a', 'b'])
+  })
+  it('keeps what the person changed when the page reloads under them, and takes the rest fresh', () => {
+    const fresh = { deputy: '', escalate: true, note: 'y' }
+    expect(keepEdits({ ...initial, deputy: 'bob' }, initial, fresh)).toEqual({ deputy: 'bob', escalate: true, note: 'y' })
+    expect(keepEdits({ ...initial }, initial, fresh)).toEqual(fresh)
   })
 })

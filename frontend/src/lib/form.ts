@@ -194,6 +194,34 @@ export function validateValues(schema: FormSchema | undefined, values: Record<st
   return errors
 }
 
+/** edited lists the field ids whose value differs from what the page loaded (initialValues). */
+export function edited(values: Record<string, unknown>, initial: Record<string, unknown>): Set<string> {
+  const out = new Set<string>()
+  for (const id of new Set([...Object.keys(values), ...Object.keys(initial)])) {
+    if (JSON.stringify(values[id]) !== JSON.stringify(initial[id])) out.add(id)
+  }
+  return out
+}
+
+/** shownErrors is what a form shows of its errors: a field's own once the person changed it, all of them once they
+ * tried to submit — not a wall of "is required" on a form they have not touched yet. */
+export function shownErrors(errors: Record<string, string>, values: Record<string, unknown>, initial: Record<string, unknown>, attempted: boolean): Record<string, string> {
+  if (attempted) return errors
+  const touched = edited(values, initial)
+  return Object.fromEntries(Object.entries(errors).filter(([id]) => touched.has(id)))
+}
+
+/** keepEdits is the values of a form reloaded under a person's hands (the page refreshes while they type): the
+ * fresh values, with every field they had changed since the last load kept as they left it. */
+export function keepEdits(values: Record<string, unknown>, initial: Record<string, unknown>, fresh: Record<string, unknown>): Record<string, unknown> {
+  const out = { ...fresh }
+  for (const id of edited(values, initial)) {
+    if (id in values) out[id] = values[id]
+    else delete out[id]
+  }
+  return out
+}
+
 /** valuesToContext writes each bound field's value at its path; blank optional values are left out. */
 export function valuesToContext(schema: FormSchema | undefined, values: Record<string, unknown>, onlyEditable = false): Record<string, unknown> {
   const ctx: Record<string, unknown> = {}

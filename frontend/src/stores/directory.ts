@@ -1,6 +1,7 @@
 // Users, roles and departments for the pickers, fetched once and shared by every picker on the page.
-import { ref } from 'vue'
+import { computed, ref } from 'vue'
 import { api, type Department, type User } from '@/api'
+import { getToken } from '@/api/client'
 
 const users = ref<User[]>([])
 const departments = ref<Department[]>([])
@@ -37,4 +38,20 @@ export function useDirectory() {
     return [...new Set(users.value.flatMap((u) => u.roles ?? []))].sort()
   }
   return { users, departments, loadUsers, loadDepartments, roles }
+}
+
+const displayNames = computed(() => new Map(users.value.filter((u) => u.display_name).map((u) => [u.username, u.display_name as string])))
+let namesAsked = false
+
+/** personName is how a person is shown where the server names them by username (initiators, assignees, the
+ * history): their display name once the directory has loaded — the first call of a signed-in page loads it, and
+ * the pages re-render when it arrives — else the username. */
+export function personName(username: string): string {
+  if (!namesAsked && users.value.length === 0 && getToken()) {
+    namesAsked = true
+    useDirectory()
+      .loadUsers()
+      .catch(() => {}) // a page without the directory still names people, by username
+  }
+  return displayNames.value.get(username) ?? username
 }
