@@ -1172,6 +1172,37 @@ try {
     await page.evaluate(() => localStorage.setItem('halley.language', 'en'))
   })
 
+  await step('a phone approver sees a required field\'s error only once they touch it or press approve', async () => {
+    await call('POST', '/users', adminToken, { username: 'dan', password: 'dan-pw-12345', display_name: 'Dan Approver', roles: [] })
+    await call('POST', '/templates', adminToken, { key: 'ticket-check', name: 'Ticket check', definition: {
+      nodes: [
+        { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'check', type: 'approval', name: 'Check', approvers: { users: ['dan'] }, form: { kind: 'components', fields: [
+          { id: 'ticket', type: 'input', label: 'Ticket', field: 'check.ticket', required: true },
+        ] } },
+        { id: 'end', type: 'end' },
+      ],
+      edges: [{ from: 'start', to: 'check' }, { from: 'check', to: 'end' }],
+    } })
+    await call('POST', '/templates/ticket-check/publish', adminToken)
+    const inst = await call('POST', '/instances', adminToken, { template: 'ticket-check', context: {} })
+    expect(inst.title === 'Ticket check', `an instance started without a title is titled by its template's name, not ${inst.title}`)
+    const task = inst.tasks?.find((t) => t.status === 'pending') ?? (await call('GET', `/instances/${inst.id}`, adminToken)).tasks.find((t) => t.status === 'pending')
+    await login('dan', 'dan-pw-12345', { viewport: { width: 390, height: 844 } })
+    await page.goto(`${base}/m/tasks/${task.id}`)
+    const ticket = page.locator('[data-field="check.ticket"]')
+    await ticket.waitFor()
+    expect((await page.locator('.van-field__error-message').count()) === 0, 'an untouched form already shows errors')
+    await ticket.locator('input').fill('T-1')
+    await ticket.locator('input').fill('')
+    expect((await page.locator('.van-field__error-message').count()) === 0, 'a field typed in and cleared again shows an error before approve')
+    await page.click('[data-test=approve]')
+    await page.locator('[data-test=action-popup]').waitFor()
+    await page.click('[data-test=confirm]')
+    await ticket.locator('.van-field__error-message').waitFor()
+    expect(/Ticket/.test(await ticket.locator('.van-field__error-message').innerText()), 'the error names the field')
+  })
+
   await step('no Content-Security-Policy violation in the whole run', async () => {
     const unexpected = cspViolations.filter((v) => !v.expected)
     expect(unexpected.length === 0, `CSP violations: ${unexpected.map((v) => v.text).join(' | ')}`)
