@@ -40,11 +40,10 @@ func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 // Fake is a manually advanced clock for tests. Timers fire when Advance or Set moves the clock past their
 // deadline; waiters can be observed with BlockUntil so a test knows a loop is parked before advancing.
 type Fake struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []*fakeTimer
-	waiters int
-	cond    *sync.Cond
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	cond   *sync.Cond
 }
 
 // NewFake returns a fake clock set to t.

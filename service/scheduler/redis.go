@@ -276,7 +276,7 @@ func (r *Redis) Run(ctx context.Context, h Handler) error {
 		return fmt.Errorf("scheduler: Run needs a handler")
 	}
 	sub := r.rdb.Subscribe(ctx, r.wakeCh)
-	defer sub.Close()
+	defer sub.Close() //nolint:errcheck // unsubscribing at the end of Run: nothing is lost if it fails
 	// Wait for the subscription to be confirmed, so nothing published after Run has started is missed; if
 	// Redis is down, carry on: the loop retries pops and MaxIdle bounds the lateness until it is back.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -12,8 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -135,15 +133,6 @@ func envValue(env []string, k string) string {
 		}
 	}
 	return ""
-}
-
-func mustRedis(t *testing.T, u string) *redis.Options {
-	t.Helper()
-	o, err := redis.ParseURL(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return o
 }
 
 // startWith starts the binary with exactly env (plus PATH and a fresh address) and waits for /readyz.
