@@ -5,9 +5,11 @@ PKG       := ./server/cmd/halley
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS   := -s -w -X main.version=$(VERSION)
 HAS_NPM   := $(shell command -v npm >/dev/null 2>&1 && echo yes)
+# golangci-lint, pinned in a module of its own so that its dependencies stay out of go.mod; built on first use.
+GOLANGCI  := $(GO) tool -modfile=tools/golangci-lint/go.mod golangci-lint
 UI_SRC    := $(shell find frontend/src frontend/public frontend/scripts frontend/index.html frontend/package.json frontend/package-lock.json frontend/vite.config.ts model/definition.schema.json -type f 2>/dev/null)
 
-.PHONY: run build ui ui-deps generate test test-go test-ui lint bench faults soak templates clean
+.PHONY: run build ui ui-deps generate test test-go test-ui lint lint-go lint-ui bench faults soak templates clean
 
 ## run: build (UI included when npm is available) and start Halley with the embedded SQLite default
 run: build
@@ -59,10 +61,22 @@ ifneq ($(wildcard frontend/package.json),)
 	else echo "test-ui: npm not found; skipping UI tests"; fi
 endif
 
-## lint: go vet and a gofmt check
-lint:
+## lint: go vet, a gofmt check and golangci-lint (.golangci.yml) on the Go code; ESLint on the front end
+## (frontend/eslint.config.js). Every exception in either names its reason.
+lint: lint-go lint-ui
+
+lint-go:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GOLANGCI) run ./...
+
+lint-ui:
+ifneq ($(wildcard frontend/package.json),)
+	@if [ "$(HAS_NPM)" = yes ]; then \
+		$(MAKE) ui-deps && cd frontend && npm run lint; \
+	elif [ "$$CI" = true ]; then echo "lint-ui: npm is required under CI=true"; exit 1; \
+	else echo "lint-ui: npm not found; skipping ESLint"; fi
+endif
 
 ## templates: load the ready-made templates into a running Halley (URL, user, password: see halley templates load -h)
 templates: build

@@ -87,7 +87,9 @@ func auditJSON(v any) json.RawMessage {
 }
 
 // Stage marks the entry written in the current transaction of its request; Unstage after a rollback.
-func (e *AuditEntry) Stage()   { e.staged.Store(true) }
+func (e *AuditEntry) Stage() { e.staged.Store(true) }
+
+// Unstage undoes Stage after the transaction rolled back.
 func (e *AuditEntry) Unstage() { e.staged.Store(false) }
 
 // Staged reports whether the entry is part of a transaction that has not ended yet.

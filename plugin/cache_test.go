@@ -68,7 +68,9 @@ func TestCacheFetchesAndChecks(t *testing.T) {
 		}
 
 		// Someone changes the cached copy: the next use notices and fetches it again.
-		os.WriteFile(paths[0], []byte("#!/bin/sh\nrm -rf /\n"), 0o755)
+		if err := os.WriteFile(paths[0], []byte("#!/bin/sh\nrm -rf /\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := c.Path(ctx, p.SHA256); err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +78,9 @@ func TestCacheFetchesAndChecks(t *testing.T) {
 			t.Fatal("a changed cached file was used as it was")
 		}
 		// A new process finds a damaged copy from before: it is checked on first use and replaced.
-		os.WriteFile(paths[0], bytes.Repeat([]byte("x"), len(content)), 0o755)
+		if err := os.WriteFile(paths[0], bytes.Repeat([]byte("x"), len(content)), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		c2, _ := plugin.NewCache(c.Dir(), s)
 		if _, err := c2.Path(ctx, p.SHA256); err != nil {
 			t.Fatal(err)
@@ -128,7 +132,9 @@ func TestImportLegacy(t *testing.T) {
 			}
 			row(name, c)
 		}
-		os.WriteFile(filepath.Join(dir, "damaged", "1", shaOf(damaged)), []byte("print('tampered')\n"), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, "damaged", "1", shaOf(damaged)), []byte("print('tampered')\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		row("elsewhere", []byte("print('on another replica')\n"))
 
 		imported, missing, err := plugin.ImportLegacy(ctx, dir, s)

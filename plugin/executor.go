@@ -423,12 +423,13 @@ func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 		}
 	}
 	err := e.complete(ctx, job, res, log)
-	if err != nil {
+	switch {
+	case err != nil:
 		log.Error("unable to complete plugin run; it will run again when its lease expires", "error", err)
-	} else if res.Err != nil {
+	case res.Err != nil:
 		log.Warn("plugin run failed", "status", res.Status(), "exit_code", res.ExitCode,
 			"duration", res.Duration(), "error", res.Err)
-	} else {
+	default:
 		log.Info("plugin run succeeded", "duration", res.Duration(), "async", res.Output != nil && res.Output.Async)
 	}
 	e.signal(job, res, err)

@@ -412,8 +412,8 @@ func TestExecutorDrainKillsAtTheDeadline(t *testing.T) {
 	<-started
 	cancel()
 	select {
-	case <-returned:
-		t.Fatal("Run returned with a run in flight before any deadline")
+	case err := <-returned:
+		t.Fatalf("Run returned (%v) with a run in flight before any deadline", err)
 	case <-time.After(50 * time.Millisecond):
 	}
 	dctx, cancelDrain := context.WithTimeout(context.Background(), 50*time.Millisecond)

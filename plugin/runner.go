@@ -18,6 +18,7 @@ import (
 // Runtime says how a plugin file is started.
 type Runtime string
 
+// The runtimes a plugin file can have.
 const (
 	RuntimePython Runtime = "python" // python3 <file>
 	RuntimeBinary Runtime = "binary" // executed directly (an ELF binary, or a script with a #! line)

@@ -212,7 +212,7 @@ func copyPluginFile(spec Spec, workdir string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("plugin file: %w", err)
 	}
-	defer src.Close()
+	defer src.Close() //nolint:errcheck // opened read-only: Close has nothing to flush
 	fi, err := src.Stat()
 	if err != nil {
 		return "", fmt.Errorf("plugin file: %w", err)
@@ -245,11 +245,15 @@ func removeAll(dir string) {
 	if os.RemoveAll(dir) == nil {
 		return
 	}
-	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && d.IsDir() {
-			_ = os.Chmod(p, 0o700)
-		}
-		return nil
-	})
+	// Within an os.Root, so that a folder the plugin swapped for a symlink cannot send the chmod outside its directory.
+	if root, err := os.OpenRoot(dir); err == nil {
+		_ = fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				_ = root.Chmod(p, 0o700)
+			}
+			return nil
+		})
+		_ = root.Close()
+	}
 	_ = os.RemoveAll(dir)
 }

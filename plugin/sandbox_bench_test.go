@@ -18,12 +18,18 @@ import (
 func BenchmarkRun(b *testing.B) {
 	dir := b.TempDir()
 	for _, p := range []string{dir, filepath.Dir(dir)} {
-		os.Chmod(p, 0o711)
+		if err := os.Chmod(p, 0o711); err != nil {
+			b.Fatal(err)
+		}
 	}
 	sh := filepath.Join(dir, "echo.sh")
 	py := filepath.Join(dir, "echo.py")
-	os.WriteFile(sh, []byte("#!/bin/sh\necho '{\"context\":{}}'\n"), 0o755)
-	os.WriteFile(py, []byte("print('{\"context\":{}}')\n"), 0o644)
+	if err := os.WriteFile(sh, []byte("#!/bin/sh\necho '{\"context\":{}}'\n"), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(py, []byte("print('{\"context\":{}}')\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
 	cfg := plugin.DefaultSandboxConfig(1)
 	cfg.UID, cfg.GID = testUIDBase+16*15, testUIDBase+16*15
 	cfg.WorkRoot = filepath.Join(dir, "sandboxed")

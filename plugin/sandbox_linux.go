@@ -289,7 +289,7 @@ func (s *Sandbox) probe(p probeOpts) error {
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if p.drop {
-		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.gid), Groups: []uint32{}}
+		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.gid), Groups: []uint32{}} //nolint:gosec // G115: uids and gids are configured within 0..2^31-1
 	}
 	if p.netns {
 		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWNET
@@ -315,7 +315,7 @@ func (s *Sandbox) probe(p probeOpts) error {
 		return err
 	case <-time.After(30 * time.Second):
 		_ = withCaps(capsKill, func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
-		<-done
+		<-done //nolint:errcheck // reaped; its error says only that it was killed
 		return errors.New("the test process did not finish within 30s")
 	}
 }
@@ -439,8 +439,9 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 		}
 		v := l.value
 		var cur unix.Rlimit
-		if unix.Getrlimit(l.res, &cur) == nil && cur.Max != unix.RLIM_INFINITY && uint64(v) > cur.Max {
-			v = int64(cur.Max) // above Halley's own hard limit prlimit would fail; Halley's limit bounds it anyway
+		// Above Halley's own hard limit prlimit would fail; Halley's limit bounds it anyway.
+		if unix.Getrlimit(l.res, &cur) == nil && cur.Max != unix.RLIM_INFINITY && uint64(v) > cur.Max { //nolint:gosec // G115: limits are configured non-negative
+			v = int64(cur.Max) //nolint:gosec // G115: cur.Max is below v, an int64
 		}
 		if l.res == unix.RLIMIT_CPU {
 			// SIGXCPU ("CPU time limit exceeded") at the limit, SIGKILL a little later for a plugin catching it.
@@ -557,7 +558,7 @@ func ownCgroup() (string, error) {
 		}
 	}
 	if !found {
-		return "", errors.New("Halley is not in a cgroup v2 hierarchy")
+		return "", errors.New("Halley is not in a cgroup v2 hierarchy") //nolint:staticcheck // ST1005: starts with the name Halley, shown to operators as is
 	}
 	mnt, err := cgroup2Mount()
 	if err != nil {
@@ -573,7 +574,7 @@ func cgroup2Mount() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // opened read-only: Close has nothing to flush
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		// id parent major:minor root mountpoint options ... - fstype source superoptions
@@ -847,7 +848,7 @@ func (b *box) sysProcAttr() *syscall.SysProcAttr {
 		return a
 	}
 	if b.s.dropUID {
-		a.Credential = &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.s.cfg.GID), Groups: []uint32{}}
+		a.Credential = &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.s.cfg.GID), Groups: []uint32{}} //nolint:gosec // G115: uids and gids are configured within 0..2^31-1
 	}
 	if b.netOff {
 		a.Cloneflags = unix.CLONE_NEWNET
@@ -870,7 +871,7 @@ func (b *box) checkFormat(spec Spec, file string) error {
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // opened read-only: Close has nothing to flush
 	head := make([]byte, 4)
 	n, _ := io.ReadFull(f, head)
 	if head = head[:n]; bytes.HasPrefix(head, []byte("\x7fELF")) || bytes.HasPrefix(head, []byte("#!")) {
@@ -937,7 +938,7 @@ func (b *box) killRest() {
 	cmd.Env = []string{"PATH=" + b.s.cfg.Path}
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true,
-		Credential: &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.s.cfg.GID), Groups: []uint32{}}}
+		Credential: &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.s.cfg.GID), Groups: []uint32{}}} //nolint:gosec // G115: uids and gids are configured within 0..2^31-1
 	if err := withCaps(capsStart, cmd.Start); err != nil {
 		b.s.log.Error("plugin sandbox: unable to kill what a run left behind", "uid", b.uid, "err", err)
 		return

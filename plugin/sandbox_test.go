@@ -385,7 +385,7 @@ func TestSandboxNetworkOff(t *testing.T) {
 			mu.Lock()
 			accepted++
 			mu.Unlock()
-			c.Write([]byte("hello\n"))
+			_, _ = c.Write([]byte("hello\n"))
 			c.Close()
 		}
 	}()
@@ -572,7 +572,7 @@ func TestSandboxSweepsWhatADeadHalleyLeft(t *testing.T) {
 	if err := os.Mkdir(cg, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.Remove(cg) })
+	t.Cleanup(func() { _ = os.Remove(cg) })
 	// A pid that is surely gone: a process that has exited and been reaped.
 	gone := exec.Command("true")
 	if err := gone.Run(); err != nil {
@@ -600,14 +600,22 @@ func TestSandboxSweepsWhatADeadHalleyLeft(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(run, "ro"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(run, "ro", "f"), []byte("x"), 0o600)
+	if err := os.WriteFile(filepath.Join(run, "ro", "f"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{filepath.Join(run, "ro"), run} {
-		os.Chown(p, cfg.UID, cfg.GID)
-		os.Chmod(p, 0o500)
+		if err := os.Chown(p, cfg.UID, cfg.GID); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(p, 0o500); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// And a live Halley's run, which must stay.
 	live := filepath.Join(cfg.WorkRoot, fmt.Sprintf("run-%d-43", os.Getppid()))
-	os.Mkdir(live, 0o700)
+	if err := os.Mkdir(live, 0o700); err != nil {
+		t.Fatal(err)
+	}
 
 	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, plugin.ProtectCgroup)

@@ -318,7 +318,11 @@ func TestSystemWaitsAreForSystems(t *testing.T) {
 			t.Fatalf("a user resumed the wait: %s", r.Body)
 		}
 		// The signed URL works without a login; an API token works without the URL's token.
-		path := cb[strings.Index(cb, "/api/v1/"):]
+		_, rest, ok := strings.Cut(cb, "/api/v1/")
+		if !ok {
+			t.Fatalf("callback URL without /api/v1/: %s", cb)
+		}
+		path := "/api/v1/" + rest
 		if r := e.do("POST", path, "", M{"paid": 10}, nil); r.Status != 200 {
 			t.Fatalf("signed callback: %d %s", r.Status, r.Body)
 		}

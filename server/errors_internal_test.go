@@ -43,7 +43,9 @@ func TestFailMapsUnreachableServicesTo503(t *testing.T) {
 			c.Request = httptest.NewRequest(http.MethodGet, "/api/v1/tasks", nil)
 			fail(c, tc.err)
 			var body ErrorBody
-			json.Unmarshal(w.Body.Bytes(), &body)
+			if err := json.Unmarshal(w.Body.Bytes(), &body); err != nil {
+				t.Fatal(err)
+			}
 			if w.Code != tc.status || body.Error.Code != tc.code || w.Header().Get("Retry-After") != tc.retryAfter {
 				t.Fatalf("got %d %q Retry-After %q, want %d %q %q", w.Code, body.Error.Code, w.Header().Get("Retry-After"), tc.status, tc.code, tc.retryAfter)
 			}

@@ -453,12 +453,12 @@ func (f *fuzzer) headerValue() string {
 func (f *fuzzer) badUpload() ([]byte, string) {
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
-	mw.WriteField("name", f.pick([]string{"echo", "new-plugin"}, f.nasty()))
-	mw.WriteField("runtime", f.pick([]string{"Python", "bin", "python3", "sh"}, "x"+f.nasty()))
-	mw.WriteField("timeout", f.pick([]string{"-1s", "1h", "abc", "0"}, f.nasty()))
+	_ = mw.WriteField("name", f.pick([]string{"echo", "new-plugin"}, f.nasty()))
+	_ = mw.WriteField("runtime", f.pick([]string{"Python", "bin", "python3", "sh"}, "x"+f.nasty()))
+	_ = mw.WriteField("timeout", f.pick([]string{"-1s", "1h", "abc", "0"}, f.nasty()))
 	if f.rng.Intn(2) == 0 {
 		fw, _ := mw.CreateFormFile("file", f.nasty())
-		fw.Write([]byte(f.nasty()))
+		_, _ = fw.Write([]byte(f.nasty()))
 	}
 	mw.Close()
 	raw := b.Bytes()
@@ -507,7 +507,7 @@ func digest(t *testing.T, s *store.Store) map[string]string {
 		slices.Sort(lines)
 		h := sha256.New()
 		for _, l := range lines {
-			io.WriteString(h, l+"\n")
+			h.Write([]byte(l + "\n"))
 		}
 		out[table] = fmt.Sprintf("%d rows %s", len(lines), hex.EncodeToString(h.Sum(nil))[:16])
 	}

@@ -122,7 +122,7 @@ func (f *flowEnv) task(id, node, assignee string) gjson.Result {
 
 func seq(taskID string) int {
 	var n int
-	fmt.Sscanf(taskID[strings.LastIndexByte(taskID, 't')+1:], "%d", &n)
+	_, _ = fmt.Sscanf(taskID[strings.LastIndexByte(taskID, 't')+1:], "%d", &n)
 	return n
 }
 

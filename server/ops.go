@@ -50,7 +50,7 @@ func (s *Server) serveUI(c *gin.Context) {
 	if p != "" {
 		if f, err := s.ui.Open(p); err == nil {
 			st, err := f.Stat()
-			f.Close()
+			_ = f.Close() // read-only: nothing to lose
 			if err == nil && !st.IsDir() {
 				if strings.HasPrefix(p, "assets/") {
 					c.Header("Cache-Control", "public, max-age=31536000, immutable")
@@ -66,7 +66,7 @@ func (s *Server) serveUI(c *gin.Context) {
 <p>Halley is running, but its web UI has not been built into this binary. Run <code>make run</code> (it builds the UI), or use the API at <code>/api/v1</code>.</p>`))
 		return
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // opened read-only: Close has nothing to flush
 	st, _ := f.Stat()
 	c.Header("Cache-Control", "no-cache")
 	http.ServeContent(c.Writer, c.Request, "index.html", st.ModTime(), f)

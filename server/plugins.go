@@ -77,7 +77,7 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	defer f.Close()
+	defer f.Close() //nolint:errcheck // opened read-only: Close has nothing to flush
 	sum, size, err := plugin.Hash(f, s.pluginMax)
 	if err != nil {
 		fail(c, err)

@@ -120,11 +120,11 @@ func (e *env) uploadWith(fields map[string]string, file []byte, token string) re
 	mw := multipart.NewWriter(&b)
 	for _, k := range []string{"name", "runtime", "timeout", "network"} {
 		if v := fields[k]; v != "" {
-			mw.WriteField(k, v)
+			_ = mw.WriteField(k, v)
 		}
 	}
 	fw, _ := mw.CreateFormFile("file", "plugin.py")
-	fw.Write(file)
+	_, _ = fw.Write(file)
 	mw.Close()
 	req, _ := http.NewRequest("POST", e.url+"/api/v1/plugins", &b)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
@@ -136,7 +136,7 @@ func (e *env) uploadWith(fields map[string]string, file []byte, token string) re
 	defer res.Body.Close()
 	body, _ := io.ReadAll(res.Body)
 	r := resp{Status: res.StatusCode, Body: body}
-	json.Unmarshal(body, &r.JSON)
+	_ = json.Unmarshal(body, &r.JSON) // a body that is not JSON is left empty: callers check the status
 	return r
 }
 
@@ -317,7 +317,9 @@ print(json.dumps({"context": {"flaky_ok": n + 1}}))
 			CallbackURL string `json:"callback_url"`
 		}
 		stored, _ := s.GetRun(ctx0, "default", runID)
-		json.Unmarshal(stored.Input, &in)
+		if err := json.Unmarshal(stored.Input, &in); err != nil {
+			t.Fatal(err)
+		}
 		path := strings.TrimPrefix(in.CallbackURL, "http://halley.test")
 		assertError(t, e.do("POST", "/api/v1/plugin-runs/"+runID+"/result?token=forged", "", M{"status": "succeeded"}, nil), 401, "invalid_result_token")
 		assertError(t, e.do("POST", path, "", M{"status": "maybe"}, nil), 400, "invalid_status")
@@ -462,7 +464,9 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	}
 	runExecutor(t, newExecutor(t, s2, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
-	os.WriteFile(count, nil, 0o644)
+	if err := os.WriteFile(count, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`open(%q, "a").write("x")
 print("{}")
 `, count)), e.admin)
@@ -609,7 +613,9 @@ func TestHandOver(t *testing.T) {
 			startExecutor(t, d, rec, "poller", d.Engine.Now)
 		})
 		count := filepath.Join(t.TempDir(), "count")
-		os.WriteFile(count, nil, 0o644)
+		if err := os.WriteFile(count, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		e.upload("tick", "python", "5s", []byte(fmt.Sprintf(`import json, sys
 d = json.load(sys.stdin)
 open(%q, "a").write("x")
@@ -768,7 +774,7 @@ func TestPluginNetworkOptionAndSandboxReport(t *testing.T) {
 				if err != nil {
 					return
 				}
-				c.Write([]byte("hi"))
+				_, _ = c.Write([]byte("hi"))
 				c.Close()
 			}
 		}()

@@ -174,7 +174,9 @@ func TestNodeTimeoutAndClosedRunsHTTP(t *testing.T) {
 			var in struct {
 				CallbackURL string `json:"callback_url"`
 			}
-			json.Unmarshal(stored.Input, &in)
+			if err := json.Unmarshal(stored.Input, &in); err != nil {
+				t.Fatal(err)
+			}
 			return strings.TrimPrefix(in.CallbackURL, "http://halley.test")
 		}
 		runOf := func(id string) M {

@@ -979,7 +979,12 @@ try {
       if (typeof v === 'string' && v.trim()) data.add(v.trim())
       else if (typeof v === 'number') data.add(String(v))
       else if (Array.isArray(v)) v.forEach((x) => add(x, withKeys))
-      else if (v && typeof v === 'object') for (const [k, x] of Object.entries(v)) withKeys && add(k), add(x, withKeys)
+      else if (v && typeof v === 'object') {
+        for (const [k, x] of Object.entries(v)) {
+          if (withKeys) add(k)
+          add(x, withKeys)
+        }
+      }
     }
     const users = await call('GET', '/users', adminToken)
     const list = (x) => x?.items ?? x ?? []

@@ -101,7 +101,9 @@ func TestPathsAreAbsolute(t *testing.T) {
 
 func TestFileAndEnvironment(t *testing.T) {
 	f := filepath.Join(t.TempDir(), "halley.yaml")
-	os.WriteFile(f, []byte("addr: 0.0.0.0:9000\nlog_level: debug\nbody_limit: 2048\ndatabase_url: mysql://u:p@db:3306/halley\n"), 0o600)
+	if err := os.WriteFile(f, []byte("addr: 0.0.0.0:9000\nlog_level: debug\nbody_limit: 2048\ndatabase_url: mysql://u:p@db:3306/halley\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	c, err := config.Load(f, env(map[string]string{"HALLEY_LOG_LEVEL": "warn", "HALLEY_ADMIN_PASSWORD": "s3cret"}))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +148,9 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 			for k, v := range tc.file {
 				b.WriteString(k + ": " + v + "\n")
 			}
-			os.WriteFile(path, []byte(b.String()), 0o600)
+			if err := os.WriteFile(path, []byte(b.String()), 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}
 		_, err := config.Load(path, env(tc.env))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -325,7 +325,9 @@ func TestSweepCrashRecovery(t *testing.T) {
 						if err != nil {
 							t.Fatal(err)
 						}
-						f.Write([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1, 2, 3})
+						if _, err := f.Write([]byte{0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 0xff, 1, 2, 3}); err != nil {
+							t.Fatal(err)
+						}
 						f.Close()
 					}
 					return errCrash

@@ -27,9 +27,14 @@ type Timer interface {
 // Real is the wall clock.
 type Real struct{}
 
-func (Real) Now() time.Time                         { return time.Now() }
+// Now returns time.Now().
+func (Real) Now() time.Time { return time.Now() }
+
+// After is time.After.
 func (Real) After(d time.Duration) <-chan time.Time { return time.After(d) }
-func (Real) NewTimer(d time.Duration) Timer         { return realTimer{time.NewTimer(d)} }
+
+// NewTimer wraps time.NewTimer.
+func (Real) NewTimer(d time.Duration) Timer { return realTimer{time.NewTimer(d)} }
 
 type realTimer struct{ t *time.Timer }
 
@@ -40,11 +45,10 @@ func (r realTimer) Reset(d time.Duration) bool { return r.t.Reset(d) }
 // Fake is a manually advanced clock for tests. Timers fire when Advance or Set moves the clock past their
 // deadline; waiters can be observed with BlockUntil so a test knows a loop is parked before advancing.
 type Fake struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  []*fakeTimer
-	waiters int
-	cond    *sync.Cond
+	mu     sync.Mutex
+	now    time.Time
+	timers []*fakeTimer
+	cond   *sync.Cond
 }
 
 // NewFake returns a fake clock set to t.
@@ -54,14 +58,17 @@ func NewFake(t time.Time) *Fake {
 	return f
 }
 
+// Now returns the fake time.
 func (f *Fake) Now() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.now
 }
 
+// After returns a channel that receives once Advance or Set moves the clock d past the time of the call.
 func (f *Fake) After(d time.Duration) <-chan time.Time { return f.NewTimer(d).C() }
 
+// NewTimer returns a timer that fires once Advance or Set moves the clock d past the time of the call.
 func (f *Fake) NewTimer(d time.Duration) Timer {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -128,7 +128,7 @@ func (c *Condition) matchIndexed(doc []byte, indexed bool) bool {
 	}
 	// The document is read without copying: nothing read from it outlives this call, and nothing writes
 	// to it (gjson.GetBytes does the same).
-	text := unsafe.String(unsafe.SliceData(doc), len(doc))
+	text := unsafe.String(unsafe.SliceData(doc), len(doc)) //nolint:gosec // G103: a read-only view of doc kept for this call only (see above)
 	root := gjson.Parse(text)
 	if kindOf(root) != kindObject {
 		return matchDoc(c.root, gjson.Result{}, nil) // read as an empty document

@@ -46,7 +46,7 @@ func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []s
 	g.groups.Add(1)
 	if g.failGroups.Add(-1) >= 0 {
 		// Run the steps (they change their works) and then fail as a database error would: nothing is written.
-		_, _ = g.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { fn(w); return fmt.Errorf("no") })
+		_, _ = g.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { _ = fn(w); return fmt.Errorf("no") })
 		return nil, fmt.Errorf("store: injected failure of a group")
 	}
 	res, err := g.Store.UpdateInstances(ctx, tenant, ids, fn, creates...)

@@ -100,10 +100,10 @@ func (g *structGen) split(from, extra string, depth int) string {
 	}
 	merge := g.id("merge")
 	var join string
-	switch r := g.rnd.IntN(6); {
-	case r == 0:
+	switch g.rnd.IntN(6) {
+	case 0:
 		join = `,"join":"or"`
-	case r == 1:
+	case 1:
 		join = fmt.Sprintf(`,"join":{"min":%d}`, 1+g.rnd.IntN(k))
 		g.risky = true
 	}

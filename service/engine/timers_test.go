@@ -35,7 +35,7 @@ func (c *countingStore) UpdateInstances(ctx context.Context, tenant string, ids 
 	c.instances.Add(int32(len(ids)))
 	c.tenants.Store(tenant, true)
 	if c.failBatches.Add(-1) >= 0 {
-		_, _ = c.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { fn(w); return fmt.Errorf("no") })
+		_, _ = c.Store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) error { _ = fn(w); return fmt.Errorf("no") })
 		return nil, fmt.Errorf("store: injected failure of a batch")
 	}
 	return c.Store.UpdateInstances(ctx, tenant, ids, fn, creates...)

@@ -119,14 +119,14 @@ func (r *run) untilTime(s string) (time.Time, error) {
 		return t, nil
 	}
 	v := r.contextValue(s)
-	switch {
-	case v.Type == gjson.String:
+	switch v.Type {
+	case gjson.String:
 		t, err := time.Parse(time.RFC3339, v.Str)
 		if err != nil {
 			return time.Time{}, fmt.Errorf("until: context path %q holds %q, not an RFC 3339 time", s, v.Str)
 		}
 		return t, nil
-	case v.Type == gjson.Number:
+	case gjson.Number:
 		return time.Unix(v.Int(), 0), nil
 	}
 	return time.Time{}, fmt.Errorf("until: %q is neither an RFC 3339 time nor a context path holding one", s)

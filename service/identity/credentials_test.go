@@ -220,7 +220,9 @@ func TestTokenVersions(t *testing.T) {
 		revoked("admin reset", tok)
 
 		tok = login("reset-password")
-		b.Authenticate(ctx, tok)
+		if _, err := b.Authenticate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := a.UpdateUser(ctx, admin, "bob", identity.UserPatch{Roles: &[]string{"ops", "dba"}}); err != nil {
 			t.Fatal(err)
 		}
@@ -248,11 +250,15 @@ func TestTokenVersions(t *testing.T) {
 			t.Fatalf("disabled: %v", err)
 		}
 		no := false
-		a.UpdateUser(ctx, admin, "bob", identity.UserPatch{Disabled: &no})
+		if _, err := a.UpdateUser(ctx, admin, "bob", identity.UserPatch{Disabled: &no}); err != nil {
+			t.Fatal(err)
+		}
 		revoked("disabled, then enabled", tok)
 
 		tok = login("reset-password")
-		b.Authenticate(ctx, tok)
+		if _, err := b.Authenticate(ctx, tok); err != nil {
+			t.Fatal(err)
+		}
 		if err := a.DeleteUser(ctx, admin, "bob"); err != nil {
 			t.Fatal(err)
 		}
@@ -363,19 +369,27 @@ func TestAPITokens(t *testing.T) {
 			t.Fatal("no last_used_at")
 			return time.Time{}
 		}
-		auth(a, p2)
+		if _, err := auth(a, p2); err != nil {
+			t.Fatal(err)
+		}
 		first := used()
 		if !first.Equal(clk.Now()) {
 			t.Fatalf("last used %v, now %v", first, clk.Now())
 		}
 		clk.Advance(30 * time.Second)
-		auth(a, p2)
-		auth(b, p2)
+		if _, err := auth(a, p2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := auth(b, p2); err != nil {
+			t.Fatal(err)
+		}
 		if u := used(); !u.Equal(first) {
 			t.Fatalf("rewritten within a minute: %v", u)
 		}
 		clk.Advance(31 * time.Second)
-		auth(b, p2)
+		if _, err := auth(b, p2); err != nil {
+			t.Fatal(err)
+		}
 		if u := used(); !u.Equal(clk.Now()) {
 			t.Fatalf("a minute later: %v, want %v", u, clk.Now())
 		}
@@ -392,7 +406,9 @@ func TestAPITokens(t *testing.T) {
 		if t4.Owner != "root" || t4.CreatedBy != "token:erp" {
 			t.Fatalf("a token's token: %+v", t4)
 		}
-		auth(b, p4)
+		if _, err := auth(b, p4); err != nil {
+			t.Fatal(err)
+		}
 		yes, no := true, false
 		if _, err := a.UpdateUser(ctx, admin, "root", identity.UserPatch{Disabled: &yes}); err != nil {
 			t.Fatal(err)
@@ -404,15 +420,21 @@ func TestAPITokens(t *testing.T) {
 		if _, err := auth(b, p4); codeOf(err) != "token_owner_gone" {
 			t.Fatalf("owner disabled, the other replica: %v", err)
 		}
-		a.UpdateUser(ctx, admin, "root", identity.UserPatch{Disabled: &no})
+		if _, err := a.UpdateUser(ctx, admin, "root", identity.UserPatch{Disabled: &no}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := auth(a, p2); err != nil {
 			t.Fatalf("owner enabled again: %v", err)
 		}
-		a.UpdateUser(ctx, admin, "root", identity.UserPatch{Roles: &[]string{"ops"}})
+		if _, err := a.UpdateUser(ctx, admin, "root", identity.UserPatch{Roles: &[]string{"ops"}}); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := auth(a, p2); codeOf(err) != "token_owner_gone" {
 			t.Fatalf("owner no longer an admin: %v", err)
 		}
-		a.UpdateUser(ctx, admin, "root", identity.UserPatch{Roles: &[]string{"admin"}})
+		if _, err := a.UpdateUser(ctx, admin, "root", identity.UserPatch{Roles: &[]string{"admin"}}); err != nil {
+			t.Fatal(err)
+		}
 		if err := a.DeleteUser(ctx, admin, "root"); err != nil {
 			t.Fatal(err)
 		}

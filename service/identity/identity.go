@@ -58,14 +58,13 @@ const (
 
 // Service is the identity service.
 type Service struct {
-	store  model.IdentityStore
-	key    []byte
-	ttl    time.Duration
-	cost   int
-	now    func() time.Time
-	log    *slog.Logger
-	dummy  []byte // a bcrypt hash compared against for unknown users, so that timing does not reveal them
-	tokens sync.Map
+	store model.IdentityStore
+	key   []byte
+	ttl   time.Duration
+	cost  int
+	now   func() time.Time
+	log   *slog.Logger
+	dummy []byte // a bcrypt hash compared against for unknown users, so that timing does not reveal them
 	// jwts caches verified login tokens until their expiry: verifying the HMAC and decoding the claims is ~5 % of
 	// the CPU of an approval. Only valid tokens enter; jwtCount bounds it (cleared when full).
 	jwts     sync.Map

@@ -155,7 +155,7 @@ func newServer(t *testing.T, h http.HandlerFunc) *server {
 			h(w, r)
 			return
 		}
-		io.WriteString(w, "ok")
+		_, _ = io.WriteString(w, "ok")
 	}))
 	t.Cleanup(s.Close)
 	return s
@@ -172,7 +172,7 @@ func get(c *outbound.Client, url string) (int, error) {
 		return 0, err
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, resp.Body)
+	_, _ = io.Copy(io.Discard, resp.Body)
 	return resp.StatusCode, nil
 }
 

@@ -152,17 +152,23 @@ func TestMemoryBound(t *testing.T) {
 	m := ratelimit.NewMemory(window, 10)
 	t0 := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
 	for i := range 10 {
-		m.Take(ctx, []ratelimit.Rule{{Key: string(rune('a' + i)), Limit: 1}}, t0)
+		if _, _, err := m.Take(ctx, []ratelimit.Rule{{Key: string(rune('a' + i)), Limit: 1}}, t0); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if m.Len() != 10 {
 		t.Fatalf("%d keys", m.Len())
 	}
-	m.Take(ctx, []ratelimit.Rule{{Key: "late", Limit: 1}}, t0.Add(window+time.Second))
+	if _, _, err := m.Take(ctx, []ratelimit.Rule{{Key: "late", Limit: 1}}, t0.Add(window+time.Second)); err != nil {
+		t.Fatal(err)
+	}
 	if m.Len() != 1 {
 		t.Fatalf("the expired keys must go: %d keys", m.Len())
 	}
 	for i := range 30 {
-		m.Take(ctx, []ratelimit.Rule{{Key: string(rune('A' + i)), Limit: 1}}, t0.Add(window+2*time.Second))
+		if _, _, err := m.Take(ctx, []ratelimit.Rule{{Key: string(rune('A' + i)), Limit: 1}}, t0.Add(window+2*time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		if m.Len() > 10 {
 			t.Fatalf("%d keys past the bound", m.Len())
 		}

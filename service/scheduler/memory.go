@@ -55,6 +55,7 @@ func (m *Memory) WatchLoss(ctx context.Context, _ time.Duration, _ func(context.
 	}
 }
 
+// Schedule implements Scheduler.Schedule.
 func (m *Memory) Schedule(ctx context.Context, items ...Item) error {
 	if err := m.check(ctx); err != nil {
 		return err
@@ -87,6 +88,7 @@ func (m *Memory) Schedule(ctx context.Context, items ...Item) error {
 	return nil
 }
 
+// Cancel implements Scheduler.Cancel.
 func (m *Memory) Cancel(ctx context.Context, ids ...string) error {
 	if err := m.check(ctx); err != nil {
 		return err
@@ -106,6 +108,7 @@ func (m *Memory) Cancel(ctx context.Context, ids ...string) error {
 	return nil
 }
 
+// Ensure implements Scheduler.Ensure.
 func (m *Memory) Ensure(ctx context.Context, items ...Item) (int, error) {
 	if err := m.check(ctx); err != nil {
 		return 0, err
@@ -139,6 +142,7 @@ func (m *Memory) Ensure(ctx context.Context, items ...Item) (int, error) {
 	return added, nil
 }
 
+// Run implements Scheduler.Run.
 func (m *Memory) Run(ctx context.Context, h Handler) error {
 	if m.closer.isClosed() {
 		return ErrClosed
@@ -146,6 +150,7 @@ func (m *Memory) Run(ctx context.Context, h Handler) error {
 	return runLoop(ctx, m, m.opts, &m.wake, m.closer.done, h)
 }
 
+// Len implements Scheduler.Len.
 func (m *Memory) Len(ctx context.Context) (int, int, error) {
 	if err := m.check(ctx); err != nil {
 		return 0, 0, err
@@ -155,8 +160,10 @@ func (m *Memory) Len(ctx context.Context) (int, int, error) {
 	return len(m.index), len(m.leased), nil
 }
 
+// Ping implements Scheduler.Ping.
 func (m *Memory) Ping(ctx context.Context) error { return m.check(ctx) }
 
+// Close implements Scheduler.Close.
 func (m *Memory) Close() error {
 	m.closer.close()
 	return nil

@@ -217,6 +217,7 @@ redis.call('PUBLISH', ARGV[3], ARGV[1])
 return #ids
 `)
 
+// Schedule implements Scheduler.Schedule.
 func (r *Redis) Schedule(ctx context.Context, items ...Item) error {
 	if err := r.check(items, nil); err != nil {
 		return err
@@ -234,6 +235,7 @@ func (r *Redis) Schedule(ctx context.Context, items ...Item) error {
 	return nil
 }
 
+// Cancel implements Scheduler.Cancel.
 func (r *Redis) Cancel(ctx context.Context, ids ...string) error {
 	if err := r.check(nil, ids); err != nil {
 		return err
@@ -247,6 +249,7 @@ func (r *Redis) Cancel(ctx context.Context, ids ...string) error {
 	return nil
 }
 
+// Ensure implements Scheduler.Ensure.
 func (r *Redis) Ensure(ctx context.Context, items ...Item) (int, error) {
 	if err := r.check(items, nil); err != nil {
 		return 0, err
@@ -276,7 +279,7 @@ func (r *Redis) Run(ctx context.Context, h Handler) error {
 		return fmt.Errorf("scheduler: Run needs a handler")
 	}
 	sub := r.rdb.Subscribe(ctx, r.wakeCh)
-	defer sub.Close()
+	defer sub.Close() //nolint:errcheck // unsubscribing at the end of Run: nothing is lost if it fails
 	// Wait for the subscription to be confirmed, so nothing published after Run has started is missed; if
 	// Redis is down, carry on: the loop retries pops and MaxIdle bounds the lateness until it is back.
 	rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -304,6 +307,7 @@ func (r *Redis) Run(ctx context.Context, h Handler) error {
 	return runLoop(ctx, r, r.opts, &r.wake, r.closer.done, h)
 }
 
+// Len implements Scheduler.Len.
 func (r *Redis) Len(ctx context.Context) (int, int, error) {
 	if r.closer.isClosed() {
 		return 0, 0, ErrClosed
@@ -320,6 +324,7 @@ func (r *Redis) Len(ctx context.Context) (int, int, error) {
 	return int(due.Val()), int(leased.Val()), nil
 }
 
+// Ping implements Scheduler.Ping.
 func (r *Redis) Ping(ctx context.Context) error {
 	if r.closer.isClosed() {
 		return ErrClosed
@@ -330,6 +335,7 @@ func (r *Redis) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Close implements Scheduler.Close.
 func (r *Redis) Close() error {
 	r.closer.close()
 	return nil

@@ -272,7 +272,9 @@ func BenchmarkRedisScheduleAndPop(b *testing.B) {
 		}
 		popped := time.Now()
 		cancel()
-		<-ran
+		if err := <-ran; err != nil {
+			b.Fatal(err)
+		}
 		schedTotal += scheduled.Sub(start)
 		popTotal += popped.Sub(scheduled)
 		if due, leased, err := s.Len(ctx); err != nil || due != 0 || leased != 0 {

@@ -123,8 +123,12 @@ func TestAuditInTheChangesTransaction(t *testing.T) {
 		}
 		got := items[0]
 		var before, after map[string]any
-		json.Unmarshal(got.Before, &before)
-		json.Unmarshal(got.After, &after)
+		if err := json.Unmarshal(got.Before, &before); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(got.After, &after); err != nil {
+			t.Fatal(err)
+		}
 		if got.Actor != "root" || got.Action != "user.update" || got.Target != "bob" || got.IP != "10.0.0.1" || got.RequestID != "r1" ||
 			fmt.Sprint(before["roles"]) != "[ops]" || fmt.Sprint(after["roles"]) != "[dba]" || after["token_version"] != float64(1) {
 			t.Fatalf("entry: %+v\nbefore %s\nafter %s", got, got.Before, got.After)

@@ -93,7 +93,7 @@ func (s *Store) hotTxOnce(ctx context.Context, fn func(tx *gorm.DB) error) (err 
 			h.abort()
 			return
 		}
-		c.Close()
+		_ = c.Close() // returns the connection to the pool; it fails only on one already closed
 	}()
 	tx := s.db.Session(&gorm.Session{NewDB: true, Context: ctx, SkipDefaultTransaction: true})
 	tx.Statement.ConnPool = h
@@ -111,7 +111,7 @@ func (s *Store) hotTxOnce(ctx context.Context, fn func(tx *gorm.DB) error) (err 
 // abort rolls back what the connection has begun and returns it to the pool, or, when even the rollback fails,
 // has the pool discard it: a connection must never go back with a transaction open.
 func (h *hotConn) abort() {
-	defer h.c.Close()
+	defer h.c.Close() //nolint:errcheck // returns the connection to the pool (or has it discarded); fails only on one already closed
 	if !h.began || h.committed {
 		return
 	}

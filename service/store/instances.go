@@ -784,13 +784,6 @@ func hasRunUpdates(ws []*model.Work) bool {
 	return false
 }
 
-func timeEq(a, b *time.Time) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	return a.Equal(*b)
-}
-
 // GetInstance reads an instance and all its tasks (oldest first).
 func (s *Store) GetInstance(ctx context.Context, tenant, id string) (*model.Instance, []*model.Task, error) {
 	var row instanceRow

@@ -127,7 +127,7 @@ func (s *Store) MigrateWith(ctx context.Context, migs []Migration) (applied int,
 		if err != nil {
 			return 0, fmt.Errorf("store: %w", err)
 		}
-		defer sqlConn.Close()
+		defer sqlConn.Close() //nolint:errcheck // returns the connection to the pool; it fails only on one already closed
 		c = conn.Session(&gorm.Session{NewDB: true})
 		c.Statement.ConnPool = sqlConn
 		var got int

@@ -160,7 +160,7 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.Ping(pctx); err != nil {
-		sqlDB.Close()
+		_ = sqlDB.Close() // the ping's error is the one to report
 		return nil, fmt.Errorf("store: unable to reach the %s database: %w", dialect, err)
 	}
 	return s, nil

@@ -130,7 +130,7 @@ func newReceiver(t *testing.T, script ...int) *receiver {
 		}
 		r.mu.Unlock()
 		w.WriteHeader(status)
-		io.WriteString(w, "answer from the receiver")
+		_, _ = io.WriteString(w, "answer from the receiver")
 		r.got <- struct{}{}
 	}))
 	t.Cleanup(r.Close)

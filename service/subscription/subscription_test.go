@@ -388,7 +388,7 @@ func TestRedirectsTimeoutsAndLargeAnswers(t *testing.T) {
 	})
 	stop := make(chan struct{})
 	mux.HandleFunc("/slow", func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body) // the server notices the client hanging up only once the body is read
+		_, _ = io.Copy(io.Discard, r.Body) // the server notices the client hanging up only once the body is read
 		select {
 		case <-r.Context().Done():
 		case <-stop:

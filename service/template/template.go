@@ -62,7 +62,6 @@ type Service struct {
 	store     Store
 	now       func() time.Time
 	cache     sync.Map // cacheKey → *Compiled
-	mu        sync.Mutex
 	listeners []Publisher
 	// secretKey keys the HMAC that trigger secrets are stored as (secrets.go).
 	secretKey []byte

@@ -300,7 +300,7 @@ export function parseDefinition(text: string): Definition {
   try {
     v = JSON.parse(text)
   } catch (e) {
-    throw new Error(t('definition.notJson', { message: (e as Error).message }))
+    throw new Error(t('definition.notJson', { message: (e as Error).message }), { cause: e })
   }
   // Accept a whole template or version object too, as exported by the API.
   if (v && typeof v === 'object' && 'definition' in v) v = (v as { definition: unknown }).definition

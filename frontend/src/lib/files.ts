@@ -56,6 +56,7 @@ export function downloadFile(f: FileEntry): void {
   if (!f.dataUrl) return
   const a = document.createElement('a')
   a.href = URL.createObjectURL(dataUrlBlob(f.dataUrl))
+  // eslint-disable-next-line no-control-regex -- control characters are what the file name must lose
   a.download = f.name.replace(/[\\/:*?"<>|\x00-\x1f]/g, '_') || 'file'
   a.rel = 'noopener'
   document.body.appendChild(a)

@@ -27,7 +27,7 @@ func archiveShow(ctx context.Context, cfgPath string, getenv func(string) string
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer st.Close() //nolint:errcheck // the command is ending: a failed close of the pool has no one to tell
 	a, err := st.GetArchived(ctx, "", id)
 	if model.IsKind(err, model.ENOTFOUND) {
 		if _, _, gerr := st.GetInstance(ctx, model.DefaultTenant, id); gerr == nil {

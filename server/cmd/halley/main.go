@@ -31,8 +31,9 @@ var version = "dev"
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr); err != nil {
+	err := run(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
 		if !errors.Is(err, errLogged) {
 			fmt.Fprintln(os.Stderr, "halley:", err)
 		}
@@ -211,7 +212,7 @@ func withDatabase(ctx context.Context, cfgPath string, getenv func(string) strin
 		}
 		return err
 	}
-	defer st.Close()
+	defer st.Close() //nolint:errcheck // the command is ending: a failed close of the pool has no one to tell
 	web.step("migrating the database")
 	if _, err := st.Migrate(ctx); err != nil {
 		return err

@@ -119,7 +119,9 @@ func TestPluginsOnEveryReplica(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := filepath.Join(pluginDirA, "stamp", "2")
-	os.MkdirAll(dir, 0o755)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(filepath.Join(dir, sha), legacy, 0o755); err != nil {
 		t.Fatal(err)
 	}

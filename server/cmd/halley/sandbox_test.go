@@ -22,10 +22,10 @@ func (a *api) upload(t *testing.T, base string, fields map[string]string, src st
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
 	for k, v := range fields {
-		mw.WriteField(k, v)
+		_ = mw.WriteField(k, v)
 	}
 	fw, _ := mw.CreateFormFile("file", "plugin.py")
-	io.WriteString(fw, src)
+	_, _ = io.WriteString(fw, src)
 	mw.Close()
 	req, _ := http.NewRequest("POST", base+"/api/v1/plugins", &b)
 	req.Header.Set("Content-Type", mw.FormDataContentType())
@@ -80,7 +80,9 @@ func TestPluginSandboxInTheBinary(t *testing.T) {
 	}
 	work := t.TempDir()
 	for _, p := range []string{work, filepath.Dir(work)} {
-		os.Chmod(p, 0o711)
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, base, logs := start(t, bin, faultEnv("HALLEY_LOG_LEVEL=info", "HALLEY_DATA_DIR="+data, "HALLEY_PLUGIN_UID=63500",
 		"HALLEY_PLUGIN_GID=63500", "HALLEY_PLUGIN_WORKERS=2", "HALLEY_PLUGIN_PROCESSES=32", "HALLEY_PLUGIN_WORK_DIR="+filepath.Join(work, "runs"))...)
@@ -182,7 +184,9 @@ func TestPluginSandboxWithFileCapabilities(t *testing.T) {
 	const halleyUID = 63600
 	root := t.TempDir()
 	for _, p := range []string{root, filepath.Dir(root)} {
-		os.Chmod(p, 0o711)
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// The binary where the unprivileged user can execute it, with the image's file capabilities.
 	bin := filepath.Join(root, "halley")
@@ -195,8 +199,12 @@ func TestPluginSandboxWithFileCapabilities(t *testing.T) {
 	home := filepath.Join(root, "home")
 	data := filepath.Join(home, "data")
 	for _, d := range []string{home, data} {
-		os.Mkdir(d, 0o755)
-		os.Chown(d, halleyUID, halleyUID)
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, halleyUID, halleyUID); err != nil {
+			t.Fatal(err)
+		}
 	}
 	addr := freeAddr(t)
 	cmd := exec.Command(setpriv, "--reuid="+fmt.Sprint(halleyUID), "--regid="+fmt.Sprint(halleyUID), "--clear-groups", bin, "serve")
@@ -246,7 +254,7 @@ print(json.dumps({"context": {"uid": os.getuid(), "daemon": d.pid, "db": attempt
 		t.Errorf("the plugin ran as uid %s", uid)
 	}
 	var pid int
-	fmt.Sscan(fmt.Sprint(ctx["daemon"]), &pid)
+	_, _ = fmt.Sscan(fmt.Sprint(ctx["daemon"]), &pid)
 	if pid == 0 || !waitFor(5*time.Second, func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) }) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the setsid daemon %d outlived its run", pid)

@@ -47,7 +47,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if err = errors.Join(errSched, err); err != nil {
 		return err
 	}
-	defer sched.Close()
+	defer sched.Close() //nolint:errcheck // shutting down: the scheduler's close error has no one to tell
 	auditLog := audit.New(st, clk.Now, lg)
 
 	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
@@ -115,7 +115,7 @@ func openRedis(ctx context.Context, url string, lg *slog.Logger) *redis.Client {
 
 func closeRedis(rdb *redis.Client) {
 	if rdb != nil {
-		rdb.Close()
+		_ = rdb.Close() // shutting down: nothing to do about a failed close
 	}
 }
 
@@ -193,13 +193,14 @@ func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rd
 	if err != nil {
 		return nil, fmt.Errorf("bootstrap admin: %w", err)
 	}
-	if created && cfg.AdminPasswordDefaulted {
+	switch {
+	case created && cfg.AdminPasswordDefaulted:
 		lg.Warn(strings.Repeat("!", 72))
 		lg.Warn("created user 'admin' with the DEFAULT password 'admin': sign in at " + cfg.LocalURL() + "/ as admin/admin and choose a new password (the UI asks at once; later: your name in the header > Profile > Change password), or set HALLEY_ADMIN_PASSWORD before the first start")
 		lg.Warn(strings.Repeat("!", 72))
-	} else if created {
+	case created:
 		lg.Info("created user 'admin' with the password from HALLEY_ADMIN_PASSWORD")
-	} else if ids.BootstrapPasswordUnchanged(ctx) {
+	case ids.BootstrapPasswordUnchanged(ctx):
 		lg.Warn("user 'admin' still has the password it was created with: sign in at " + cfg.LocalURL() + "/ and choose a new one (Profile > Change password)")
 	}
 	if cfg.SecretGenerated {

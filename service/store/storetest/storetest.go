@@ -42,7 +42,7 @@ func Open(t *testing.T, dialect string) *store.Store {
 	if err != nil {
 		t.Fatalf("open %s store: %v", dialect, err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { _ = s.Close() })
 	if _, err := s.Migrate(context.Background()); err != nil {
 		t.Fatalf("migrate %s store: %v", dialect, err)
 	}
@@ -64,8 +64,10 @@ func URL(t *testing.T, dialect string) string {
 			t.Fatalf("create test database: %v", err)
 		}
 		t.Cleanup(func() {
-			admin.Exec("DROP DATABASE IF EXISTS " + name)
-			admin.Close()
+			if _, err := admin.Exec("DROP DATABASE IF EXISTS " + name); err != nil {
+				t.Logf("drop test database %s: %v", name, err)
+			}
+			_ = admin.Close()
 		})
 		pu, _ := url.Parse(base)
 		pu.Path = "/" + name
