@@ -665,10 +665,11 @@ print(json.dumps({"context": {"echo": d["context"].get("n")}}))
 // hand-over: offered runs are never run.
 type deadExecutor struct{ off atomic.Bool }
 
-func (d *deadExecutor) Available() bool        { return !d.off.Load() }
-func (*deadExecutor) WorkerID() string         { return "dead" }
-func (*deadExecutor) Lease() time.Duration     { return time.Minute }
-func (*deadExecutor) Offer(jobs ...plugin.Job) {}
+func (d *deadExecutor) Available() bool          { return !d.off.Load() }
+func (*deadExecutor) WorkerID() string           { return "dead" }
+func (*deadExecutor) Lease() time.Duration       { return time.Minute }
+func (*deadExecutor) Offer(jobs ...plugin.Job)   {}
+func (*deadExecutor) StopRuns(map[string]string) {}
 
 // TestHandOverLost: a run written leased to the local executor whose process dies before the hand-over is left
 // alone while its lease holds, then claimed by another executor as attempt 2.

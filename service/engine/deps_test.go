@@ -118,9 +118,17 @@ func TestEngineWakesWhomItWasGiven(t *testing.T) {
 }
 
 // offers is a local executor that is always available and keeps what it is offered.
-type offers struct{ jobs []plugin.Job }
+type offers struct {
+	jobs  []plugin.Job
+	stops []string // StopRuns: "run id: why"
+}
 
 func (*offers) Available() bool            { return true }
 func (*offers) WorkerID() string           { return "here" }
 func (*offers) Lease() time.Duration       { return time.Minute }
 func (o *offers) Offer(jobs ...plugin.Job) { o.jobs = append(o.jobs, jobs...) }
+func (o *offers) StopRuns(runs map[string]string) {
+	for id, why := range runs {
+		o.stops = append(o.stops, id+": "+why)
+	}
+}
