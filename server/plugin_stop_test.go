@@ -60,7 +60,8 @@ func (s *stops) wait(t *testing.T) completionOf {
 	}
 }
 
-// stopExecutor is a real executor (real child processes) with the given lease, reporting to rec.
+// stopExecutor is a real executor (real child processes) with the given lease, reporting to rec. At the test's
+// end it kills what still runs after a second (a failing test must not wait for a sleeper's five minutes).
 func stopExecutor(t *testing.T, st plugin.RunLogStore, rec *stops, worker string, lease time.Duration, now func() time.Time) *plugin.Executor {
 	t.Helper()
 	logs, err := plugin.NewDBLog(st)
@@ -68,7 +69,7 @@ func stopExecutor(t *testing.T, st plugin.RunLogStore, rec *stops, worker string
 		t.Fatal(err)
 	}
 	ex, err := plugin.NewExecutor(&plugin.ProcessRunner{WorkRoot: t.TempDir()}, plugin.ExecutorOptions{Workers: 2,
-		PollInterval: 10 * time.Millisecond, Lease: lease, WorkerID: worker, Logs: logs, Logger: quietLogger(), Now: now,
+		PollInterval: 10 * time.Millisecond, Lease: lease, WorkerID: worker, Logs: logs, Logger: quietLogger(), Now: now, ShutdownTimeout: time.Second,
 		OnComplete: func(job plugin.Job, res plugin.Result, err error) { rec.ch <- completionOf{job, res, err} }})
 	if err != nil {
 		t.Fatal(err)
