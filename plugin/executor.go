@@ -431,7 +431,9 @@ func (e *Executor) StopRuns(runs map[string]string) {
 func (e *Executor) dropOffered(id string) bool {
 	for i, j := range e.offered {
 		if j.RunID == id {
-			e.offered = append(e.offered[:i], e.offered[i+1:]...)
+			n := copy(e.offered[i:], e.offered[i+1:])
+			clear(e.offered[i+n:])
+			e.offered = e.offered[:i+n]
 			return true
 		}
 	}

@@ -200,7 +200,6 @@ func (e *Engine) PluginQueue() *PluginQueue { return e.plugins }
 // committed runs after a transaction committed: hand the runs leased to this process's executor over, stop those
 // of its runs the step closed, wake the dispatcher and whoever waits for the instance's end.
 func (e *Engine) committed(w *model.Work) {
-	e.plugins.stopClosed(w.RunUpdates)
 	if len(w.NewPluginRuns) > 0 {
 		var mine []*model.PluginRun
 		for _, r := range w.NewPluginRuns {
@@ -212,6 +211,7 @@ func (e *Engine) committed(w *model.Work) {
 			e.plugins.handOver(mine)
 		}
 	}
+	e.plugins.stopClosed(w.RunUpdates) // after the hand-over: a run queued and closed in one step is dropped
 	if len(w.Outbox) > 0 {
 		e.outbox.Notify()
 	}
