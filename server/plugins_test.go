@@ -391,7 +391,8 @@ func TestRunErrorBeforeStart(t *testing.T) {
 				}
 				if tc.prepared {
 					deadline := time.Now().Add(10 * time.Second)
-					for len(runs()) == 0 || runs()[0].(M)["status"] == "queued" {
+					// The claim commits the run running, then records it failed: wait for the second commit.
+					for items := runs(); len(items) == 0 || items[0].(M)["status"] == "queued" || items[0].(M)["status"] == "running"; items = runs() {
 						if time.Now().After(deadline) {
 							t.Fatalf("the run was never failed: %v", runs())
 						}
