@@ -54,7 +54,11 @@ type PluginStore interface {
 	ListRuns(ctx context.Context, f RunFilter) ([]*PluginRun, string, error)
 	// ClaimRuns leases up to n queued runs (or running runs whose lease expired) to worker.
 	ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*PluginRun, error)
-	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error
+	// ExtendRuns renews the leases of the runs among ids that worker still holds (running, leased to it) and
+	// returns the others, each with its status now: closed by the engine (timed_out, cancelled), finished, running
+	// under another worker's lease (claimed again after this one's expired), or "" when the run is gone. The
+	// worker stops those (plugin.Queue.Extend).
+	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) (lost map[string]string, err error)
 	// CreatePluginRun queues a run outside an instance's transaction (plugin subscriptions to events).
 	CreatePluginRun(ctx context.Context, r *PluginRun) error
 	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).

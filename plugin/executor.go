@@ -28,8 +28,10 @@ type Job struct {
 type Queue interface {
 	// Claim leases up to n queued runs (or runs whose lease expired) to worker until leaseUntil.
 	Claim(ctx context.Context, worker string, n int, leaseUntil time.Time) ([]Job, error)
-	// Extend renews the lease of runs this worker still executes (heartbeat).
-	Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) error
+	// Extend renews the lease of runs this worker still executes (heartbeat) and returns those of runIDs it no
+	// longer holds, each with why: the engine closed them (their node timed out, their instance ended), they
+	// finished, or another worker claimed them after this one's lease expired. The executor stops them.
+	Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) (lost map[string]string, err error)
 	// Complete records the result and hands it to the engine; must be idempotent per (runID, attempt).
 	Complete(ctx context.Context, worker string, job Job, res Result) error
 }
@@ -43,6 +45,16 @@ type RunLog interface {
 // ErrAbandoned is passed to OnComplete for a run that was stopped by the executor's shutdown and deliberately
 // not reported: its lease runs out and another worker runs it again.
 var ErrAbandoned = errors.New("plugin: run abandoned at shutdown; it will be claimed again when its lease expires")
+
+// ErrStopped is passed (wrapped, with the reason) to OnComplete for a run the executor stopped because it was no
+// longer its to finish (StopRuns, or a heartbeat that did not renew its lease): its process was killed, its log
+// written, and nothing reported — the engine recorded the run's end already.
+var ErrStopped = errors.New("plugin: run stopped; it is closed or no longer leased to this worker, so its result is not reported")
+
+// stopCause is the cause of a run's context cancelled by StopRuns.
+type stopCause struct{ why string }
+
+func (c *stopCause) Error() string { return "stopped: " + c.why }
 
 // ExecutorOptions configure an Executor. Zero values take the defaults noted.
 type ExecutorOptions struct {
@@ -81,12 +93,19 @@ type Executor struct {
 	load      atomic.Int64 // jobs executing or offered and waiting for a worker
 
 	mu      sync.Mutex
-	running map[string]Job // by run id: the leases to heartbeat (executing or offered)
-	offered []Job          // handed over already leased, waiting for a free worker
+	running map[string]*tracked // by run id: the leases to heartbeat (executing or offered)
+	offered []Job               // handed over already leased, waiting for a free worker
 
 	kill     chan struct{} // closed (once) to kill the runs in flight after Run's context is done
 	killOnce sync.Once
 	drained  chan struct{} // closed when Run has returned
+}
+
+// tracked is a run the executor holds: offered or claimed, then executing until it is reported.
+type tracked struct {
+	job    Job
+	cancel context.CancelCauseFunc // set when its worker starts it
+	stop   string                  // why StopRuns stopped it before its worker started it
 }
 
 // Retry policy of Queue.Complete: a database blip must not turn a finished run into a re-run, but a store that
@@ -127,7 +146,7 @@ func NewExecutor(r Runner, opts ExecutorOptions) (*Executor, error) {
 		wake:    make(chan struct{}, 1),
 		offer:   make(chan struct{}, 1),
 		freed:   make(chan struct{}, opts.Workers),
-		running: make(map[string]Job),
+		running: make(map[string]*tracked),
 		kill:    make(chan struct{}),
 		drained: make(chan struct{}),
 	}, nil
@@ -174,7 +193,7 @@ func (e *Executor) Offer(jobs ...Job) {
 	}
 	e.mu.Lock()
 	for _, j := range jobs {
-		e.running[j.RunID] = j
+		e.running[j.RunID] = &tracked{job: j}
 	}
 	e.offered = append(e.offered, jobs...)
 	e.mu.Unlock()
@@ -347,8 +366,78 @@ func (e *Executor) claim(ctx context.Context, n int) (jobs []Job, err error) {
 
 func (e *Executor) track(job Job) {
 	e.mu.Lock()
-	e.running[job.RunID] = job
+	e.running[job.RunID] = &tracked{job: job}
 	e.mu.Unlock()
+}
+
+// begin gives a run its worker's cancel function, and cancels it at once when StopRuns came first.
+func (e *Executor) begin(job Job, cancel context.CancelCauseFunc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.running[job.RunID]
+	if !ok {
+		return
+	}
+	t.cancel = cancel
+	if t.stop != "" {
+		cancel(&stopCause{t.stop})
+	}
+}
+
+// StopRuns stops runs this executor holds that are no longer its to finish: the engine closed them (their auto
+// node timed out; their instance was terminated, withdrawn or otherwise ended; their node was left), or another
+// worker holds their lease. A run executing has its context cancelled, so the runner kills its process group
+// (and its cgroup or run uid's processes) at once; an offered run that has not started is dropped. Either is
+// logged, its output so far goes to the run log, and nothing is reported (the engine's record of the run stands).
+// runs maps run ids to why (for the log); ids this executor does not hold are ignored. It never blocks for long.
+// The engine calls it right after committing a step that closed runs (this process's runs, at once); for runs
+// closed on other replicas the heartbeat finds them when it renews the leases (every Lease/3).
+func (e *Executor) StopRuns(runs map[string]string) {
+	if len(runs) == 0 {
+		return
+	}
+	var dropped []Job
+	var whys []string
+	e.mu.Lock()
+	for id, why := range runs {
+		t, ok := e.running[id]
+		if !ok {
+			continue
+		}
+		if why == "" {
+			why = "closed"
+		}
+		switch {
+		case t.cancel != nil:
+			t.cancel(&stopCause{why})
+		case e.dropOffered(id):
+			delete(e.running, id)
+			dropped = append(dropped, t.job)
+			whys = append(whys, why)
+		default:
+			t.stop = why // claimed, its worker about to start: begin cancels it
+		}
+	}
+	e.mu.Unlock()
+	for i, job := range dropped {
+		e.load.Add(-1)
+		e.log.Info("plugin run dropped before it started: it is no longer this worker's to run", "run_id", job.RunID,
+			"instance_id", job.Input.InstanceID, "node_id", job.Input.NodeID, "why", whys[i])
+		e.signal(job, Result{ExitCode: -1, Stopped: whys[i]}, fmt.Errorf("%w: %s", ErrStopped, whys[i]))
+	}
+}
+
+// dropOffered removes an offered job that has not started; e.mu is held.
+func (e *Executor) dropOffered(id string) bool {
+	for i, j := range e.offered {
+		if j.RunID == id {
+			n := copy(e.offered[i:], e.offered[i+1:])
+			clear(e.offered[i+n:])
+			e.offered = e.offered[:i+n]
+			return true
+		}
+	}
+	return false
 }
 
 func (e *Executor) untrack(job Job) {
@@ -382,13 +471,16 @@ func (e *Executor) heartbeat(ctx context.Context, done <-chan struct{}) {
 		if len(ids) == 0 {
 			continue
 		}
-		if err := e.extend(ctx, ids); err != nil {
+		lost, err := e.extend(ctx, ids)
+		if err != nil {
 			e.log.Warn("unable to extend plugin run leases", "runs", len(ids), "error", err)
+			continue // no news: the runs go on (their leases still hold, or a claim elsewhere says otherwise later)
 		}
+		e.StopRuns(lost)
 	}
 }
 
-func (e *Executor) extend(ctx context.Context, ids []string) (err error) {
+func (e *Executor) extend(ctx context.Context, ids []string) (lost map[string]string, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("queue extend panicked: %v", p)
@@ -410,8 +502,27 @@ func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 
 	log := e.log.With("run_id", job.RunID, "attempt", job.Attempt, "plugin", job.Spec.Name,
 		"plugin_version", job.Spec.Version, "instance_id", job.Input.InstanceID, "node_id", job.Input.NodeID)
-	res := e.execute(ctx, job, log)
+	// The run's own context: StopRuns cancels it (with a stopCause) when the run is closed meanwhile.
+	jobCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	e.begin(job, cancel)
+	res := e.execute(jobCtx, job, log)
 
+	var stopped *stopCause
+	if errors.As(context.Cause(jobCtx), &stopped) {
+		// The engine closed the run (or another worker holds it): its status is recorded already; reporting
+		// this result would be refused. Keep what it printed in its log.
+		res.Stopped = stopped.why
+		log.Info("plugin run stopped: it is no longer this worker's to finish; its processes are killed, its result is not reported",
+			"why", stopped.why, "duration", res.Duration())
+		if e.opts.Logs != nil {
+			if err := e.opts.Logs.Write(ctx, job, res); err != nil {
+				log.Error("unable to write plugin run log", "error", err)
+			}
+		}
+		e.signal(job, res, fmt.Errorf("%w: %s", ErrStopped, stopped.why))
+		return
+	}
 	if ctx.Err() != nil {
 		log.Warn("plugin run abandoned at shutdown", "error", res.Err)
 		e.signal(job, res, ErrAbandoned)

@@ -27,6 +27,7 @@ type fakeQueue struct {
 	leaseUntil  []time.Time
 	extendedCh  chan string // every run id that got a heartbeat
 	completeErr func(job plugin.Job) error
+	lost        map[string]string // runs Extend reports as no longer held, with why (closeRun)
 }
 
 func newFakeQueue(n int) *fakeQueue {
@@ -59,18 +60,36 @@ func (q *fakeQueue) Claim(_ context.Context, worker string, n int, leaseUntil ti
 	return jobs, nil
 }
 
-func (q *fakeQueue) Extend(_ context.Context, worker string, runIDs []string, leaseUntil time.Time) error {
+func (q *fakeQueue) Extend(_ context.Context, worker string, runIDs []string, leaseUntil time.Time) (map[string]string, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.leaseUntil = append(q.leaseUntil, leaseUntil)
+	var lost map[string]string
 	for _, id := range runIDs {
+		if why, ok := q.lost[id]; ok {
+			if lost == nil {
+				lost = map[string]string{}
+			}
+			lost[id] = why
+			continue
+		}
 		q.extended[id]++
 		select {
 		case q.extendedCh <- id:
 		default:
 		}
 	}
-	return nil
+	return lost, nil
+}
+
+// closeRun makes the next heartbeats report the run as no longer held, as the store does once the engine closed it.
+func (q *fakeQueue) closeRun(id, why string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.lost == nil {
+		q.lost = map[string]string{}
+	}
+	q.lost[id] = why
 }
 
 func (q *fakeQueue) Complete(_ context.Context, worker string, job plugin.Job, res plugin.Result) error {

@@ -89,6 +89,9 @@ func FormatRecord(job Job, res Result) []byte {
 	fmt.Fprintf(&b, "ended_at:    %s\n", res.EndedAt.UTC().Format(time.RFC3339Nano))
 	fmt.Fprintf(&b, "duration:    %s\n", res.Duration())
 	fmt.Fprintf(&b, "status:      %s\n", res.Status())
+	if res.Stopped != "" {
+		fmt.Fprintf(&b, "stopped:     %s\n", res.Stopped)
+	}
 	fmt.Fprintf(&b, "exit_code:   %d\n", res.ExitCode)
 	if res.Err != nil {
 		fmt.Fprintf(&b, "error:       %s\n", res.Err)

@@ -46,6 +46,9 @@ const (
 	StatusSucceeded = "succeeded"
 	StatusFailed    = "failed"
 	StatusTimedOut  = "timed_out"
+	// StatusStopped is the status of an attempt's log record when the executor stopped it (Result.Stopped): the
+	// run itself has the status the engine gave it (timed_out, cancelled).
+	StatusStopped = "stopped"
 )
 
 // Spec is what to run: one stored version of a plugin.
@@ -88,14 +91,20 @@ type Result struct {
 	StartedAt       time.Time
 	EndedAt         time.Time
 	TimedOut        bool
-	Output          *Output
-	Err             error
+	// Stopped says why the executor stopped the run before it ended (Executor.StopRuns: the engine closed it).
+	// Such a result goes to the run's log only; it is never reported to the queue.
+	Stopped string
+	Output  *Output
+	Err     error
 }
 
-// Status is "succeeded", "failed" or "timed_out". (An async success is "succeeded" here: the process part is
-// done; the run as a whole waits for its result callback, which is the engine's business.)
+// Status is "succeeded", "failed" or "timed_out" (or "stopped", for the log of a run the executor stopped). (An
+// async success is "succeeded" here: the process part is done; the run as a whole waits for its result
+// callback, which is the engine's business.)
 func (r Result) Status() string {
 	switch {
+	case r.Stopped != "":
+		return StatusStopped
 	case r.TimedOut:
 		return StatusTimedOut
 	case r.Err != nil:

@@ -91,8 +91,8 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		res.Err = fmt.Errorf("plugin runner: unable to hand the working directory to the plugin uid: %w", err)
 		return res
 	}
-	if err := ctx.Err(); err != nil {
-		res.Err = fmt.Errorf("plugin run canceled before it started: %w", err)
+	if ctx.Err() != nil {
+		res.Err = fmt.Errorf("plugin run canceled before it started: %w", context.Cause(ctx))
 		return res
 	}
 
@@ -132,7 +132,7 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		box.killGroup(pid)
 		watchErr = <-exited
 	case <-ctx.Done():
-		canceled = ctx.Err()
+		canceled = context.Cause(ctx) // why: shutdown, or the run was closed (Executor.StopRuns)
 		box.killGroup(pid)
 		watchErr = <-exited
 	}

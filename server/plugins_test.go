@@ -393,7 +393,7 @@ func TestRunErrorBeforeStart(t *testing.T) {
 				}
 				if tc.prepared {
 					deadline := time.Now().Add(10 * time.Second)
-					// claimed, the run is running for the moment its preparation takes; then it fails
+					// The claim commits the run running, then records it failed: wait for the second commit.
 					for items := runs(); len(items) == 0 || items[0].(M)["status"] == "queued" || items[0].(M)["status"] == "running"; items = runs() {
 						if time.Now().After(deadline) {
 							t.Fatalf("the run was never failed: %v", runs())
@@ -672,10 +672,11 @@ print(json.dumps({"context": {"echo": d["context"].get("n")}}))
 // hand-over: offered runs are never run.
 type deadExecutor struct{ off atomic.Bool }
 
-func (d *deadExecutor) Available() bool        { return !d.off.Load() }
-func (*deadExecutor) WorkerID() string         { return "dead" }
-func (*deadExecutor) Lease() time.Duration     { return time.Minute }
-func (*deadExecutor) Offer(jobs ...plugin.Job) {}
+func (d *deadExecutor) Available() bool          { return !d.off.Load() }
+func (*deadExecutor) WorkerID() string           { return "dead" }
+func (*deadExecutor) Lease() time.Duration       { return time.Minute }
+func (*deadExecutor) Offer(jobs ...plugin.Job)   {}
+func (*deadExecutor) StopRuns(map[string]string) {}
 
 // TestHandOverLost: a run written leased to the local executor whose process dies before the hand-over is left
 // alone while its lease holds, then claimed by another executor as attempt 2.

@@ -118,9 +118,85 @@ func TestEngineWakesWhomItWasGiven(t *testing.T) {
 }
 
 // offers is a local executor that is always available and keeps what it is offered.
-type offers struct{ jobs []plugin.Job }
+type offers struct {
+	jobs  []plugin.Job
+	stops []string // StopRuns: "run id: why"
+}
 
 func (*offers) Available() bool            { return true }
 func (*offers) WorkerID() string           { return "here" }
 func (*offers) Lease() time.Duration       { return time.Minute }
 func (o *offers) Offer(jobs ...plugin.Job) { o.jobs = append(o.jobs, jobs...) }
+func (o *offers) StopRuns(runs map[string]string) {
+	for id, why := range runs {
+		o.stops = append(o.stops, id+": "+why)
+	}
+}
+
+// TestEngineStopsTheRunsItCloses: right after a step that closed runs commits — an auto node's timeout, a
+// terminate — the engine tells its local executor which (StopRuns), so that their processes are killed at once;
+// the queue's heartbeat (Extend) reports the same runs to an executor on any replica, with why, and renews the
+// others.
+func TestEngineStopsTheRunsItCloses(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		files, err := plugin.NewCache(t.TempDir(), s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		local := &offers{}
+		h.eng, err = engine.New(engine.Deps{Store: s, Templates: h.tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
+			Executor: local}, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.users("ann")
+		h.plugin("ext")
+		h.publish("call", callDef(""))
+		q := h.eng.PluginQueue()
+		extend := func(ids ...string) map[string]string {
+			t.Helper()
+			lost, err := q.Extend(h.ctx, "here", ids, h.clk.Now().Add(time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return lost
+		}
+
+		timedOut := h.start("ann", "call", `{}`)
+		terminated := h.start("ann", "call", `{}`)
+		if len(local.jobs) != 2 {
+			t.Fatalf("offered %d runs, want 2", len(local.jobs))
+		}
+		runOf := map[string]string{}
+		for _, j := range local.jobs {
+			runOf[j.Input.InstanceID] = j.RunID
+		}
+		if lost := extend(runOf[timedOut], runOf[terminated]); len(lost) != 0 || len(local.stops) != 0 {
+			t.Fatalf("runs nobody closed: lost %v, stops %v", lost, local.stops)
+		}
+
+		if _, err := h.eng.Terminate(h.ctx, admin, terminated, "no longer needed"); err != nil {
+			t.Fatal(err)
+		}
+		want := runOf[terminated] + ": the engine closed the run: cancelled"
+		if len(local.stops) != 1 || local.stops[0] != want {
+			t.Fatalf("stops after the terminate %v, want [%s]", local.stops, want)
+		}
+		if st := h.runStatus(runOf[terminated]); st != model.RunCancelled {
+			t.Fatalf("terminated instance's run is %s", st)
+		}
+		h.clk.Advance(30 * time.Second)
+		h.fireDue()
+		h.wantStatus(timedOut, model.StatusFailed)
+		want = runOf[timedOut] + ": the engine closed the run: timed_out"
+		if len(local.stops) != 2 || local.stops[1] != want {
+			t.Fatalf("stops after the timeout %v, want [... %s]", local.stops, want)
+		}
+		lost := extend(runOf[timedOut], runOf[terminated], "gone")
+		if len(lost) != 3 || lost[runOf[timedOut]] != "the engine closed the run: timed_out" ||
+			lost[runOf[terminated]] != "the engine closed the run: cancelled" || lost["gone"] != "the run is gone" {
+			t.Fatalf("heartbeat after the closes: %v", lost)
+		}
+	})
+}

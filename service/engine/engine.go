@@ -37,8 +37,8 @@ type Store interface {
 	GetRun(ctx context.Context, tenant, id string) (*model.PluginRun, error)
 	// ClaimRuns leases up to n queued runs (or running runs whose lease expired) to worker.
 	ClaimRuns(ctx context.Context, worker string, n int, now, leaseUntil time.Time) ([]*model.PluginRun, error)
-	// ExtendRuns renews the leases of runs worker still executes.
-	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error
+	// ExtendRuns renews the leases of runs worker still executes and returns the others with their status.
+	ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) (map[string]string, error)
 	// FinishRunOnly records a run result without touching an instance (its instance is gone or ended).
 	FinishRunOnly(ctx context.Context, r *model.PluginRun) error
 	// ClaimMessageID records a message id as being handled by the caller (claimed true), unless it was seen:
@@ -85,6 +85,10 @@ type LocalExecutor interface {
 	Lease() time.Duration
 	// Offer gives the executor runs written leased to it, after their transaction committed.
 	Offer(jobs ...plugin.Job)
+	// StopRuns tells the executor, right after a commit, which runs that step closed (run id -> why): those it
+	// executes have their processes killed. Runs it does not hold are ignored; runs executing on other replicas
+	// are stopped by their executors' next lease renewal (PluginQueue.Extend).
+	StopRuns(runs map[string]string)
 }
 
 // Deps are the engine's collaborators; every one is required (New says which is missing).
@@ -113,6 +117,8 @@ func (noExecutor) Available() bool      { return false }
 func (noExecutor) WorkerID() string     { return "" }
 func (noExecutor) Lease() time.Duration { return 0 }
 func (noExecutor) Offer(...plugin.Job)  {}
+
+func (noExecutor) StopRuns(map[string]string) {}
 
 // Options tune the engine; the zero value is the default.
 type Options struct {
@@ -191,8 +197,8 @@ func (e *Engine) Now() time.Time { return e.clock.Now() }
 // PluginQueue is the queue plugin executors claim this engine's runs from (plugin.Executor.Run).
 func (e *Engine) PluginQueue() *PluginQueue { return e.plugins }
 
-// committed runs after a transaction committed: hand the runs leased to this process's executor over, wake the
-// dispatcher and whoever waits for the instance's end.
+// committed runs after a transaction committed: hand the runs leased to this process's executor over, stop those
+// of its runs the step closed, wake the dispatcher and whoever waits for the instance's end.
 func (e *Engine) committed(w *model.Work) {
 	if len(w.NewPluginRuns) > 0 {
 		var mine []*model.PluginRun
@@ -205,6 +211,7 @@ func (e *Engine) committed(w *model.Work) {
 			e.plugins.handOver(mine)
 		}
 	}
+	e.plugins.stopClosed(w.RunUpdates) // after the hand-over: a run queued and closed in one step is dropped
 	if len(w.Outbox) > 0 {
 		e.outbox.Notify()
 	}

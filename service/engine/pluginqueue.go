@@ -154,9 +154,58 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 		Input: in}, nil
 }
 
-// Extend renews the leases of runs still executing.
-func (q *PluginQueue) Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) error {
-	return q.e.store.ExtendRuns(ctx, worker, runIDs, leaseUntil)
+// Extend renews the leases of runs still executing and returns, with why, those the worker no longer holds: the
+// engine closed them (on any replica), they finished, or another worker took them over. The executor stops them.
+func (q *PluginQueue) Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) (map[string]string, error) {
+	lost, err := q.e.store.ExtendRuns(ctx, worker, runIDs, leaseUntil)
+	if err != nil || len(lost) == 0 {
+		return nil, err
+	}
+	why := make(map[string]string, len(lost))
+	for id, status := range lost {
+		why[id] = lostWhy(status)
+		q.forget(id)
+	}
+	return why, nil
+}
+
+// lostWhy says why a worker no longer holds a run, from the run's status now.
+func lostWhy(status string) string {
+	switch status {
+	case "":
+		return "the run is gone"
+	case model.RunRunning:
+		return "another worker holds its lease (this worker's lease expired)"
+	case model.RunTimedOut, model.RunCancelled:
+		return "the engine closed the run: " + status
+	}
+	return "the run is " + status + " already"
+}
+
+// stopClosed tells this process's executor which runs a committed step closed, so that it kills their processes
+// at once instead of at its next lease renewal.
+func (q *PluginQueue) stopClosed(updates []model.RunUpdate) {
+	var closed map[string]string
+	for _, u := range updates {
+		if !u.Close {
+			continue
+		}
+		if closed == nil {
+			closed = map[string]string{}
+		}
+		closed[u.Run.ID] = lostWhy(u.Run.Status)
+		q.forget(u.Run.ID)
+	}
+	if len(closed) > 0 {
+		q.local.StopRuns(closed)
+	}
+}
+
+// forget drops a run this process took and will not complete.
+func (q *PluginQueue) forget(id string) {
+	q.mu.Lock()
+	delete(q.runs, id)
+	q.mu.Unlock()
 }
 
 // Complete records a finished run and hands its result to the engine.

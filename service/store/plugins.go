@@ -224,13 +224,41 @@ func (s *Store) ClaimRuns(ctx context.Context, worker string, n int, now, leaseU
 	return out, err
 }
 
-// ExtendRuns renews the leases of runs the worker still executes.
-func (s *Store) ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) error {
+// ExtendRuns renews the leases of runs the worker still executes, and returns the runs among ids it no longer
+// holds with their status now ("" when the row is gone): the engine closed them (timed_out, cancelled), they
+// finished, or another worker claimed them after this one's lease expired.
+func (s *Store) ExtendRuns(ctx context.Context, worker string, ids []string, leaseUntil time.Time) (map[string]string, error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	return s.db.WithContext(ctx).Model(&pluginRunRow{}).Where("id IN ? AND lease_owner = ? AND status = ?", ids, worker, model.RunRunning).
-		Update("lease_until", leaseUntil.UTC()).Error
+	db := s.db.WithContext(ctx)
+	res := db.Model(&pluginRunRow{}).Where("id IN ? AND lease_owner = ? AND status = ?", ids, worker, model.RunRunning).
+		Update("lease_until", leaseUntil.UTC())
+	if res.Error != nil {
+		return nil, fmt.Errorf("store: unable to extend plugin run leases: %w", res.Error)
+	}
+	if int(res.RowsAffected) == len(ids) {
+		return nil, nil // every one renewed (MySQL counts changed rows only: a lease renewed to the same time reads below)
+	}
+	var held []pluginRunRow
+	if err := db.Select("id", "status", "lease_owner").Where("id IN ?", ids).Find(&held).Error; err != nil {
+		return nil, fmt.Errorf("store: unable to read plugin run leases: %w", err)
+	}
+	lost := make(map[string]string, len(ids))
+	for _, id := range ids {
+		lost[id] = "" // gone, unless read below
+	}
+	for _, r := range held {
+		if r.Status == model.RunRunning && r.LeaseOwner == worker {
+			delete(lost, r.ID)
+			continue
+		}
+		lost[r.ID] = r.Status
+	}
+	if len(lost) == 0 {
+		return nil, nil
+	}
+	return lost, nil
 }
 
 // CreatePluginRun queues a run that belongs to no instance step.

@@ -138,8 +138,17 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		if again, err := st.ClaimRuns(ctx, "w2", 5, now, now.Add(time.Minute)); err != nil || len(again) != 0 {
 			t.Fatalf("a leased run was claimed again: %+v %v", again, err)
 		}
-		if err := st.ExtendRuns(ctx, "w1", []string{"run-1"}, now.Add(time.Hour)); err != nil {
-			t.Fatal(err)
+		if lost, err := st.ExtendRuns(ctx, "w1", []string{"run-1"}, now.Add(time.Hour)); err != nil || len(lost) != 0 {
+			t.Fatalf("extend the held run: lost %v, %v", lost, err)
+		}
+		// Renewed again to the same time (MySQL then counts no changed row): still held.
+		if lost, err := st.ExtendRuns(ctx, "w1", []string{"run-1"}, now.Add(time.Hour)); err != nil || len(lost) != 0 {
+			t.Fatalf("extend the held run to the same time: lost %v, %v", lost, err)
+		}
+		// Runs a worker does not hold come back with their status: another worker's lease, gone.
+		if lost, err := st.ExtendRuns(ctx, "w2", []string{"run-1", "run-gone"}, now.Add(time.Hour)); err != nil || len(lost) != 2 ||
+			lost["run-1"] != model.RunRunning || lost["run-gone"] != "" {
+			t.Fatalf("extend runs w2 does not hold: lost %v, %v", lost, err)
 		}
 		if again, err := st.ClaimRuns(ctx, "w2", 5, now.Add(30*time.Minute), now.Add(time.Hour)); err != nil || len(again) != 0 {
 			t.Fatalf("a renewed lease was claimed: %+v %v", again, err)
@@ -155,6 +164,10 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		}
 		if r, err := st.GetRun(ctx, tenant, "run-1"); err != nil || r.Status != model.RunFailed || r.Error != "boom" {
 			t.Fatalf("finished run = %+v %v", r, err)
+		}
+		// A finished run is no longer held: its worker learns its status from the heartbeat.
+		if lost, err := st.ExtendRuns(ctx, "w1", []string{"run-1"}, now.Add(2*time.Hour)); err != nil || len(lost) != 1 || lost["run-1"] != model.RunFailed {
+			t.Fatalf("extend a finished run: lost %v, %v", lost, err)
 		}
 		if _, err := st.GetRun(ctx, tenant, "run-missing"); !model.IsKind(err, model.ENOTFOUND) {
 			t.Fatalf("missing run = %v, want ENOTFOUND", err)
