@@ -172,10 +172,12 @@ REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/$REDIS_DB"
 PW="bench-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 WORKERS=$((PLUGIN_CONC > 8 ? PLUGIN_CONC : 8))
 
+# The plugins suite drives POST /trigger/sync from one address as fast as Halley answers: the per-IP trigger rate
+# limit (20/s by default, an abuse guard) would measure itself, so it is off unless HALLEY_TRIGGER_RATE_LIMIT says.
 log "starting Halley on 127.0.0.1:$PORT (MySQL database $DB, Redis db $REDIS_DB, pprof on 127.0.0.1:$PPROF_PORT)"
 HALLEY_ADDR="127.0.0.1:$PORT" HALLEY_DATA_DIR="$WORK/data" HALLEY_DATABASE_URL="$MYSQL_URL" HALLEY_REDIS_URL="$REDIS_URL" \
 	HALLEY_ADMIN_PASSWORD="$PW" HALLEY_PLUGIN_WORKERS="$WORKERS" HALLEY_LOG_LEVEL="${HALLEY_LOG_LEVEL:-info}" \
-	HALLEY_BENCH_PPROF="127.0.0.1:$PPROF_PORT" \
+	HALLEY_BENCH_PPROF="127.0.0.1:$PPROF_PORT" HALLEY_TRIGGER_RATE_LIMIT="${HALLEY_TRIGGER_RATE_LIMIT:-0}" \
 	"$OUT/halley-under-test" serve >"$OUT/halley.log" 2>&1 &
 HALLEY_PID=$!
 for i in $(seq 1 120); do
