@@ -994,7 +994,7 @@ try {
       const full = await call('GET', `/templates/${t.key}`, adminToken)
       const def = full.draft?.definition ?? full.draft
       add(def)
-      for (const e of def?.edges ?? []) add(e.condition, true) // a condition is shown as its JSON
+      for (const e of def?.edges ?? []) add(e.condition, true) // a condition is shown by its paths and values (and the operators, as code)
     }
     const insts = await call('GET', '/instances?limit=200', adminToken)
     for (const { id } of insts.items) {

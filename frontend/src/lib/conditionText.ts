@@ -68,6 +68,7 @@ function operatorsOnly(v: unknown): v is Record<string, unknown> {
   return isObject(v) && Object.keys(v).length > 0 && Object.keys(v).every((k) => k.startsWith('$'))
 }
 
+// i18n-ignore-start: the condition language's operator words, written as the server's diagrams write them
 /** field is the condition on one path: a literal means equality; an object of operators is each of them, all. */
 function field(path: string, v: unknown): Part {
   const subject = path ? `${path} ` : ''
@@ -92,6 +93,8 @@ function field(path: string, v: unknown): Part {
   }
   return joined(kids, ' and ')
 }
+
+// i18n-ignore-end
 
 function query(q: unknown): Part {
   if (!isObject(q)) return leaf(JSON.stringify(q))
