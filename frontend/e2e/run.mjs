@@ -1001,7 +1001,7 @@ try {
       const i = await call('GET', `/instances/${id}`, adminToken)
       add([i.id, i.title, i.template, i.initiator, i.correlation_id, i.error, (i.tasks ?? []).map((t) => [t.node_name, t.assignee])])
       add(i.context, true)
-      for (const h of list(await call('GET', `/instances/${i.id}/history`, adminToken))) add([h.actor, h.comment, h.node_id])
+      for (const h of list(await call('GET', `/instances/${i.id}/history`, adminToken))) add([h.actor, h.actor?.replace(/^(plugin|token):/, ''), h.comment, h.node_id]) // a plugin or token actor shows as 插件 name
     }
     for (const p of list(await call('GET', '/plugins', adminToken))) add(p.name)
     // The sandbox report's diagnostics (paths, uids, the reasons a protection is not in force) are the server's.

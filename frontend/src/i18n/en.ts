@@ -449,6 +449,7 @@ export default {
       cron: 'Schedule',
       anonymous: 'Anonymous form',
       token: 'API token {name}',
+      plugin: 'Plugin {name}',
     },
     action: {
       instance: {

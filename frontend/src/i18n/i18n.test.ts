@@ -91,6 +91,7 @@ describe('engine words', () => {
     expect(actorLabel('system:cron')).toBe('定时任务')
     expect(actorLabel('system:anonymous')).toBe('匿名表单')
     expect(actorLabel('token:billing')).toBe('API 令牌 billing')
+    expect(actorLabel('plugin:create-cache')).toBe('插件 create-cache')
     expect(actorLabel('alice')).toBe('alice')
     setLanguage('en', false)
     expect(actorLabel('system:cron')).toBe('Schedule')

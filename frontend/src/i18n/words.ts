@@ -27,6 +27,8 @@ export function actorLabel(actor: string | undefined | null): string {
   if (actor === 'system:anonymous') return t('history.actor.anonymous')
   const token = /^token:(.+)$/.exec(actor)
   if (token) return t('history.actor.token', { name: token[1] })
+  const plugin = /^plugin:(.+)$/.exec(actor)
+  if (plugin) return t('history.actor.plugin', { name: plugin[1] })
   return personName(actor)
 }
 

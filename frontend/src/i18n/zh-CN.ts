@@ -445,6 +445,7 @@ export default {
       cron: '定时任务',
       anonymous: '匿名表单',
       token: 'API 令牌 {name}',
+      plugin: '插件 {name}',
     },
     action: {
       instance: {
