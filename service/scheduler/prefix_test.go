@@ -44,8 +44,7 @@ func TestRedisPrefixIsolation(t *testing.T) {
 	wantLen(t, b, n+1, 0)
 
 	recA, recB := newRecorder(clk), newRecorder(clk)
-	startRun(t, a, recA.handler(nil))
-	startRun(t, b, recB.handler(nil))
+	runA, runB := startRun(t, a, recA.handler(nil)), startRun(t, b, recB.handler(nil))
 	clk.Set(at(2 * time.Second))
 	gotA, gotB := ids(recA.wait(t, n+1)), ids(recB.wait(t, n+1))
 	sort.Strings(gotA)
@@ -56,6 +55,9 @@ func TestRedisPrefixIsolation(t *testing.T) {
 	if slices.Contains(gotB, "only-a") || !slices.Contains(gotB, "only-b") || len(slices.Compact(gotB)) != n+1 {
 		t.Fatalf("deployment B fired %v; want its own %d timers, each once", gotB, n+1)
 	}
+	// A handler has returned, its ack may not have landed yet: stopping the loops waits for the acks.
+	runA.stop(t)
+	runB.stop(t)
 	wantLen(t, a, 0, 0)
 	wantLen(t, b, 0, 0)
 
