@@ -149,7 +149,8 @@ async function waitReady() {
 }
 
 // ---- API helpers (seeding goes through the public API) ----
-async function call(method, path, token, body) {
+// raw calls the API and returns the status and the JSON body (the text when it is not JSON), whatever the status.
+async function raw(method, path, token, body) {
   const r = await fetch(`${base}/api/v1${path}`, {
     method,
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
@@ -162,8 +163,14 @@ async function call(method, path, token, body) {
   } catch {
     json = text
   }
-  if (!r.ok) throw new Error(`${method} ${path} → ${r.status} ${text.slice(0, 300)}`)
-  return json
+  return { status: r.status, ok: r.ok, json, text }
+}
+
+// call calls the API and returns the JSON body; a status other than 2xx fails the step.
+async function call(method, path, token, body) {
+  const r = await raw(method, path, token, body)
+  if (!r.ok) throw new Error(`${method} ${path} → ${r.status} ${r.text.slice(0, 300)}`)
+  return r.json
 }
 
 // ---- steps ----
@@ -274,23 +281,6 @@ let instanceId
 const cspViolations = []
 let expectViolations = false
 const dialogs = []
-
-// raw calls the API and returns the status and the JSON body, whatever the status.
-async function raw(method, path, token, body) {
-  const r = await fetch(`${base}/api/v1${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await r.text()
-  let json
-  try {
-    json = text ? JSON.parse(text) : undefined
-  } catch {
-    json = text
-  }
-  return { status: r.status, json }
-}
 
 async function publishTemplate(token, tkey, definition) {
   await call('POST', '/templates', token, { key: tkey, name: tkey, definition })

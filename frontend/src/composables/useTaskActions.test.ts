@@ -3,7 +3,8 @@ import { ref } from 'vue'
 import type { Instance, ReturnTarget, Task } from '@/api'
 import { ApiError } from '@/api/client'
 import type { FormSchema } from '@/lib/form'
-import type { TaskActionApi, Viewer } from '@/lib/taskActions'
+import type { Viewer } from '@/lib/taskActions'
+import { recordingTaskApi } from '@/testing/taskApi'
 import { useTaskActions, type TaskSource } from './useTaskActions'
 
 // The leave template's lead step: the request read-only, "who covers" for the lead to fill in.
@@ -17,16 +18,9 @@ const leadForm: FormSchema = {
 
 /** page builds a task page around a pending task of bob's (or the task given) and a recording API. */
 function page(over: { task?: Partial<Task>; status?: Instance['status']; viewer?: Viewer; targets?: ReturnTarget[]; fail?: unknown } = {}) {
-  const calls: unknown[][] = []
+  const { api, calls } = recordingTaskApi(over.fail)
   let loads = 0
   const said: string[] = []
-  const rec =
-    (name: string) =>
-    async (...args: unknown[]) => {
-      calls.push([name, ...args])
-      if (over.fail) throw over.fail
-    }
-  const api: TaskActionApi = { approve: rec('approve'), reject: rec('reject'), transfer: rec('transfer'), addSign: rec('addSign'), returnTo: rec('returnTo'), reclaim: rec('reclaim') }
   const values = ref<Record<string, unknown>>({ days: 3, deputy: '' })
   const src: TaskSource = {
     task: ref<Task | null>({ id: 't1', instance_id: 'i1', node_id: 'lead', assignee: 'bob', status: 'pending', ...over.task }),

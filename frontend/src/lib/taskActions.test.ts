@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest'
 import type { InstanceStatus } from '@/api'
-import { draftProblem, emptyDraft, isMine, mayDecide, mayReclaim, offers, sendAction, type Draft, type TaskAction, type TaskActionApi, type TaskFacts, type Viewer } from './taskActions'
+import { draftProblem, emptyDraft, isMine, mayDecide, mayReclaim, offers, sendAction, type Draft, type TaskAction, type TaskFacts, type Viewer } from './taskActions'
+import { recordingTaskApi } from '@/testing/taskApi'
 
 const bob: Viewer = { username: 'bob', admin: false }
 const admin: Viewer = { username: 'root', admin: true }
@@ -74,23 +75,6 @@ describe('draftProblem', () => {
 })
 
 describe('sendAction', () => {
-  function recorder() {
-    const calls: unknown[][] = []
-    const rec =
-      (name: string) =>
-      async (...args: unknown[]) => {
-        calls.push([name, ...args])
-      }
-    const api: TaskActionApi = {
-      approve: rec('approve'),
-      reject: rec('reject'),
-      transfer: rec('transfer'),
-      addSign: rec('addSign'),
-      returnTo: rec('returnTo'),
-      reclaim: rec('reclaim'),
-    }
-    return { api, calls }
-  }
   const draft: Draft = { comment: '  fine \n', users: ['carol', 'dave'], position: 'before', target: 'lead' }
   const cases: { action: TaskAction; want: unknown[] }[] = [
     { action: 'approve', want: ['approve', 't1', 'fine', { lead_review: { deputy: 'carol' } }] },
@@ -102,7 +86,7 @@ describe('sendAction', () => {
   ]
   for (const c of cases) {
     it(`sends ${c.action} to its endpoint with the trimmed comment`, async () => {
-      const { api, calls } = recorder()
+      const { api, calls } = recordingTaskApi()
       await sendAction(api, 't1', c.action, draft, { lead_review: { deputy: 'carol' } })
       expect(calls).toEqual([c.want])
     })
