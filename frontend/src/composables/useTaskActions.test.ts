@@ -1,11 +1,13 @@
-import { describe, expect, it } from 'vitest'
+import { beforeEach, describe, expect, it } from 'vitest'
 import { ref } from 'vue'
 import type { Instance, ReturnTarget, Task } from '@/api'
 import { ApiError } from '@/api/client'
 import type { FormSchema } from '@/lib/form'
 import type { Viewer } from '@/lib/taskActions'
 import { recordingTaskApi } from '@/testing/taskApi'
-import { useTaskActions, type TaskSource } from './useTaskActions'
+import { desktopWording, phoneWording, useTaskActions, type TaskSource } from './useTaskActions'
+import { setLanguage } from '@/i18n'
+import { emptyDraft } from '@/lib/taskActions'
 
 // The leave template's lead step: the request read-only, "who covers" for the lead to fill in.
 const leadForm: FormSchema = {
@@ -36,8 +38,11 @@ function page(over: { task?: Partial<Task>; status?: Instance['status']; viewer?
     approveData: () => (values.value.deputy ? { lead_review: { deputy: values.value.deputy } } : undefined),
   }
   const a = useTaskActions(src, {
-    problemText: (p, action) => `${action}:${p.need === 'form' ? p.message : p.need}`,
-    succeeded: (action, d) => said.push(`done ${action} ${d.users.join(',')}`),
+    wording: {
+      problem: (p, action) => `${action}:${p.need === 'form' ? p.message : p.need}`,
+      done: (action, d) => `done ${action} ${d.users.join(',')}`,
+    },
+    succeeded: (m) => said.push(m),
     failed: (e) => said.push(`failed ${(e as Error).message}`),
     viewer: () => over.viewer ?? { username: 'bob', admin: false },
     api,
@@ -120,5 +125,26 @@ describe('useTaskActions', () => {
     expect(p.a.offered.value).toEqual([])
     expect(p.a.mine.value).toBe(false)
     expect(p.a.editing.value).toBe(false)
+  })
+})
+
+describe('the pages’ wording', () => {
+  beforeEach(() => setLanguage('en', false))
+  const d = { ...emptyDraft(), users: ['carol'] }
+  it('says a problem as a sentence on the desktop, short on a phone, and a form problem as the form does', () => {
+    expect(desktopWording.problem({ need: 'comment' }, 'reject')).toBe('Say why you reject: the applicant will read it.')
+    expect(desktopWording.problem({ need: 'comment' }, 'return')).toBe('Say why you return it.')
+    expect(desktopWording.problem({ need: 'users' }, 'transfer')).toBe('Choose who takes over.')
+    expect(desktopWording.problem({ need: 'users' }, 'add-sign')).toBe('Choose at least one user.')
+    expect(phoneWording.problem({ need: 'comment' }, 'reject')).toBe('A comment is required')
+    expect(phoneWording.problem({ need: 'users' }, 'transfer')).toBe('Choose someone')
+    expect(phoneWording.problem({ need: 'target' }, 'return')).toBe('Choose a step')
+    for (const w of [desktopWording, phoneWording]) expect(w.problem({ need: 'form', message: 'Who covers is required' }, 'approve')).toBe('Who covers is required')
+  })
+  it('names who took a task over on the desktop', () => {
+    expect(desktopWording.done('transfer', d)).toBe('Transferred to carol')
+    expect(phoneWording.done('transfer', d)).toBe('Transferred')
+    expect(desktopWording.done('reclaim', d)).toBe('Decision taken back: the task is yours again')
+    expect(phoneWording.done('approve', d)).toBe('Approved')
   })
 })

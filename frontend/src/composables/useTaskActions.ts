@@ -1,8 +1,9 @@
 // The actions on a task, for the desktop and the phone task page alike: what the viewer may do (lib/taskActions.ts),
 // the approver's own form while they may decide (open, checked, its errors shown), the action being filled in, and
-// its sending. A page renders it its own way (a dialog, a bottom sheet) and says its outcome in its own words.
+// its sending. A page renders it its own way (a dialog, a bottom sheet) and words it as the desktop or a phone does.
 import { computed, reactive, ref, type Ref } from 'vue'
 import { api, type Instance, type ReturnTarget, type Task } from '@/api'
+import { t } from '@/i18n'
 import { shownErrors, validateValues, type FormSchema } from '@/lib/form'
 import { draftProblem, emptyDraft, isMine, mayDecide, mayReclaim, offers, sendAction, type Draft, type DraftProblem, type TaskAction, type TaskActionApi, type Viewer } from '@/lib/taskActions'
 import { session } from '@/stores/session'
@@ -22,11 +23,67 @@ export interface TaskSource {
   approveData: () => Record<string, unknown> | undefined
 }
 
+/** How a page words what a draft lacks and what an action did. */
+export interface TaskActionWording {
+  problem: (p: DraftProblem, action: TaskAction) => string
+  done: (action: TaskAction, d: Draft) => string
+}
+
+const keyed = (keys: Record<TaskAction, string>) => (a: TaskAction, d: Draft) => t(keys[a], { user: d.users[0] ?? '' })
+
+/** The desktop's words: a sentence each, the new assignee named. */
+export const desktopWording: TaskActionWording = {
+  problem: (p, a) => {
+    switch (p.need) {
+      case 'comment':
+        return a === 'reject' ? t('actions.whyReject') : t('actions.whyReturn')
+      case 'users':
+        return a === 'transfer' ? t('actions.chooseTakeover') : t('actions.chooseUsers')
+      case 'target':
+        return t('actions.chooseStep')
+      case 'form':
+        return p.message
+    }
+  },
+  done: keyed({
+    approve: 'actions.done.approve',
+    reject: 'actions.done.reject',
+    transfer: 'actions.done.transferTo',
+    'add-sign': 'actions.done.addSign',
+    return: 'actions.done.return',
+    reclaim: 'actions.done.reclaimDesktop',
+  }),
+}
+
+/** A phone's words: short, for a field's error line and a toast. */
+export const phoneWording: TaskActionWording = {
+  problem: (p) => {
+    switch (p.need) {
+      case 'comment':
+        return t('actions.commentNeeded')
+      case 'users':
+        return t('actions.chooseSomeone')
+      case 'target':
+        return t('actions.chooseAStep')
+      case 'form':
+        return p.message
+    }
+  },
+  done: keyed({
+    approve: 'actions.done.approve',
+    reject: 'actions.done.reject',
+    transfer: 'actions.done.transfer',
+    'add-sign': 'actions.done.addSign',
+    return: 'actions.done.return',
+    reclaim: 'actions.done.reclaim',
+  }),
+}
+
 export interface TaskActionsOptions {
-  /** says a draft's problem in the page's words (the form's own problem comes with its message) */
-  problemText: (p: DraftProblem, action: TaskAction) => string
-  /** tells the person an action went through (a message, a toast) */
-  succeeded: (action: TaskAction, d: Draft) => void
+  /** the page's words (desktopWording, phoneWording) */
+  wording: TaskActionWording
+  /** tells the person an action went through, in the wording's words (a message, a toast) */
+  succeeded: (message: string) => void
   /** tells them it did not */
   failed: (err: unknown) => void
   /** who looks (default: the signed-in user) */
@@ -81,13 +138,13 @@ export function useTaskActions(t: TaskSource, o: TaskActionsOptions) {
     if (a === 'approve') triedApprove.value = true
     const p = draftProblem(a, draft, formErrors.value)
     if (p) {
-      problem.value = o.problemText(p, a)
+      problem.value = o.wording.problem(p, a)
       return false
     }
     busy.value = true
     try {
       await sendAction(send, task.id, a, draft, a === 'approve' ? t.approveData() : undefined)
-      o.succeeded(a, { ...draft, users: [...draft.users] })
+      o.succeeded(o.wording.done(a, draft))
       open.value = null
       await t.load()
       return true
