@@ -149,7 +149,8 @@ async function waitReady() {
 }
 
 // ---- API helpers (seeding goes through the public API) ----
-async function call(method, path, token, body) {
+// raw calls the API and returns the status and the JSON body (the text when it is not JSON), whatever the status.
+async function raw(method, path, token, body) {
   const r = await fetch(`${base}/api/v1${path}`, {
     method,
     headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
@@ -162,8 +163,14 @@ async function call(method, path, token, body) {
   } catch {
     json = text
   }
-  if (!r.ok) throw new Error(`${method} ${path} → ${r.status} ${text.slice(0, 300)}`)
-  return json
+  return { status: r.status, ok: r.ok, json, text }
+}
+
+// call calls the API and returns the JSON body; a status other than 2xx fails the step.
+async function call(method, path, token, body) {
+  const r = await raw(method, path, token, body)
+  if (!r.ok) throw new Error(`${method} ${path} → ${r.status} ${r.text.slice(0, 300)}`)
+  return r.json
 }
 
 // ---- steps ----
@@ -274,23 +281,6 @@ let instanceId
 const cspViolations = []
 let expectViolations = false
 const dialogs = []
-
-// raw calls the API and returns the status and the JSON body, whatever the status.
-async function raw(method, path, token, body) {
-  const r = await fetch(`${base}/api/v1${path}`, {
-    method,
-    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  })
-  const text = await r.text()
-  let json
-  try {
-    json = text ? JSON.parse(text) : undefined
-  } catch {
-    json = text
-  }
-  return { status: r.status, json }
-}
 
 async function publishTemplate(token, tkey, definition) {
   await call('POST', '/templates', token, { key: tkey, name: tkey, definition })
@@ -1177,6 +1167,7 @@ try {
     await page.evaluate(() => localStorage.setItem('halley.language', 'en'))
   })
 
+  let ticketTask, ticketInstance
   await step('a phone approver sees a required field\'s error only once they touch it or press approve', async () => {
     await call('POST', '/users', adminToken, { username: 'dan', password: 'dan-pw-12345', display_name: 'Dan Approver', roles: [] })
     await call('POST', '/templates', adminToken, { key: 'ticket-check', name: 'Ticket check', definition: {
@@ -1193,8 +1184,12 @@ try {
     const inst = await call('POST', '/instances', adminToken, { template: 'ticket-check', context: {} })
     expect(inst.title === 'Ticket check', `an instance started without a title is titled by its template's name, not ${inst.title}`)
     const task = inst.tasks?.find((t) => t.status === 'pending') ?? (await call('GET', `/instances/${inst.id}`, adminToken)).tasks.find((t) => t.status === 'pending')
+    ticketTask = task.id
+    ticketInstance = inst.id
     await login('dan', 'dan-pw-12345', { viewport: { width: 390, height: 844 } })
-    await page.goto(`${base}/m/tasks/${task.id}`)
+    // A notification links the desktop page: the router takes a phone to the phone page.
+    await page.goto(`${base}/tasks/${task.id}`)
+    await page.waitForURL((u) => u.pathname === `/m/tasks/${task.id}`)
     const ticket = page.locator('[data-field="check.ticket"]')
     await ticket.waitFor()
     expect((await page.locator('.van-field__error-message').count()) === 0, 'an untouched form already shows errors')
@@ -1206,6 +1201,25 @@ try {
     await page.click('[data-test=confirm]')
     await ticket.locator('.van-field__error-message').waitFor()
     expect(/Ticket/.test(await ticket.locator('.van-field__error-message').innerText()), 'the error names the field')
+  })
+
+  await step('a desktop approver takes the same path: the error once they press approve, then their field is sent', async () => {
+    await login('dan', 'dan-pw-12345')
+    await page.goto(`${base}/tasks/${ticketTask}`)
+    const ticket = page.locator('[data-field="check.ticket"]')
+    await ticket.waitFor()
+    expect((await ticket.locator('.el-form-item__error').count()) === 0, 'an untouched form already shows errors')
+    await page.click('[data-test=approve]')
+    await page.click('[data-test=confirm]')
+    await ticket.locator('.el-form-item__error').waitFor()
+    expect(/Ticket/.test(await page.locator('.el-dialog .el-form-item__error').innerText()), 'the dialog does not say what is missing')
+    await page.keyboard.press('Escape')
+    await ticket.locator('input').fill('T-2')
+    await page.click('[data-test=approve]')
+    await page.click('[data-test=confirm]')
+    await page.locator('[data-test=task-status]').getByText('approved').waitFor()
+    const after = await call('GET', `/instances/${ticketInstance}`, adminToken)
+    expect(after.context?.check?.ticket === 'T-2', `context after approve: ${JSON.stringify(after.context)}`)
   })
 
   await step('no Content-Security-Policy violation in the whole run', async () => {

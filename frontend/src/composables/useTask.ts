@@ -1,11 +1,11 @@
 // Everything a task page shows, for the desktop and the phone page alike: the task, its instance, the form of
-// its node (from the instance's template version), the history and the targets it may be returned to.
+// its node (from the instance's template version), the history and the targets it may be returned to. What the
+// viewer may do with it, and the doing, is useTaskActions.
 import { computed, ref, shallowRef } from 'vue'
 import { api, type HistoryItem, type Instance, type ReturnTarget, type Task } from '@/api'
 import { errorMessage } from '@/api/client'
 import type { DefNode, Definition } from '@/lib/definition'
 import { initialValues, keepEdits, valuesToContext, type FormSchema } from '@/lib/form'
-import { session } from '@/stores/session'
 
 const versionCache = new Map<string, Promise<Definition | undefined>>()
 
@@ -60,15 +60,6 @@ export function useTask(id: () => string) {
   /** the form this task may write through (see editableForm): shown with its editable fields open */
   const ownForm = computed(() => !!task.value && !!editableForm(definition.value, task.value))
   const pending = computed(() => task.value?.status === 'pending')
-  const mine = computed(() => !!task.value && (task.value.assignee === session.state.me?.username || session.isAdmin.value))
-  const canAct = computed(() => pending.value && mine.value && instance.value?.status === 'running')
-  const canReclaim = computed(
-    () =>
-      !!task.value &&
-      (task.value.status === 'approved' || task.value.status === 'rejected') &&
-      task.value.assignee === session.state.me?.username &&
-      instance.value?.status === 'running',
-  )
 
   async function load() {
     loading.value = true
@@ -104,5 +95,5 @@ export function useTask(id: () => string) {
     return Object.keys(d).length ? d : undefined
   }
 
-  return { task, instance, definition, history, returnTargets, loading, error, values, loadedValues, form, ownForm, pending, mine, canAct, canReclaim, diagramVersion, load, approveData }
+  return { task, instance, definition, history, returnTargets, loading, error, values, loadedValues, form, ownForm, pending, diagramVersion, load, approveData }
 }

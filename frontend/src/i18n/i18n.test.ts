@@ -6,10 +6,8 @@ import { setLanguage, t } from './index'
 import { useDirectory } from '@/stores/directory'
 import type { User } from '@/api'
 import { actionLabel, actorLabel, errorText, historyNote, statusLabel } from './words'
+import { messageKeys } from '@/testing/messages'
 
-function keys(o: Record<string, unknown>, prefix = ''): string[] {
-  return Object.entries(o).flatMap(([k, v]) => (v && typeof v === 'object' ? keys(v as Record<string, unknown>, `${prefix}${k}.`) : [`${prefix}${k}`]))
-}
 const get = (o: unknown, path: string) => path.split('.').reduce((a, k) => (a as Record<string, unknown>)[k], o) as string
 
 function params(s: string): string[] {
@@ -18,14 +16,14 @@ function params(s: string): string[] {
 
 describe('messages', () => {
   it('has the same keys in both languages, none empty', () => {
-    expect(keys(zhCN).sort()).toEqual(keys(en).sort())
-    for (const k of keys(zhCN)) expect(get(zhCN, k).trim(), k).not.toBe('')
+    expect(messageKeys(zhCN).sort()).toEqual(messageKeys(en).sort())
+    for (const k of messageKeys(zhCN)) expect(get(zhCN, k).trim(), k).not.toBe('')
   })
   it('uses the same placeholders in both languages', () => {
-    for (const k of keys(en)) expect([k, params(get(zhCN, k))]).toEqual([k, params(get(en, k))])
+    for (const k of messageKeys(en)) expect([k, params(get(zhCN, k))]).toEqual([k, params(get(en, k))])
   })
   it('translates: no Chinese message is the English one (names, symbols and placeholders aside)', () => {
-    const same = keys(en).filter((k) => {
+    const same = messageKeys(en).filter((k) => {
       const words = get(en, k).replace(/\{\w+\}/g, '')
       return /[a-z]{3}/i.test(words) && get(en, k) === get(zhCN, k)
     })
@@ -33,7 +31,7 @@ describe('messages', () => {
   })
   it('compile in both languages (no stray { } @ | in a message)', () => {
     for (const lang of ['en', 'zh-CN'] as const) {
-      for (const k of keys(en)) {
+      for (const k of messageKeys(en)) {
         const out = t(k, { n: 2, name: 'x' }, { locale: lang })
         expect(out, `${lang} ${k}`).not.toBe(k)
         expect(out, `${lang} ${k}`).not.toMatch(/^\s*$/)

@@ -10,6 +10,7 @@ import { describe, expect, it } from 'vitest'
 import ts from 'typescript'
 import { parse as parseSfc } from 'vue/compiler-sfc'
 import en from './en'
+import { messageKeys } from '@/testing/messages'
 
 const SRC = join(import.meta.dirname, '..')
 
@@ -143,10 +144,7 @@ function scanTemplate(root: TemplateNode, file: string, report: (f: Finding) => 
   walk(root, false)
 }
 
-function allKeys(o: Record<string, unknown>, prefix = ''): string[] {
-  return Object.entries(o).flatMap(([k, v]) => (v && typeof v === 'object' ? allKeys(v as Record<string, unknown>, `${prefix}${k}.`) : [`${prefix}${k}`]))
-}
-const KEYS = allKeys(en)
+const KEYS = messageKeys(en)
 const SECTIONS = Object.keys(en)
 const KEY_LIKE = new RegExp(`^(${SECTIONS.join('|')})\\.[A-Za-z0-9_.-]*$`)
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { cleanDefinition, cleanNode, defaultNode, joinMode, layoutOf, newNodeId, parseDefinition, renameNode, starterDefinition, type DefNode, type Definition } from './definition'
+import { cleanDefinition, cleanNode, defaultNode, joinMode, layoutOf, newNodeId, parseDefinition, renameNode, retentionValid, starterDefinition, type DefNode, type Definition } from './definition'
 
 describe('cleanNode', () => {
   it('drops fields that belong to other node types (the server refuses them)', () => {
@@ -197,5 +197,14 @@ describe('parseDefinition', () => {
     ['{"nodes":[],"edges":[{"from":"a"}]}', 'needs "from" and "to"'],
   ])('explains what is wrong with %s', (text, msg) => {
     expect(() => parseDefinition(text)).toThrow(msg)
+  })
+})
+
+describe('retentionValid', () => {
+  it('takes empty (the deployment’s setting), 0 (for ever) and Go durations', () => {
+    for (const ok of ['', '  ', undefined, '0', '720h', '1h30m', '90s', '1.5h', '10ms', '2µs']) expect([ok, retentionValid(ok)]).toEqual([ok, true])
+  })
+  it('refuses what the server would not parse', () => {
+    for (const bad of ['30d', '720', 'h', '1 h', '-1h', 'forever', '1h-']) expect([bad, retentionValid(bad)]).toEqual([bad, false])
   })
 })

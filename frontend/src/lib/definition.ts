@@ -51,6 +51,15 @@ export interface Definition extends Omit<SchemaDefinition, 'nodes' | 'edges' | '
   layout?: Record<string, Point>
 }
 
+// A retention is a Go duration ("720h", "1h30m", "0" for ever), as the server parses it.
+const RETENTION = /^(0|\d+(\.\d+)?(ns|us|µs|ms|s|m|h))+$/
+
+/** retentionValid: options.retention is empty (the deployment's setting) or a duration the server accepts. */
+export function retentionValid(v: unknown): boolean {
+  const r = String(v ?? '').trim()
+  return r === '' || RETENTION.test(r)
+}
+
 /** layoutOf reads node positions from a definition: the working `layout`, else `meta.layout`. */
 export function layoutOf(def: Definition): Record<string, Point> | undefined {
   if (def.layout && Object.keys(def.layout).length) return def.layout
