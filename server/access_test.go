@@ -479,8 +479,9 @@ func TestSyntheticInitiatorsAreNotUsers(t *testing.T) {
 			t.Fatalf("anonymous submit: %d %s", r.Status, r.Body)
 		}
 		// A user named like the old synthetic initiator (created before the names were reserved) owns nothing.
-		if err := s.DB().Exec("INSERT INTO users (tenant_id, username, password_hash, display_name, roles, department, manager, created_at, updated_at) " +
-			"SELECT tenant_id, 'anonymous', password_hash, 'old', '[]', '', '', created_at, updated_at FROM users WHERE username = 'admin'").Error; err != nil {
+		// (Migration account_ids gave such rows an account id.)
+		if err := s.DB().Exec("INSERT INTO users (tenant_id, username, password_hash, display_name, roles, department, manager, account_id, created_at, updated_at) " +
+			"SELECT tenant_id, 'anonymous', password_hash, 'old', '[]', '', '', 'legacy-anonymous', created_at, updated_at FROM users WHERE username = 'admin'").Error; err != nil {
 			t.Fatal(err)
 		}
 		tok := e.do("POST", "/api/v1/auth/login", "", M{"username": "anonymous", "password": "admin-pw-1"}, nil).JSON["token"].(string)

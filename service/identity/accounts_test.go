@@ -1,8 +1,12 @@
 package identity_test
 
 import (
+	"strconv"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/identity"
@@ -103,6 +107,76 @@ func TestLookAlikeUsernames(t *testing.T) {
 		}
 		if _, _, _, err := a.Login(ctx, "admin", "admin-password"); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// TestPasswordChangeThrottle: a stolen session guessing the current password through POST /me/password gets 5
+// tries per 15 minutes, counted together by two replicas sharing Redis, then 429 too_many_attempts whatever the
+// password (also the right one); 40 guesses at once are still 5 tries; signing in is not locked by them; the lock
+// lifts with the window and a right password forgets the failures.
+func TestPasswordChangeThrottle(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		for name, newCounter := range counters(t) {
+			t.Run(name, func(t *testing.T) {
+				clk := &clock{t: time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)}
+				a := serviceWith(s, clk, newCounter())
+				b := a
+				if name == "redis" {
+					b = serviceWith(s, clk, newCounter())
+				}
+				user := "erin-" + name
+				if _, err := a.CreateUser(ctx, model.DefaultTenant, identity.CreateUserRequest{Username: user, Password: "erin-password"}); err != nil {
+					t.Fatal(err)
+				}
+				p := &model.Principal{TenantID: model.DefaultTenant, Username: user}
+				t0 := clk.Now()
+				var mu sync.Mutex
+				codes := map[string]int{}
+				var wg sync.WaitGroup
+				for i := range 40 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						svc := []*identity.Service{a, b}[i%2]
+						err := svc.ChangePassword(ctx, p, "guess-"+strconv.Itoa(i), "a-new-password")
+						mu.Lock()
+						codes[codeOf(err)]++
+						mu.Unlock()
+					}()
+				}
+				wg.Wait()
+				if codes["wrong_password"] != 5 || codes["too_many_attempts"] != 35 {
+					t.Fatalf("40 guesses at once: %v", codes)
+				}
+				clk.Advance(10 * time.Second)
+				for _, svc := range []*identity.Service{a, b} {
+					err := svc.ChangePassword(ctx, p, "erin-password", "a-new-password")
+					if codeOf(err) != "too_many_attempts" || !model.IsKind(err, model.ERATELIMITED) || retryAfter(err) != 890 {
+						t.Fatalf("the right password during the lock: %v (retry_after %d)", err, retryAfter(err))
+					}
+				}
+				if _, _, _, err := b.LoginFrom(ctx, user, "erin-password", "10.0.0.9"); err != nil {
+					t.Fatalf("signing in while password changes are locked: %v", err)
+				}
+				if u, _ := s.GetUser(ctx, model.DefaultTenant, user); bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte("erin-password")) != nil {
+					t.Fatal("the password changed during the lock")
+				}
+				clk.Set(t0.Add(identity.LoginWindow))
+				for i := range 4 {
+					if err := a.ChangePassword(ctx, p, "wrong-again", "a-new-password"); codeOf(err) != "wrong_password" {
+						t.Fatalf("failure %d after the window: %v", i+1, err)
+					}
+				}
+				if err := b.ChangePassword(ctx, p, "erin-password", "a-new-password"); err != nil {
+					t.Fatalf("the right password after the window: %v", err)
+				}
+				for i := range 4 {
+					if err := a.ChangePassword(ctx, p, "wrong-once-more", "another-password"); codeOf(err) != "wrong_password" {
+						t.Fatalf("failure %d after a success (the success forgot the earlier ones): %v", i+1, err)
+					}
+				}
+			})
 		}
 	})
 }
