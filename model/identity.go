@@ -43,7 +43,7 @@ type User struct {
 	// API tokens it owned) never work for the second.
 	AccountID string    `json:"-"`
 	CreatedAt time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Initiators and actors that are not people. None of them can be a username (':' is not allowed in one), so no

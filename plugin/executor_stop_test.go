@@ -201,7 +201,7 @@ func TestExecutorFreesWorkerBeforeReporting(t *testing.T) {
 	ex, err := plugin.NewExecutor(runnerFunc(func(context.Context, plugin.Spec, plugin.Input) plugin.Result {
 		return plugin.Result{ExitCode: 0, Output: &plugin.Output{}}
 	}), plugin.ExecutorOptions{Workers: 1, Lease: time.Hour, PollInterval: time.Hour, WorkerID: "test-worker",
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
 		OnComplete: func(job plugin.Job, _ plugin.Result, _ error) { ch <- seen{job.RunID, ex.Available()} }})
 	if err != nil {
 		t.Fatal(err)
