@@ -513,4 +513,3 @@ func (s *Service) Log(ctx context.Context, tenant, key string, limit int) ([]*mo
 	}
 	return s.store.TriggerLog(ctx, tenant, key, limit)
 }
-
