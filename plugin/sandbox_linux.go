@@ -287,7 +287,9 @@ func (s *Sandbox) uidOrKeep(id int) int {
 }
 
 // sweepShared deletes what uid owns at the top of the shared temporary directories, for hosts where runs have
-// no private ones: the run's processes are dead by then, so nothing of the uid changes while this walks.
+// no private ones: the run's processes are dead by then, so nothing of the uid changes while this walks. Each
+// entry is the uid's own, so taking it over (CAP_CHOWN, when Halley is not root) changes no one else's file, and
+// lets Halley delete it from a sticky /tmp.
 func (s *Sandbox) sweepShared(uid int) {
 	for _, d := range tmpDirs {
 		entries, err := os.ReadDir(d)
@@ -300,11 +302,14 @@ func (s *Sandbox) sweepShared(uid int) {
 			if err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != uid {
 				continue
 			}
-			_ = withCaps(capsChown, func() error { return reclaim(p, uid, os.Geteuid(), os.Getegid()) })
 			if fi.IsDir() {
+				_ = withCaps(capsChown, func() error { return reclaim(p, uid, os.Geteuid(), os.Getegid()) })
 				removeAll(p)
-			} else {
-				_ = os.Remove(p)
+				continue
+			}
+			_ = withCaps(capsChown, func() error { return os.Lchown(p, os.Geteuid(), os.Getegid()) })
+			if err := os.Remove(p); err != nil {
+				s.log.Warn("plugin sandbox: unable to delete what a run left in a shared folder", "path", p, "err", err)
 			}
 		}
 	}
