@@ -209,7 +209,12 @@ func TestExecutorFreesWorkerBeforeReporting(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	returned := make(chan error, 1)
 	go func() { returned <- ex.Run(ctx, q) }()
-	defer func() { cancel(); <-returned }()
+	defer func() {
+		cancel()
+		if err := <-returned; err != nil {
+			t.Error(err)
+		}
+	}()
 	for range runs {
 		select {
 		case s := <-ch:

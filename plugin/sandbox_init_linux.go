@@ -281,7 +281,10 @@ func unixSocketFilter() ([]unix.SockFilter, error) {
 	)
 	kill := uint32(unix.SECCOMP_RET_KILL_PROCESS)
 	allow := uint32(unix.SECCOMP_RET_ALLOW)
-	deny := func(errno syscall.Errno) uint32 { return unix.SECCOMP_RET_ERRNO | uint32(errno)&unix.SECCOMP_RET_DATA }
+	const (
+		denyEACCES = unix.SECCOMP_RET_ERRNO | uint32(unix.EACCES)
+		denyENOSYS = unix.SECCOMP_RET_ERRNO | uint32(unix.ENOSYS)
+	)
 	return []unix.SockFilter{
 		/* 0 */ {Code: ld, K: offArch},
 		/* 1 */ {Code: jeq, K: arch, Jt: 1, Jf: 0},
@@ -292,10 +295,10 @@ func unixSocketFilter() ([]unix.SockFilter, error) {
 		/* 6 */ {Code: jeq, K: uint32(unix.SYS_SOCKET), Jt: 0, Jf: 4},
 		/* 7 */ {Code: ld, K: offArg0},
 		/* 8 */ {Code: jeq, K: unix.AF_UNIX, Jt: 0, Jf: 1},
-		/* 9 */ {Code: ret, K: deny(unix.EACCES)},
+		/* 9 */ {Code: ret, K: denyEACCES},
 		/* 10 */ {Code: ret, K: allow},
 		/* 11 */ {Code: jeq, K: uint32(unix.SYS_IO_URING_SETUP), Jt: 0, Jf: 1},
-		/* 12 */ {Code: ret, K: deny(unix.ENOSYS)},
+		/* 12 */ {Code: ret, K: denyENOSYS},
 		/* 13 */ {Code: ret, K: allow},
 	}, nil
 }
@@ -307,7 +310,8 @@ func refuseUnixSockets() error {
 		return err
 	}
 	prog := unix.SockFprog{Len: uint16(len(f)), Filter: &f[0]} //nolint:gosec // G115: a program of 14 instructions
-	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 {
+	// The kernel copies the program during the call; prog and f stay alive until it returns.
+	if _, _, e := unix.RawSyscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER, 0, uintptr(unsafe.Pointer(&prog))); e != 0 { //nolint:gosec // G103: seccomp(2) takes its program by pointer; x/sys/unix has no wrapper for it
 		return fmt.Errorf("installing the seccomp filter: %w", e)
 	}
 	return nil

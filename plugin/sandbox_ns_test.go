@@ -190,7 +190,7 @@ func TestSandboxPrivateTmp(t *testing.T) {
 	if err := os.WriteFile(hostFile, []byte("the host's"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	defer os.Remove(hostFile)
+	t.Cleanup(func() { _ = os.Remove(hostFile) })
 	r := sandboxed(t, sandboxConfig(t, 10), plugin.ProtectPrivateTmp, plugin.ProtectNetwork, plugin.ProtectUnixSockets)
 	spec := func(mark string, wait bool, off bool) plugin.Spec {
 		var other []string
