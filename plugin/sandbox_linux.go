@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/halley-bpm/halley/plugin/internal/runinit"
 )
 
 // Sandbox confines plugin runs on Linux. NewSandbox detects once what the host allows (by trying it: a switch of
@@ -37,7 +39,7 @@ import (
 //     cgroup leaf from its first instruction (clone3 CLONE_INTO_CGROUP) and, for network=off plugins, in a new
 //     network namespace with nothing but a down loopback;
 //   - where the host allows mount namespaces, the child is first Halley's own binary in its init stage
-//     (sandbox_init_linux.go), in new mount and IPC namespaces: it gives the run private /tmp, /var/tmp and
+//     (plugin/internal/runinit), in new mount and IPC namespaces: it gives the run private /tmp, /var/tmp and
 //     /dev/shm, hides /run and refuses unix sockets for network=off plugins, then switches to the run's uid and
 //     execs prlimit(1); elsewhere the child is started as the run's uid directly;
 //   - it execs prlimit(1), which lowers its soft and hard limits and execs the plugin: the limits are in place
@@ -59,7 +61,7 @@ type Sandbox struct {
 	cgPids    bool     // pids.max is set per leaf
 	netns     bool     // network=off plugins can run
 	netnsWhy  string
-	// nsInit: runs start through the init stage (sandbox_init_linux.go) in mount and IPC namespaces of their own,
+	// nsInit: runs start through the init stage (plugin/internal/runinit) in mount and IPC namespaces of their own,
 	// with private /tmp, /var/tmp and /dev/shm; initCaps are the capabilities it needs, given to it as ambient
 	// ones when Halley is not root.
 	nsInit   bool
@@ -246,7 +248,7 @@ func (s *Sandbox) setupInit(add func(string, bool, string, ...any)) {
 		defer removeAll(dir)
 		if err = os.Chmod(dir, 0o711); err == nil {
 			err = s.probe(probeOpts{uid: s.cfg.UID, gid: s.cfg.GID, drop: s.dropUID, dir: dir,
-				init: &initSpec{uid: s.uidOrKeep(s.cfg.UID), gid: s.uidOrKeep(s.cfg.GID), dir: dir, tmpSize: privateTmpSize}})
+				init: &runinit.Spec{UID: s.uidOrKeep(s.cfg.UID), GID: s.uidOrKeep(s.cfg.GID), Dir: dir, TmpSize: privateTmpSize}})
 		}
 	}
 	if err != nil {
@@ -268,7 +270,7 @@ func (s *Sandbox) setupInit(add func(string, bool, string, ...any)) {
 		return
 	}
 	err = s.probe(probeOpts{uid: s.cfg.UID, gid: s.cfg.GID, drop: s.dropUID, dir: dir, netns: true,
-		init: &initSpec{uid: s.uidOrKeep(s.cfg.UID), gid: s.uidOrKeep(s.cfg.GID), dir: dir, tmpSize: privateTmpSize, netOff: true}})
+		init: &runinit.Spec{UID: s.uidOrKeep(s.cfg.UID), GID: s.uidOrKeep(s.cfg.GID), Dir: dir, TmpSize: privateTmpSize, NetOff: true}})
 	if err != nil {
 		unixNo("the seccomp filter refusing unix sockets could not be installed (" + err.Error() + ")")
 		return
@@ -291,7 +293,7 @@ func (s *Sandbox) uidOrKeep(id int) int {
 // entry is the uid's own, so taking it over (CAP_CHOWN, when Halley is not root) changes no one else's file, and
 // lets Halley delete it from a sticky /tmp.
 func (s *Sandbox) sweepShared(uid int) {
-	for _, d := range tmpDirs {
+	for _, d := range runinit.TmpDirs {
 		entries, err := os.ReadDir(d)
 		if err != nil {
 			continue
@@ -372,7 +374,7 @@ type probeOpts struct {
 	uid, gid int
 	drop     bool      // switch to uid/gid
 	netns    bool      // in a new network namespace
-	init     *initSpec // through the init stage (its argv is argv), in new mount and IPC namespaces
+	init     *runinit.Spec // through the init stage (its argv is argv), in new mount and IPC namespaces
 	cgroup   *os.File  // clone into this cgroup
 	argv     []string  // default: true
 	dir      string
@@ -391,8 +393,8 @@ func (s *Sandbox) probe(p probeOpts) error {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	if p.init != nil {
 		spec := *p.init
-		spec.argv = argv
-		cmd = &exec.Cmd{Path: selfExe, Args: spec.args()}
+		spec.Argv = argv
+		cmd = &exec.Cmd{Path: runinit.SelfExe, Args: spec.Args()}
 	}
 	cmd.Env = []string{"PATH=" + s.cfg.Path, "LANG=C.UTF-8"}
 	cmd.Dir = "/"
@@ -961,11 +963,11 @@ func (b *box) command(argv []string, dir string) *exec.Cmd {
 	}
 	var cmd *exec.Cmd
 	if b.s != nil && b.s.nsInit {
-		spec := initSpec{uid: -1, gid: -1, dir: dir, tmpSize: privateTmpSize, netOff: b.netOff, argv: argv}
+		spec := runinit.Spec{UID: -1, GID: -1, Dir: dir, TmpSize: privateTmpSize, NetOff: b.netOff, Argv: argv}
 		if b.s.dropUID {
-			spec.uid, spec.gid = b.uid, b.s.cfg.GID
+			spec.UID, spec.GID = b.uid, b.s.cfg.GID
 		}
-		cmd = &exec.Cmd{Path: selfExe, Args: spec.args()}
+		cmd = &exec.Cmd{Path: runinit.SelfExe, Args: spec.Args()}
 	} else {
 		cmd = exec.Command(argv[0], argv[1:]...)
 	}

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/halley-bpm/halley/plugin/internal/runinit"
 )
 
 // TestSweepShared: where runs have no private /tmp, what the run's uid left at the top of /tmp, /var/tmp and
@@ -21,7 +23,7 @@ func TestSweepShared(t *testing.T) {
 	}
 	const uid, other = 62990, 62991
 	var mine, theirs []string
-	for _, d := range tmpDirs {
+	for _, d := range runinit.TmpDirs {
 		if _, err := os.Stat(d); err != nil {
 			continue
 		}

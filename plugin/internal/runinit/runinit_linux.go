@@ -1,6 +1,30 @@
 //go:build linux
 
-package plugin
+// Package runinit is a plugin run's init stage. It is a package of its own, importing only the standard library
+// and golang.org/x/sys/unix, so that Go initialises it before the heavy packages of the binary (the database
+// drivers, the HTTP stack): a run's init stage reaches its exec within a few milliseconds of its start.
+//
+// A run's init stage: what a run needs done inside its own mount namespace, between the clone and the plugin's
+// exec, which os/exec cannot do (a Go process cannot run code in a child before its exec, nor unshare a mount
+// namespace in one of its threads). The sandbox starts Halley's own binary (/proc/self/exe, so the very file
+// that is running, even if it was replaced on disk) with argv[0] Arg0 in new mount and IPC namespaces (and a
+// new network namespace for network=off plugins); this package's init function recognises it before the binary's heavier
+// packages are initialised, and run
+//
+//   - makes every mount private to the namespace, so nothing it mounts is seen by the host or other runs;
+//   - mounts fresh tmpfs file systems on /tmp, /var/tmp and /dev/shm (and, for network=off runs, on /run and
+//     /var/run, where the host keeps its sockets), and a fresh mqueue on /dev/mqueue, then binds the run's
+//     working directory back where it was when one of them hid it;
+//   - switches the thread to the run's uid and gid with no supplementary groups, clears every capability, sets
+//     no_new_privs and, for network=off runs, installs a seccomp filter that refuses AF_UNIX sockets (the
+//     sockets of the host's file system are beyond a network namespace) and io_uring (which would create
+//     sockets past the filter);
+//   - execs the rest of its command line: prlimit(1) and the plugin.
+//
+// It runs on one locked thread and execs from it: credentials, capabilities and the seccomp filter are per
+// thread, and exec keeps those of the thread that calls it. Any failure exits Failed with one line on
+// stderr, before the plugin starts.
+package runinit
 
 import (
 	"errors"
@@ -16,87 +40,69 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// A run's init stage: what a run needs done inside its own mount namespace, between the clone and the plugin's
-// exec, which os/exec cannot do (a Go process cannot run code in a child before its exec, nor unshare a mount
-// namespace in one of its threads). The sandbox starts Halley's own binary (/proc/self/exe, so the very file
-// that is running, even if it was replaced on disk) with argv[0] initArg0 in new mount and IPC namespaces (and a
-// new network namespace for network=off plugins); this package's init function recognises it before anything
-// else runs, and sandboxInit
-//
-//   - makes every mount private to the namespace, so nothing it mounts is seen by the host or other runs;
-//   - mounts fresh tmpfs file systems on /tmp, /var/tmp and /dev/shm (and, for network=off runs, on /run and
-//     /var/run, where the host keeps its sockets), and a fresh mqueue on /dev/mqueue, then binds the run's
-//     working directory back where it was when one of them hid it;
-//   - switches the thread to the run's uid and gid with no supplementary groups, clears every capability, sets
-//     no_new_privs and, for network=off runs, installs a seccomp filter that refuses AF_UNIX sockets (the
-//     sockets of the host's file system are beyond a network namespace) and io_uring (which would create
-//     sockets past the filter);
-//   - execs the rest of its command line: prlimit(1) and the plugin.
-//
-// It runs on one locked thread and execs from it: credentials, capabilities and the seccomp filter are per
-// thread, and exec keeps those of the thread that calls it. Any failure exits initFailed with one line on
-// stderr, before the plugin starts.
-const initArg0 = "halley-sandbox-init"
+// Arg0 is argv[0] of a run's init stage.
+const Arg0 = "halley-sandbox-init"
 
-// initFailed is the exit code of an init stage that could not set the run up.
-const initFailed = 125
+// Failed is the exit code of an init stage that could not set the run up.
+const Failed = 125
 
-// selfExe starts the binary that is running, whatever happened to its path since.
-const selfExe = "/proc/self/exe"
+// SelfExe starts the binary that is running, whatever happened to its path since.
+const SelfExe = "/proc/self/exe"
 
 func init() {
-	if len(os.Args) > 1 && os.Args[0] == initArg0 {
-		if err := sandboxInit(os.Args[1:]); err != nil {
-			fmt.Fprintf(os.Stderr, "%s: %v\n", initArg0, err)
+	if len(os.Args) > 1 && os.Args[0] == Arg0 {
+		if err := run(os.Args[1:]); err != nil {
+			fmt.Fprintf(os.Stderr, "%s: %v\n", Arg0, err)
 		}
-		os.Exit(initFailed) // sandboxInit returns only when it failed
+		os.Exit(Failed) // run returns only when it failed
 	}
 }
 
-// initSpec is what the sandbox tells a run's init stage (as flags before "--").
-type initSpec struct {
-	uid, gid int // -1: keep Halley's
-	dir      string
-	tmpSize  int64
-	netOff   bool // hide /run and /var/run, refuse AF_UNIX sockets
-	argv     []string
+// Spec is what the sandbox tells a run's init stage (as flags before "--").
+type Spec struct {
+	UID, GID int // the run's; -1: keep Halley's
+	Dir      string
+	TmpSize  int64 // bytes of each private tmpfs
+	NetOff   bool  // hide /run and /var/run, refuse AF_UNIX sockets
+	Argv     []string
 }
 
-func (s initSpec) args() []string {
-	a := []string{initArg0, "-uid", strconv.Itoa(s.uid), "-gid", strconv.Itoa(s.gid), "-dir", s.dir,
-		"-tmp-size", strconv.FormatInt(s.tmpSize, 10)}
-	if s.netOff {
+// Args is the command line of the init stage for s (argv[0] is Arg0; the binary is SelfExe).
+func (s Spec) Args() []string {
+	a := []string{Arg0, "-uid", strconv.Itoa(s.UID), "-gid", strconv.Itoa(s.GID), "-dir", s.Dir,
+		"-tmp-size", strconv.FormatInt(s.TmpSize, 10)}
+	if s.NetOff {
 		a = append(a, "-net-off")
 	}
-	return append(append(a, "--"), s.argv...)
+	return append(append(a, "--"), s.Argv...)
 }
 
-func parseInitSpec(args []string) (initSpec, error) {
-	var s initSpec
-	fs := flag.NewFlagSet(initArg0, flag.ContinueOnError)
-	fs.IntVar(&s.uid, "uid", -1, "")
-	fs.IntVar(&s.gid, "gid", -1, "")
-	fs.StringVar(&s.dir, "dir", "", "")
-	fs.Int64Var(&s.tmpSize, "tmp-size", 0, "")
-	fs.BoolVar(&s.netOff, "net-off", false, "")
+func parseSpec(args []string) (Spec, error) {
+	var s Spec
+	fs := flag.NewFlagSet(Arg0, flag.ContinueOnError)
+	fs.IntVar(&s.UID, "uid", -1, "")
+	fs.IntVar(&s.GID, "gid", -1, "")
+	fs.StringVar(&s.Dir, "dir", "", "")
+	fs.Int64Var(&s.TmpSize, "tmp-size", 0, "")
+	fs.BoolVar(&s.NetOff, "net-off", false, "")
 	if err := fs.Parse(args); err != nil {
 		return s, err
 	}
-	s.argv = fs.Args()
-	if len(s.argv) == 0 || !filepath.IsAbs(s.argv[0]) || !filepath.IsAbs(s.dir) || s.tmpSize <= 0 {
+	s.Argv = fs.Args()
+	if len(s.Argv) == 0 || !filepath.IsAbs(s.Argv[0]) || !filepath.IsAbs(s.Dir) || s.TmpSize <= 0 {
 		return s, errors.New("usage: -uid N -gid N -dir /abs -tmp-size N [-net-off] -- /abs/prog args")
 	}
 	return s, nil
 }
 
-// tmpDirs get a fresh tmpfs in every run; hiddenDirs too in network=off runs (the host's sockets live there).
+// TmpDirs get a fresh tmpfs in every run; hiddenDirs too in network=off runs (the host's sockets live there).
 var (
-	tmpDirs    = []string{"/tmp", "/var/tmp", "/dev/shm"}
+	TmpDirs    = []string{"/tmp", "/var/tmp", "/dev/shm"}
 	hiddenDirs = []string{"/run", "/var/run"}
 )
 
-func sandboxInit(args []string) error {
-	spec, err := parseInitSpec(args)
+func run(args []string) error {
+	spec, err := parseSpec(args)
 	if err != nil {
 		return err
 	}
@@ -108,7 +114,7 @@ func sandboxInit(args []string) error {
 		return fmt.Errorf("making the mounts private: %w", err)
 	}
 	// The run's directory, held open so that it can be bound back if a tmpfs hides it.
-	dirFD, err := unix.Open(spec.dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dirFD, err := unix.Open(spec.Dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return fmt.Errorf("opening the run directory: %w", err)
 	}
@@ -116,9 +122,9 @@ func sandboxInit(args []string) error {
 	if err := unix.Fstat(dirFD, &before); err != nil {
 		return err
 	}
-	dirs := tmpDirs
-	if spec.netOff {
-		dirs = append(append([]string{}, tmpDirs...), hiddenDirs...)
+	dirs := TmpDirs
+	if spec.NetOff {
+		dirs = append(append([]string{}, TmpDirs...), hiddenDirs...)
 	}
 	mounted := map[string]bool{}
 	for _, d := range dirs {
@@ -136,7 +142,7 @@ func sandboxInit(args []string) error {
 		if slicesContain(hiddenDirs, d) {
 			mode = "0755"
 		}
-		opts := fmt.Sprintf("mode=%s,size=%d,nr_inodes=65536", mode, spec.tmpSize)
+		opts := fmt.Sprintf("mode=%s,size=%d,nr_inodes=65536", mode, spec.TmpSize)
 		if err := unix.Mount("tmpfs", real, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 			return fmt.Errorf("mounting a private %s: %w", real, err)
 		}
@@ -148,29 +154,29 @@ func sandboxInit(args []string) error {
 		}
 	}
 	var now unix.Stat_t
-	if err := unix.Stat(spec.dir, &now); err != nil || now.Dev != before.Dev || now.Ino != before.Ino {
+	if err := unix.Stat(spec.Dir, &now); err != nil || now.Dev != before.Dev || now.Ino != before.Ino {
 		// A fresh tmpfs hides the run directory (the work root is under /tmp by default): bind it back.
-		if err := os.MkdirAll(spec.dir, 0o755); err != nil {
+		if err := os.MkdirAll(spec.Dir, 0o755); err != nil {
 			return fmt.Errorf("recreating the run directory's path: %w", err)
 		}
-		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(dirFD), spec.dir, "", unix.MS_BIND, ""); err != nil {
+		if err := unix.Mount("/proc/self/fd/"+strconv.Itoa(dirFD), spec.Dir, "", unix.MS_BIND, ""); err != nil {
 			return fmt.Errorf("binding the run directory: %w", err)
 		}
 	}
 	_ = unix.Close(dirFD)
-	if err := unix.Chdir(spec.dir); err != nil {
+	if err := unix.Chdir(spec.Dir); err != nil {
 		return err
 	}
 
-	if spec.uid >= 0 {
-		if err := dropTo(spec.uid, spec.gid); err != nil {
+	if spec.UID >= 0 {
+		if err := dropTo(spec.UID, spec.GID); err != nil {
 			return err
 		}
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
 	}
-	if spec.netOff {
+	if spec.NetOff {
 		if err := refuseUnixSockets(); err != nil {
 			return err
 		}
@@ -184,8 +190,8 @@ func sandboxInit(args []string) error {
 			return fmt.Errorf("socket(AF_UNIX) under the seccomp filter: %w, want EACCES", err)
 		}
 	}
-	err = syscall.Exec(spec.argv[0], spec.argv, os.Environ())
-	return fmt.Errorf("exec %s: %w", spec.argv[0], err)
+	err = syscall.Exec(spec.Argv[0], spec.Argv, os.Environ())
+	return fmt.Errorf("exec %s: %w", spec.Argv[0], err)
 }
 
 func slicesContain(list []string, s string) bool {
