@@ -372,11 +372,11 @@ func withCaps(want []uintptr, fn func() error) error {
 
 type probeOpts struct {
 	uid, gid int
-	drop     bool      // switch to uid/gid
-	netns    bool      // in a new network namespace
+	drop     bool          // switch to uid/gid
+	netns    bool          // in a new network namespace
 	init     *runinit.Spec // through the init stage (its argv is argv), in new mount and IPC namespaces
-	cgroup   *os.File  // clone into this cgroup
-	argv     []string  // default: true
+	cgroup   *os.File      // clone into this cgroup
+	argv     []string      // default: true
 	dir      string
 }
 
