@@ -1021,9 +1021,18 @@ func (b *box) checkFormat(spec Spec, file string) error {
 	return fmt.Errorf("%s: %w (neither an ELF binary nor a script starting with #!)", file, syscall.ENOEXEC)
 }
 
-// execFailure tells whether prlimit(1) could not execute prog — the plugin never started — and why. prlimit then
-// exits 126 or 127 with the one line "prlimit: failed to execute <prog>: <reason>" on stderr.
+// execFailure tells whether the init stage could not set the run up, or prlimit(1) could not execute prog — the
+// plugin never started — and why. The init stage then exits runinit.Failed with the one line
+// "halley-sandbox-init: <reason>" on stderr; prlimit exits 126 or 127 with the one line
+// "prlimit: failed to execute <prog>: <reason>".
 func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, bool) {
+	if b.s != nil && b.s.nsInit && exitCode == runinit.Failed {
+		reason, ok := strings.CutPrefix(string(stderr), runinit.Arg0+": ")
+		reason = strings.TrimSuffix(reason, "\n")
+		if ok && reason != "" && !strings.Contains(reason, "\n") {
+			return "the run could not be set up: " + reason, true
+		}
+	}
 	if b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
 		return "", false
 	}

@@ -67,3 +67,29 @@ func TestSweepShared(t *testing.T) {
 		}
 	}
 }
+
+// TestExecFailureOfTheInitStage: a run whose init stage failed (exit 125, its one line on stderr) never started;
+// anything else with exit 125 is the plugin's own.
+func TestExecFailureOfTheInitStage(t *testing.T) {
+	b := &box{s: &Sandbox{nsInit: true, prlimit: []string{"/usr/bin/prlimit", "--"}}}
+	for _, c := range []struct {
+		code   int
+		stderr string
+		want   string
+	}{
+		{125, "halley-sandbox-init: mounting a private /tmp: operation not permitted\n", "the run could not be set up: mounting a private /tmp: operation not permitted"},
+		{125, "halley-sandbox-init: one\ntwo\n", ""},
+		{125, "Traceback...\n", ""},
+		{1, "halley-sandbox-init: x\n", ""},
+		{127, "prlimit: failed to execute /p: No such file or directory\n", "/p: No such file or directory"},
+	} {
+		got, ok := b.execFailure(c.code, []byte(c.stderr), "/p")
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("exit %d %q: %q %v, want %q", c.code, c.stderr, got, ok, c.want)
+		}
+	}
+	b.s.nsInit = false
+	if _, ok := b.execFailure(125, []byte("halley-sandbox-init: x\n"), "/p"); ok {
+		t.Error("without an init stage, exit 125 is the plugin's")
+	}
+}
