@@ -398,7 +398,7 @@ func (s *Sandbox) probe(p probeOpts) error {
 	}
 	cmd.Env = []string{"PATH=" + s.cfg.Path, "LANG=C.UTF-8"}
 	cmd.Dir = "/"
-	if p.dir != "" {
+	if p.dir != "" && p.init == nil { // the init stage enters its directory itself, as a run's does
 		cmd.Dir = p.dir
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -967,11 +967,13 @@ func (b *box) command(argv []string, dir string) *exec.Cmd {
 		if b.s.dropUID {
 			spec.UID, spec.GID = b.uid, b.s.cfg.GID
 		}
-		cmd = &exec.Cmd{Path: runinit.SelfExe, Args: spec.Args()}
+		// Started from "/": a Halley that is not root cannot enter the run's directory; the init stage does,
+		// once it is the run's uid.
+		cmd = &exec.Cmd{Path: runinit.SelfExe, Args: spec.Args(), Dir: "/"}
 	} else {
 		cmd = exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
 	}
-	cmd.Dir = dir
 	return cmd
 }
 

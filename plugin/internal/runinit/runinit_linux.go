@@ -164,14 +164,15 @@ func run(args []string) error {
 		}
 	}
 	_ = unix.Close(dirFD)
-	if err := unix.Chdir(spec.Dir); err != nil {
-		return err
-	}
 
 	if spec.UID >= 0 {
 		if err := dropTo(spec.UID, spec.GID); err != nil {
 			return err
 		}
+	}
+	// As the run's uid: the directory is its own (0700), and a Halley that is not root cannot enter it.
+	if err := unix.Chdir(spec.Dir); err != nil {
+		return fmt.Errorf("entering the run directory: %w", err)
 	}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return fmt.Errorf("no_new_privs: %w", err)
