@@ -102,3 +102,15 @@ func TestDocumentDepth(t *testing.T) {
 		t.Errorf("65 levels: %v", err)
 	}
 }
+
+// TestUsernameKey: names that read the same — letter case, full-width forms, ligatures — have one key; others not.
+func TestUsernameKey(t *testing.T) {
+	for _, c := range []struct{ a, b string }{{"admin", "ADMIN"}, {"admin", "Admin"}, {"admin", "ａｄｍｉｎ"}, {"office", "oﬃce"}, {"strasse", "STRAßE"}, {"kelvin", "\u212aelvin"}} {
+		if model.UsernameKey(c.a) != model.UsernameKey(c.b) {
+			t.Errorf("%q and %q have the keys %q and %q", c.a, c.b, model.UsernameKey(c.a), model.UsernameKey(c.b))
+		}
+	}
+	if model.UsernameKey("admin") == model.UsernameKey("admln") || model.UsernameKey("bob") != "bob" {
+		t.Error("distinct names share a key, or a plain name changed")
+	}
+}

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // DefaultTenant is the one tenant Halley serves until multi-tenancy is switched on; every row carries it.
@@ -34,9 +37,13 @@ type User struct {
 	IMID                   string `json:"im_id"`
 	// TokenVersion is the version every login token of the user carries: bumping it (password change, admin
 	// reset, disable, a role taken away: RevokesTokens) makes every token signed before stop working.
-	TokenVersion int64     `json:"-"`
-	CreatedAt    time.Time `json:"created_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	TokenVersion int64 `json:"-"`
+	// AccountID names this account for good: a random id given at creation and never reused, so that a user
+	// deleted and created again under the same name is another account — tokens signed for the first one (and
+	// API tokens it owned) never work for the second.
+	AccountID string    `json:"-"`
+	CreatedAt time.Time `json:"created_at"`
+	UpdatedAt time.Time `json:"updated_at"`
 }
 
 // Initiators and actors that are not people. None of them can be a username (':' is not allowed in one), so no
@@ -64,6 +71,14 @@ var (
 	usernameRe = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._@-]{0,63}$`)
 	roleRe     = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 )
+
+// UsernameKey is what makes two usernames the same person to a reader: the NFKC case fold of the name
+// (NFKC, full case folding, NFKC again, as Unicode's NFKC_Casefold does), so that "Admin", "ADMIN" and the
+// full-width "ａｄｍｉｎ" are all "admin". Usernames are unique by this key within a tenant; login stays exact.
+func UsernameKey(name string) string {
+	// A Caser keeps state: one per call (they are cheap), never shared between goroutines.
+	return norm.NFKC.String(cases.Fold().String(norm.NFKC.String(name)))
+}
 
 // ValidUsername returns an EINVALID error naming the rule a username breaks.
 func ValidUsername(name string) error {
@@ -175,7 +190,10 @@ type APIToken struct {
 	// Owner is the admin whose authority the token carries: it works only while Owner exists and is an enabled
 	// admin. A token created by another token has that token's owner. "" for tokens created by a token before
 	// owners existed (they keep working).
-	Owner      string     `json:"owner"`
+	Owner string `json:"owner"`
+	// OwnerID is the owner's AccountID when the token was made: the token works only for that account, not for a
+	// user created later under the same name. "" with an Owner set: the owner was gone before ids existed.
+	OwnerID    string     `json:"-"`
 	CreatedBy  string     `json:"created_by"`
 	CreatedAt  time.Time  `json:"created_at"`
 	ExpiresAt  *time.Time `json:"expires_at"`
@@ -207,6 +225,8 @@ type Principal struct {
 	Token    bool   // authenticated with an API token
 	TokenID  string // the API token's id (Token only)
 	Owner    string // the API token's owner (Token only; see APIToken.Owner)
+	// AccountID is the user's AccountID, or for an API token its owner's (APIToken.OwnerID).
+	AccountID string
 }
 
 // Subject identifies the caller uniquely, for what must not be shared between two tokens of the same name
@@ -286,7 +306,8 @@ type Page struct {
 
 // IdentityStore keeps users, API tokens and departments.
 type IdentityStore interface {
-	// CreateUser returns ECONFLICT when the username exists in the tenant.
+	// CreateUser gives the user a new AccountID and returns ECONFLICT user_exists when the username, or one with
+	// the same UsernameKey (details.conflicts_with), exists in the tenant.
 	CreateUser(ctx context.Context, u *User) error
 	// GetUser returns ENOTFOUND when there is no such user.
 	GetUser(ctx context.Context, tenant, username string) (*User, error)

@@ -491,15 +491,20 @@ func (e *Executor) extend(ctx context.Context, ids []string) (lost map[string]st
 	return e.q.Extend(ctx, e.opts.WorkerID, ids, e.opts.Now().Add(e.opts.Lease))
 }
 
-// work executes one job and reports it. The lease stays tracked (heartbeated) until Complete returns.
+// work executes one job and reports it. The lease stays tracked (heartbeated) until Complete returns. The worker
+// is free (Available counts it, the loop may start another run) before OnComplete hears of the run: a caller
+// reacting to a completion by offering the next run finds the worker it just freed.
 func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 	defer workers.Done()
-	defer func() {
-		e.load.Add(-1)
-		e.freed <- struct{}{} // buffered to Workers: never blocks, even after the loop is gone
-	}()
-	defer e.untrack(job)
+	res, err := e.runJob(ctx, job)
+	e.untrack(job)
+	e.load.Add(-1)
+	e.freed <- struct{}{} // buffered to Workers: never blocks, even after the loop is gone
+	e.signal(job, res, err)
+}
 
+// runJob executes one job, writes its log and hands its result to the queue; it returns what OnComplete is told.
+func (e *Executor) runJob(ctx context.Context, job Job) (Result, error) {
 	log := e.log.With("run_id", job.RunID, "attempt", job.Attempt, "plugin", job.Spec.Name,
 		"plugin_version", job.Spec.Version, "instance_id", job.Input.InstanceID, "node_id", job.Input.NodeID)
 	// The run's own context: StopRuns cancels it (with a stopCause) when the run is closed meanwhile.
@@ -520,13 +525,11 @@ func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 				log.Error("unable to write plugin run log", "error", err)
 			}
 		}
-		e.signal(job, res, fmt.Errorf("%w: %s", ErrStopped, stopped.why))
-		return
+		return res, fmt.Errorf("%w: %s", ErrStopped, stopped.why)
 	}
 	if ctx.Err() != nil {
 		log.Warn("plugin run abandoned at shutdown", "error", res.Err)
-		e.signal(job, res, ErrAbandoned)
-		return
+		return res, ErrAbandoned
 	}
 	if e.opts.Logs != nil {
 		if err := e.opts.Logs.Write(ctx, job, res); err != nil {
@@ -543,7 +546,7 @@ func (e *Executor) work(ctx context.Context, job Job, workers *sync.WaitGroup) {
 	default:
 		log.Info("plugin run succeeded", "duration", res.Duration(), "async", res.Output != nil && res.Output.Async)
 	}
-	e.signal(job, res, err)
+	return res, err
 }
 
 // execute runs the job, turning a panic in the runner into a failed result.

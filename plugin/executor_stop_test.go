@@ -1,8 +1,11 @@
 package plugin_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -181,5 +184,45 @@ echo '{"context":{"done":true}}'
 	}
 	if _, _, completed := q.snapshot(); len(completed["run-000"]) != 1 {
 		t.Fatalf("completed %d times, want once", len(completed["run-000"]))
+	}
+}
+
+// TestExecutorFreesWorkerBeforeReporting: when OnComplete hears of a run, the run's worker is free already, so a
+// caller that offers the next run from there sees Available (CI once saw the report come first).
+func TestExecutorFreesWorkerBeforeReporting(t *testing.T) {
+	const runs = 50
+	q := newFakeQueue(runs)
+	type seen struct {
+		id        string
+		available bool
+	}
+	ch := make(chan seen, runs)
+	var ex *plugin.Executor
+	ex, err := plugin.NewExecutor(runnerFunc(func(context.Context, plugin.Spec, plugin.Input) plugin.Result {
+		return plugin.Result{ExitCode: 0, Output: &plugin.Output{}}
+	}), plugin.ExecutorOptions{Workers: 1, Lease: time.Hour, PollInterval: time.Hour, WorkerID: "test-worker",
+		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		OnComplete: func(job plugin.Job, _ plugin.Result, _ error) { ch <- seen{job.RunID, ex.Available()} }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	returned := make(chan error, 1)
+	go func() { returned <- ex.Run(ctx, q) }()
+	defer func() {
+		cancel()
+		if err := <-returned; err != nil {
+			t.Error(err)
+		}
+	}()
+	for range runs {
+		select {
+		case s := <-ch:
+			if !s.available {
+				t.Fatalf("OnComplete of %s ran while its worker still counted as busy", s.id)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("no completion")
+		}
 	}
 }

@@ -99,9 +99,7 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	stdout := newCapWriter(c.outputCap, stderrTailForMessages)
 	stderr := newCapWriter(c.outputCap, stderrTailForMessages)
 	prog := argv[0] // what the sandbox's prlimit(1) executes
-	argv = box.argv(argv)
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir = workdir
+	cmd := box.command(argv, workdir)
 	cmd.Env = c.environ(workdir, in)
 	cmd.Stdin = bytes.NewReader(stdin)
 	cmd.Stdout = stdout

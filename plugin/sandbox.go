@@ -111,6 +111,8 @@ const (
 	ProtectCgroup      = "cgroup"           // a cgroup v2 leaf per run
 	ProtectLeftovers   = "leftovers_killed" // what a run started dies with it, setsid daemons included
 	ProtectNetwork     = "network_off"      // plugins uploaded with network=off run without a network
+	ProtectUnixSockets = "no_unix_sockets"  // ... and cannot open a unix socket (the host's, in its file system)
+	ProtectPrivateTmp  = "private_tmp"      // each run has its own /tmp, /var/tmp, /dev/shm and IPC namespace
 )
 
 // Protection is one line of the report: whether it is in force, with what, or why not.

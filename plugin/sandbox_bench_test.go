@@ -12,7 +12,8 @@ import (
 )
 
 // BenchmarkRun measures one run of a trivial plugin with and without the sandbox: the difference is the sandbox's
-// per-run overhead (prlimit's exec, the cgroup leaf, the uid switch, chown and removal of the run directory).
+// per-run overhead (the init stage's exec and its mounts, prlimit's exec, the cgroup leaf, the uid switch, chown and
+// removal of the run directory); network-off adds the network namespace and the seccomp filter.
 //
 //	go test -run '^$' -bench BenchmarkRun -benchtime 200x ./plugin/
 func BenchmarkRun(b *testing.B) {
@@ -50,11 +51,14 @@ func BenchmarkRun(b *testing.B) {
 		{"sh", plugin.Spec{Name: "echo", Version: 1, Runtime: plugin.RuntimeBinary, Path: sh}},
 		{"python", plugin.Spec{Name: "echo", Version: 1, Runtime: plugin.RuntimePython, Path: py}},
 	} {
-		for _, mode := range []string{"bare", "sandboxed"} {
+		for _, mode := range []string{"bare", "sandboxed", "sandboxed-network-off"} {
 			b.Run(rt.name+"/"+mode, func(b *testing.B) {
-				r := runners[mode]
+				r, spec := runners[mode], rt.spec
+				if mode == "sandboxed-network-off" {
+					r, spec.NetworkOff = runners["sandboxed"], true
+				}
 				for b.Loop() {
-					if res := r.Run(context.Background(), rt.spec, in); res.Err != nil {
+					if res := r.Run(context.Background(), spec, in); res.Err != nil {
 						b.Fatal(res.Err)
 					}
 				}

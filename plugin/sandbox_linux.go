@@ -23,6 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/halley-bpm/halley/plugin/internal/runinit"
 )
 
 // Sandbox confines plugin runs on Linux. NewSandbox detects once what the host allows (by trying it: a switch of
@@ -36,6 +38,10 @@ import (
 //     reaches the plugin), with the run's uid, GID and no supplementary groups, in its own process group, in its
 //     cgroup leaf from its first instruction (clone3 CLONE_INTO_CGROUP) and, for network=off plugins, in a new
 //     network namespace with nothing but a down loopback;
+//   - where the host allows mount namespaces, the child is first Halley's own binary in its init stage
+//     (plugin/internal/runinit), in new mount and IPC namespaces: it gives the run private /tmp, /var/tmp and
+//     /dev/shm, hides /run and refuses unix sockets for network=off plugins, then switches to the run's uid and
+//     execs prlimit(1); elsewhere the child is started as the run's uid directly;
 //   - it execs prlimit(1), which lowers its soft and hard limits and execs the plugin: the limits are in place
 //     before any plugin code runs, and an unprivileged uid cannot raise them again;
 //   - when the plugin exits or times out its process group is killed, then its cgroup (cgroup.kill), or where no
@@ -55,6 +61,14 @@ type Sandbox struct {
 	cgPids    bool     // pids.max is set per leaf
 	netns     bool     // network=off plugins can run
 	netnsWhy  string
+	// nsInit: runs start through the init stage (plugin/internal/runinit) in mount and IPC namespaces of their own,
+	// with private /tmp, /var/tmp and /dev/shm; initCaps are the capabilities it needs, given to it as ambient
+	// ones when Halley is not root.
+	nsInit   bool
+	initCaps []uintptr
+	// unixOff: the init stage of network=off runs refuses AF_UNIX sockets (seccomp) and hides /run.
+	unixOff   bool
+	unixWhy   string
 	python    string // resolved interpreter
 	pythonErr error
 	sh        string // for kill -1 as a run's uid
@@ -201,6 +215,7 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 		s.netns = true
 		add(ProtectNetwork, true, "plugins uploaded with network=off run in a network namespace of their own, with no interface up")
 	}
+	s.setupInit(add)
 
 	s.setupPython()
 	return s, nil
@@ -208,6 +223,99 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 
 // WorkRoot is the parent of the runs' working directories.
 func (s *Sandbox) WorkRoot() string { return s.cfg.WorkRoot }
+
+// setupInit tries the init stage the way runs use it: with private temporary directories (every run), then
+// with a network namespace and the unix-socket filter (network=off runs).
+func (s *Sandbox) setupInit(add func(string, bool, string, ...any)) {
+	unixNo := func(why string) {
+		s.unixWhy = why + "; runs of network=off plugins fail"
+		add(ProtectUnixSockets, false, "%s", s.unixWhy)
+	}
+	if os.Geteuid() != 0 {
+		perm := permittedCaps()
+		for _, c := range []uintptr{unix.CAP_SYS_ADMIN, unix.CAP_SETUID, unix.CAP_SETGID} {
+			if perm.has(c) {
+				s.initCaps = append(s.initCaps, c)
+			}
+		}
+	}
+	err := s.workErr
+	var dir string
+	if err == nil {
+		dir, err = os.MkdirTemp(s.cfg.WorkRoot, fmt.Sprintf("%s%d-", rundirPrefix, os.Getpid()))
+	}
+	if err == nil {
+		defer removeAll(dir)
+		if err = os.Chmod(dir, 0o711); err == nil {
+			err = s.probe(probeOpts{uid: s.cfg.UID, gid: s.cfg.GID, drop: s.dropUID, dir: dir,
+				init: &runinit.Spec{UID: s.uidOrKeep(s.cfg.UID), GID: s.uidOrKeep(s.cfg.GID), Dir: dir, TmpSize: privateTmpSize}})
+		}
+	}
+	if err != nil {
+		why := "a mount namespace per run could not be set up (" + err.Error() + "): it needs root or CAP_SYS_ADMIN"
+		if s.dropUID {
+			add(ProtectPrivateTmp, false, "%s; what a run's uid leaves at the top of /tmp, /var/tmp and /dev/shm is deleted when the run ends, "+
+				"but runs in flight at the same time can read it, and SysV and POSIX IPC objects are shared", why)
+		} else {
+			add(ProtectPrivateTmp, false, "%s; plugins share /tmp, /var/tmp and /dev/shm with Halley and each other", why)
+		}
+		unixNo("no init stage: " + why)
+		return
+	}
+	s.nsInit = true
+	add(ProtectPrivateTmp, true, "each run has a mount namespace of its own with fresh /tmp, /var/tmp and /dev/shm (tmpfs, at most %d MiB each) "+
+		"and an IPC namespace of its own: nothing a run leaves there is seen by another run, and it all goes with the run", privateTmpSize>>20)
+	if !s.netns {
+		unixNo("there is no network namespace")
+		return
+	}
+	err = s.probe(probeOpts{uid: s.cfg.UID, gid: s.cfg.GID, drop: s.dropUID, dir: dir, netns: true,
+		init: &runinit.Spec{UID: s.uidOrKeep(s.cfg.UID), GID: s.uidOrKeep(s.cfg.GID), Dir: dir, TmpSize: privateTmpSize, NetOff: true}})
+	if err != nil {
+		unixNo("the seccomp filter refusing unix sockets could not be installed (" + err.Error() + ")")
+		return
+	}
+	s.unixOff = true
+	add(ProtectUnixSockets, true, "runs of network=off plugins cannot create unix sockets (seccomp: socket(AF_UNIX) fails with EACCES, io_uring is refused) "+
+		"and see empty /run and /var/run: no socket in the host's file system (a database's, Docker's) reaches them")
+}
+
+// uidOrKeep is id when runs get their own uid, else -1 (the init stage keeps Halley's).
+func (s *Sandbox) uidOrKeep(id int) int {
+	if s.dropUID {
+		return id
+	}
+	return -1
+}
+
+// sweepShared deletes what uid owns at the top of the shared temporary directories, for hosts where runs have
+// no private ones: the run's processes are dead by then, so nothing of the uid changes while this walks. Each
+// entry is the uid's own, so taking it over (CAP_CHOWN, when Halley is not root) changes no one else's file, and
+// lets Halley delete it from a sticky /tmp.
+func (s *Sandbox) sweepShared(uid int) {
+	for _, d := range runinit.TmpDirs {
+		entries, err := os.ReadDir(d)
+		if err != nil {
+			continue
+		}
+		for _, e := range entries {
+			p := filepath.Join(d, e.Name())
+			fi, err := os.Lstat(p)
+			if err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != uid {
+				continue
+			}
+			if fi.IsDir() {
+				_ = withCaps(capsChown, func() error { return reclaim(p, uid, os.Geteuid(), os.Getegid()) })
+				removeAll(p)
+				continue
+			}
+			_ = withCaps(capsChown, func() error { return os.Lchown(p, os.Geteuid(), os.Getegid()) })
+			if err := os.Remove(p); err != nil {
+				s.log.Warn("plugin sandbox: unable to delete what a run left in a shared folder", "path", p, "err", err)
+			}
+		}
+	}
+}
 
 // caps is a capability set (two 32-bit words).
 type caps [2]uint32
@@ -264,10 +372,11 @@ func withCaps(want []uintptr, fn func() error) error {
 
 type probeOpts struct {
 	uid, gid int
-	drop     bool     // switch to uid/gid
-	netns    bool     // in a new network namespace
-	cgroup   *os.File // clone into this cgroup
-	argv     []string // default: true
+	drop     bool          // switch to uid/gid
+	netns    bool          // in a new network namespace
+	init     *runinit.Spec // through the init stage (its argv is argv), in new mount and IPC namespaces
+	cgroup   *os.File      // clone into this cgroup
+	argv     []string      // default: true
 	dir      string
 }
 
@@ -282,17 +391,26 @@ func (s *Sandbox) probe(p probeOpts) error {
 		argv = []string{t}
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if p.init != nil {
+		spec := *p.init
+		spec.Argv = argv
+		cmd = &exec.Cmd{Path: runinit.SelfExe, Args: spec.Args()}
+	}
 	cmd.Env = []string{"PATH=" + s.cfg.Path, "LANG=C.UTF-8"}
 	cmd.Dir = "/"
-	if p.dir != "" {
+	if p.dir != "" && p.init == nil { // the init stage enters its directory itself, as a run's does
 		cmd.Dir = p.dir
 	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if p.drop {
+	if p.drop && p.init == nil {
 		cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.gid), Groups: []uint32{}} //nolint:gosec // G115: uids and gids are configured within 0..2^31-1
 	}
+	if p.init != nil {
+		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWNS | unix.CLONE_NEWIPC
+		cmd.SysProcAttr.AmbientCaps = s.initCaps
+	}
 	if p.netns {
-		cmd.SysProcAttr.Cloneflags = unix.CLONE_NEWNET
+		cmd.SysProcAttr.Cloneflags |= unix.CLONE_NEWNET
 	}
 	if p.cgroup != nil {
 		cmd.SysProcAttr.UseCgroupFD = true
@@ -796,6 +914,9 @@ func (s *Sandbox) begin(ctx context.Context, spec Spec) (*box, error) {
 	if spec.NetworkOff && !s.netns {
 		return nil, fmt.Errorf("plugin %s v%d is set to network off, but %s", spec.Name, spec.Version, s.netnsWhy)
 	}
+	if spec.NetworkOff && !s.unixOff {
+		return nil, fmt.Errorf("plugin %s v%d is set to network off, but %s", spec.Name, spec.Version, s.unixWhy)
+	}
 	if spec.Runtime == RuntimePython && s.pythonErr != nil {
 		return nil, fmt.Errorf("plugin %s v%d: python plugins cannot run here: %w", spec.Name, spec.Version, s.pythonErr)
 	}
@@ -834,24 +955,46 @@ func (b *box) own(dir string) error {
 	return withCaps(capsChown, func() error { return os.Lchown(dir, b.uid, b.s.cfg.GID) })
 }
 
-// argv puts prlimit(1) in front of the plugin's command line.
-func (b *box) argv(argv []string) []string {
-	if b.s == nil || b.s.prlimit == nil {
-		return argv
+// command returns the command that runs the plugin's command line argv in dir: behind prlimit(1), and behind
+// the init stage where runs have namespaces of their own.
+func (b *box) command(argv []string, dir string) *exec.Cmd {
+	if b.s != nil && b.s.prlimit != nil {
+		argv = append(append(make([]string, 0, len(b.s.prlimit)+len(argv)), b.s.prlimit...), argv...)
 	}
-	return append(append(make([]string, 0, len(b.s.prlimit)+len(argv)), b.s.prlimit...), argv...)
+	var cmd *exec.Cmd
+	if b.s != nil && b.s.nsInit {
+		spec := runinit.Spec{UID: -1, GID: -1, Dir: dir, TmpSize: privateTmpSize, NetOff: b.netOff, Argv: argv}
+		if b.s.dropUID {
+			spec.UID, spec.GID = b.uid, b.s.cfg.GID
+		}
+		// Started from "/": a Halley that is not root cannot enter the run's directory; the init stage does,
+		// once it is the run's uid.
+		cmd = &exec.Cmd{Path: runinit.SelfExe, Args: spec.Args(), Dir: "/"}
+	} else {
+		cmd = exec.Command(argv[0], argv[1:]...)
+		cmd.Dir = dir
+	}
+	return cmd
 }
+
+// privateTmpSize bounds each private tmpfs of a run (a cgroup's memory.max bounds them together).
+const privateTmpSize = 256 << 20
 
 func (b *box) sysProcAttr() *syscall.SysProcAttr {
 	a := &syscall.SysProcAttr{Setpgid: true}
 	if b.s == nil {
 		return a
 	}
-	if b.s.dropUID {
+	switch {
+	case b.s.nsInit:
+		// The init stage switches to the run's uid itself, after mounting its private directories.
+		a.Cloneflags = unix.CLONE_NEWNS | unix.CLONE_NEWIPC
+		a.AmbientCaps = b.s.initCaps
+	case b.s.dropUID:
 		a.Credential = &syscall.Credential{Uid: uint32(b.uid), Gid: uint32(b.s.cfg.GID), Groups: []uint32{}} //nolint:gosec // G115: uids and gids are configured within 0..2^31-1
 	}
 	if b.netOff {
-		a.Cloneflags = unix.CLONE_NEWNET
+		a.Cloneflags |= unix.CLONE_NEWNET
 	}
 	if b.leaf != nil {
 		a.UseCgroupFD = true
@@ -880,9 +1023,18 @@ func (b *box) checkFormat(spec Spec, file string) error {
 	return fmt.Errorf("%s: %w (neither an ELF binary nor a script starting with #!)", file, syscall.ENOEXEC)
 }
 
-// execFailure tells whether prlimit(1) could not execute prog — the plugin never started — and why. prlimit then
-// exits 126 or 127 with the one line "prlimit: failed to execute <prog>: <reason>" on stderr.
+// execFailure tells whether the init stage could not set the run up, or prlimit(1) could not execute prog — the
+// plugin never started — and why. The init stage then exits runinit.Failed with the one line
+// "halley-sandbox-init: <reason>" on stderr; prlimit exits 126 or 127 with the one line
+// "prlimit: failed to execute <prog>: <reason>".
 func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, bool) {
+	if b.s != nil && b.s.nsInit && exitCode == runinit.Failed {
+		reason, ok := strings.CutPrefix(string(stderr), runinit.Arg0+": ")
+		reason = strings.TrimSuffix(reason, "\n")
+		if ok && reason != "" && !strings.Contains(reason, "\n") {
+			return "the run could not be set up: " + reason, true
+		}
+	}
 	if b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
 		return "", false
 	}
@@ -905,7 +1057,7 @@ func (b *box) start(cmd *exec.Cmd) error {
 		}
 		time.Sleep(time.Millisecond << i)
 		// A failed Start leaves cmd unusable: rebuild it.
-		c := exec.Command(cmd.Path, cmd.Args[1:]...)
+		c := &exec.Cmd{Path: cmd.Path, Args: cmd.Args}
 		c.Dir, c.Env, c.Stdin, c.Stdout, c.Stderr, c.SysProcAttr, c.WaitDelay = cmd.Dir, cmd.Env, cmd.Stdin, cmd.Stdout, cmd.Stderr, cmd.SysProcAttr, cmd.WaitDelay
 		*cmd = *c
 	}
@@ -992,6 +1144,10 @@ func (b *box) end() {
 	if b.leaf != nil {
 		b.leaf.remove(b.s.log)
 		b.leaf = nil
+	}
+	if b.slot >= 0 && !b.s.nsInit {
+		// No private directories: what the uid left in the shared ones goes before the uid serves another run.
+		b.s.sweepShared(b.uid)
 	}
 	if b.slot >= 0 {
 		b.s.slots <- b.slot

@@ -21,7 +21,7 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	}
 	why := "plugin runs need Linux"
 	r := SandboxReport{Refused: why, UIDs: "", GID: cfg.GID, WorkDir: cfg.WorkRoot, HalleyUID: os.Geteuid()}
-	for _, n := range []string{ProtectUser, ProtectPrivate, ProtectProcess, ProtectEnvironment, ProtectLimits, ProtectCgroup, ProtectLeftovers, ProtectNetwork} {
+	for _, n := range []string{ProtectUser, ProtectPrivate, ProtectProcess, ProtectEnvironment, ProtectLimits, ProtectCgroup, ProtectLeftovers, ProtectNetwork, ProtectUnixSockets, ProtectPrivateTmp} {
 		r.Protections = append(r.Protections, Protection{Name: n, Detail: why})
 	}
 	return &Sandbox{cfg: cfg, report: r}, nil

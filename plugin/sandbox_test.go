@@ -91,7 +91,7 @@ func TestSandboxReport(t *testing.T) {
 	cfg := sandboxConfig(t, 0)
 	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, plugin.ProtectUser, plugin.ProtectPrivate, plugin.ProtectProcess, plugin.ProtectEnvironment,
-		plugin.ProtectLimits, plugin.ProtectCgroup, plugin.ProtectLeftovers, plugin.ProtectNetwork)
+		plugin.ProtectLimits, plugin.ProtectCgroup, plugin.ProtectLeftovers, plugin.ProtectNetwork, plugin.ProtectUnixSockets, plugin.ProtectPrivateTmp)
 	rep := sb.Report()
 	if !rep.PluginsRun || rep.Refused != "" || rep.UIDs != "62000-62003" || rep.GID != 62000 || rep.WorkDir != cfg.WorkRoot ||
 		rep.PythonError != "" || !filepath.IsAbs(rep.Python) {
@@ -101,7 +101,7 @@ func TestSandboxReport(t *testing.T) {
 		!strings.Contains(d, "open files 256") || !strings.Contains(d, "CPU seconds 600 s") || !strings.Contains(d, "file size 64 MiB") {
 		t.Errorf("limits detail %q", d)
 	}
-	if len(rep.Protections) != 8 {
+	if len(rep.Protections) != 10 {
 		t.Errorf("%d protections: %+v", len(rep.Protections), rep.Protections)
 	}
 	b, _ := json.Marshal(rep)
@@ -118,13 +118,32 @@ func pluginReport(t *testing.T, r *plugin.ProcessRunner, spec plugin.Spec) map[s
 	return mustSucceed(t, run(t, r, spec, input("run-sbx", `{}`))).Context
 }
 
+// hostDir returns a fresh directory the plugin uids can enter, outside /tmp, /var/tmp and /dev/shm (which runs
+// see empty): under /run, where root may write (the sandbox tests that use it need root anyway).
+func hostDir(t *testing.T) string {
+	t.Helper()
+	d, err := os.MkdirTemp("/run", "halley-test-")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("a directory outside /tmp: %v (CI runs as root)", err)
+		}
+		t.Skipf("a directory outside /tmp: %v", err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	if err := os.Chmod(d, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 func TestSandboxHalleysFilesAndProcessAreClosed(t *testing.T) {
-	// A data dir as an operator may have made it: readable by everyone, with a database and a secret in it.
-	data := filepath.Join(reachableDir(t), "data")
+	// A data dir as an operator may have made it: readable by everyone, with a database and a secret in it. Not
+	// under /tmp, which runs see empty: the modes must keep plugins out where they do see the files.
+	data := filepath.Join(hostDir(t), "data")
 	if err := os.Mkdir(data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	db, secret, conf := filepath.Join(data, "halley.db"), filepath.Join(data, "secret"), filepath.Join(reachableDir(t), "halley.yaml")
+	db, secret, conf := filepath.Join(data, "halley.db"), filepath.Join(data, "secret"), filepath.Join(hostDir(t), "halley.yaml")
 	for _, f := range []string{db, secret, conf} {
 		if err := os.WriteFile(f, []byte("top secret "+f), 0o644); err != nil {
 			t.Fatal(err)

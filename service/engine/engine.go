@@ -416,6 +416,9 @@ func (e *Engine) StartCompiled(ctx context.Context, tenant, initiator string, c 
 
 func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string, c *template.Compiled, doc json.RawMessage, corr, title string,
 	opts startOptions) (*InstanceView, error) {
+	if err := c.CheckFiles(doc); err != nil { // every way in starts here
+		return nil, err
+	}
 	if title == "" {
 		title = c.Name // the template's name reads better in an inbox than its key
 	}

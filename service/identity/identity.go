@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"runtime"
 	"slices"
@@ -88,6 +89,7 @@ type cachedUser struct {
 	roles        []string
 	disabled     bool
 	tokenVersion int64
+	accountID    string
 	read         time.Time
 }
 
@@ -186,6 +188,9 @@ type claims struct {
 	// Version is the user's token version at signing; a token whose version is not the user's any more is
 	// refused (token_revoked). Tokens signed before versions existed carry 0, which users start at.
 	Version int64 `json:"tv,omitempty"`
+	// Account is the user's AccountID at signing: a token works only for that account, never for a user created
+	// later under the same name. Tokens signed before accounts had ids carry none and are refused (token_revoked).
+	Account string `json:"aid,omitempty"`
 	jwt.RegisteredClaims
 }
 
@@ -290,7 +295,10 @@ func errUserDisabled(kind string) error {
 func (s *Service) Issue(u *model.User) (string, time.Time, error) {
 	now := s.now()
 	exp := now.Add(s.ttl)
-	c := claims{Tenant: u.TenantID, Roles: u.Roles, Version: u.TokenVersion, RegisteredClaims: jwt.RegisteredClaims{
+	if u.AccountID == "" {
+		return "", time.Time{}, fmt.Errorf("identity: user %s has no account id", u.Username)
+	}
+	c := claims{Tenant: u.TenantID, Roles: u.Roles, Version: u.TokenVersion, Account: u.AccountID, RegisteredClaims: jwt.RegisteredClaims{
 		Subject: u.Username, Issuer: "halley", IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(exp),
 	}}
 	tok, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(s.key)
@@ -328,7 +336,7 @@ func (s *Service) Authenticate(ctx context.Context, bearer string) (*model.Princ
 		}
 		return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_token", "invalid bearer token")
 	}
-	p := &model.Principal{TenantID: c.Tenant, Username: c.Subject, Roles: c.Roles}
+	p := &model.Principal{TenantID: c.Tenant, Username: c.Subject, Roles: c.Roles, AccountID: c.Account}
 	if s.jwtCount.Add(1) > maxCachedJWTs {
 		s.jwts.Clear()
 		s.jwtCount.Store(1)
@@ -338,15 +346,23 @@ func (s *Service) Authenticate(ctx context.Context, bearer string) (*model.Princ
 	return s.current(ctx, p, c.Version, now)
 }
 
-// current checks a token's user as it is now — it may have been deleted or disabled since the token was signed,
-// or its token version bumped (a new password, new roles) — and gives the principal the user's current roles.
+// current checks a token's user as it is now — it may have been deleted (and another account created under its
+// name) or disabled since the token was signed, or its token version bumped (a new password, new roles) — and
+// gives the principal the user's current roles.
 func (s *Service) current(ctx context.Context, p *model.Principal, version int64, now time.Time) (*model.Principal, error) {
+	if p.AccountID == "" {
+		return nil, model.CodedError(model.EUNAUTHORIZED, "token_revoked", "this sign-in was made before accounts had ids; log in again")
+	}
 	cu, err := s.user(ctx, p.TenantID, p.Username, now)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) {
 			return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_token", "the user of this token no longer exists")
 		}
 		return nil, err
+	}
+	if cu.accountID != p.AccountID {
+		// The name is another account's now: the token's account was deleted.
+		return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_token", "the user of this token no longer exists")
 	}
 	if cu.disabled {
 		return nil, errUserDisabled(model.EUNAUTHORIZED)
@@ -373,7 +389,7 @@ func (s *Service) user(ctx context.Context, tenant, username string, now time.Ti
 		}
 		return cachedUser{}, err
 	}
-	cu := cachedUser{roles: u.Roles, disabled: u.Disabled, tokenVersion: u.TokenVersion, read: now}
+	cu := cachedUser{roles: u.Roles, disabled: u.Disabled, tokenVersion: u.TokenVersion, accountID: u.AccountID, read: now}
 	if _, renewed := s.people.Swap(key, cu); !renewed && s.peopleLen.Add(1) > maxCachedJWTs {
 		// Bounded like the token cache: only new users count, re-reads replace their entry.
 		s.people.Clear()
@@ -407,13 +423,14 @@ func (s *Service) authenticateAPIToken(ctx context.Context, bearer string) (*mod
 		if err != nil && !model.IsKind(err, model.ENOTFOUND) {
 			return nil, err
 		}
-		if err != nil || cu.disabled || !slices.Contains(cu.roles, model.RoleAdmin) {
+		// The owner's account, not only its name: a user created under a deleted owner's name owns nothing.
+		if err != nil || cu.accountID != t.OwnerID || cu.disabled || !slices.Contains(cu.roles, model.RoleAdmin) {
 			return nil, model.CodedError(model.EUNAUTHORIZED, "token_owner_gone",
 				"this API token's owner %s is no longer an enabled admin; an admin can create a new token", t.Owner)
 		}
 	}
 	s.touch(ctx, t, now)
-	return &model.Principal{TenantID: t.TenantID, Username: "token:" + t.Name, Roles: t.Roles, Token: true, TokenID: t.ID, Owner: t.Owner}, nil
+	return &model.Principal{TenantID: t.TenantID, Username: "token:" + t.Name, Roles: t.Roles, Token: true, TokenID: t.ID, Owner: t.Owner, AccountID: t.OwnerID}, nil
 }
 
 // touchEvery is how often a token's last_used_at is written at most (per token, per replica).

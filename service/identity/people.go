@@ -3,8 +3,10 @@ package identity
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/ratelimit"
 )
 
 // ProfileUpdate is the body of PUT /me: what people set about themselves. Absent (null) fields are left as they
@@ -139,10 +141,25 @@ func (s *Service) checkManager(ctx context.Context, tenant, username, manager st
 
 // ChangePassword is POST /me/password: the old password proves it is the user; the new one must pass the policy
 // and differ from the old. It clears password_change_required. EFORBIDDEN wrong_password, EUNPROCESSABLE
-// weak_password or same_password.
+// weak_password or same_password; ERATELIMITED too_many_attempts (details.retry_after, seconds) after
+// LoginUserLimit wrong old passwords for the user within LoginWindow, whatever the password — so a stolen session
+// cannot guess its way to the account for good. The attempts count in the same counter as logins (shared through
+// Redis when it is configured), under a key of their own: guesses here do not lock the user out of signing in.
+// Every wrong or refused attempt is logged.
 func (s *Service) ChangePassword(ctx context.Context, p *model.Principal, oldPassword, newPassword string) error {
 	if p.Token {
 		return errNotAUser()
+	}
+	key := "password:user:" + attemptKey(p.Username)
+	attempt, wait, err := s.attempts.Take(ctx, []ratelimit.Rule{{Key: key, Limit: LoginUserLimit}}, s.now())
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		secs := int((wait + time.Second - 1) / time.Second)
+		s.log.Warn("identity: password change refused: too many wrong current passwords", "username", p.Username, "retry_after_s", secs)
+		return model.CodedError(model.ERATELIMITED, "too_many_attempts",
+			"too many wrong current passwords for this account; retry in %d seconds", secs).WithDetails(map[string]any{"retry_after": secs})
 	}
 	u, err := s.store.GetUser(ctx, p.TenantID, p.Username)
 	if err != nil {
@@ -153,7 +170,15 @@ func (s *Service) ChangePassword(ctx context.Context, p *model.Principal, oldPas
 		return err
 	}
 	if !ok {
+		s.log.Warn("identity: failed password change", "username", p.Username, "reason", "wrong_password")
 		return model.CodedError(model.EFORBIDDEN, "wrong_password", "the current password is wrong")
+	}
+	// The right password: this attempt does not count and earlier wrong ones are forgotten, as for login.
+	if err := s.attempts.Give(ctx, attempt, key); err != nil {
+		s.log.Error("identity: unable to give a password-change attempt back", "err", err)
+	}
+	if err := s.attempts.Reset(ctx, key); err != nil {
+		s.log.Error("identity: unable to reset failed password changes", "err", err)
 	}
 	if err := CheckPassword(newPassword); err != nil {
 		return err

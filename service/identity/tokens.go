@@ -47,9 +47,18 @@ func (s *Service) CreateAPIToken(ctx context.Context, actor *model.Principal, re
 		}
 		expires = &e
 	}
-	owner := actor.Username
+	// The owner's account id binds the token to that account: a user created later under the same name does
+	// not own it (a principal's AccountID is the owner's for a token).
+	owner, ownerID := actor.Username, actor.AccountID
 	if actor.Token {
 		owner = actor.Owner
+	} else if ownerID == "" {
+		// A principal made in this process rather than read from a token: its account as stored now.
+		u, err := s.store.GetUser(ctx, actor.TenantID, actor.Username)
+		if err != nil {
+			return "", nil, err
+		}
+		ownerID = u.AccountID
 	}
 	b := make([]byte, 32)
 	if _, err := rand.Read(b); err != nil {
@@ -58,7 +67,7 @@ func (s *Service) CreateAPIToken(ctx context.Context, actor *model.Principal, re
 	plain := APITokenPrefix + base64.RawURLEncoding.EncodeToString(b)
 	// Time-ordered ids: a token's id says roughly when it was made, and ids sort like creation.
 	t := &model.APIToken{ID: uuid.Must(uuid.NewV7()).String(), TenantID: actor.TenantID, Name: name, Hash: HashToken(plain), Roles: roles,
-		Owner: owner, CreatedBy: actor.Username, ExpiresAt: expires}
+		Owner: owner, OwnerID: ownerID, CreatedBy: actor.Username, ExpiresAt: expires}
 	if err := s.store.CreateAPIToken(ctx, t); err != nil {
 		return "", nil, err
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"gorm.io/gorm"
 
 	"github.com/halley-bpm/halley/model"
@@ -32,6 +33,8 @@ type userRow struct {
 	Mobile                 string
 	IMID                   string `gorm:"column:im_id"`
 	TokenVersion           int64
+	AccountID              string
+	UsernameKey            *string // NULL only for a user who kept a look-alike name from before migration account_ids
 	CreatedAt              time.Time
 	UpdatedAt              time.Time
 }
@@ -48,15 +51,18 @@ func (userRoleRow) TableName() string { return "user_roles" }
 
 func toUserRow(u *model.User) userRow {
 	roles, _ := json.Marshal(u.Roles)
+	key := model.UsernameKey(u.Username)
 	return userRow{TenantID: u.TenantID, Username: u.Username, PasswordHash: u.PasswordHash, DisplayName: u.DisplayName,
 		Department: u.Department, Manager: u.Manager, Roles: string(roles), Disabled: u.Disabled, PasswordChangeRequired: u.PasswordChangeRequired,
-		Language: u.Language, Email: u.Email, Mobile: u.Mobile, IMID: u.IMID, TokenVersion: u.TokenVersion, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
+		Language: u.Language, Email: u.Email, Mobile: u.Mobile, IMID: u.IMID, TokenVersion: u.TokenVersion, AccountID: u.AccountID,
+		UsernameKey: &key, CreatedAt: u.CreatedAt.UTC(), UpdatedAt: u.UpdatedAt.UTC()}
 }
 
 func (r *userRow) toModel() *model.User {
 	u := &model.User{TenantID: r.TenantID, Username: r.Username, PasswordHash: r.PasswordHash, DisplayName: r.DisplayName,
 		Department: r.Department, Manager: r.Manager, Disabled: r.Disabled, PasswordChangeRequired: r.PasswordChangeRequired,
-		Language: r.Language, Email: r.Email, Mobile: r.Mobile, IMID: r.IMID, TokenVersion: r.TokenVersion, CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
+		Language: r.Language, Email: r.Email, Mobile: r.Mobile, IMID: r.IMID, TokenVersion: r.TokenVersion, AccountID: r.AccountID,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}
 	_ = json.Unmarshal([]byte(r.Roles), &u.Roles)
 	if u.Roles == nil {
 		u.Roles = []string{}
@@ -66,17 +72,26 @@ func (r *userRow) toModel() *model.User {
 
 var _ model.IdentityStore = (*Store)(nil)
 
-// CreateUser inserts a user and its role index rows in one transaction. ECONFLICT when the username exists.
+// CreateUser inserts a user, with a new account id, and its role index rows in one transaction; see
+// model.IdentityStore.
 func (s *Store) CreateUser(ctx context.Context, u *model.User) error {
 	if u.TenantID == "" {
 		u.TenantID = model.DefaultTenant
 	}
 	now := s.now()
 	u.CreatedAt, u.UpdatedAt = now, now
+	u.AccountID = uuid.Must(uuid.NewV7()).String()
 	row := toUserRow(u)
 	return s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
 			if isDuplicate(err) {
+				var holder string
+				if tx.Raw("SELECT username FROM users WHERE tenant_id = ? AND username_key = ?", u.TenantID, *row.UsernameKey).
+					Scan(&holder).Error == nil && holder != "" && holder != u.Username {
+					return model.CodedError(model.ECONFLICT, "user_exists",
+						"username %q is taken: user %q has the same name but for letter case or Unicode form", u.Username, holder).
+						WithDetails(map[string]any{"conflicts_with": holder})
+				}
 				return model.CodedError(model.ECONFLICT, "user_exists", "user %q already exists", u.Username)
 			}
 			return fmt.Errorf("store: unable to create user %s: %w", u.Username, err)
@@ -217,7 +232,7 @@ func (s *Store) UpdateUser(ctx context.Context, tenant, username string, fn func
 		if err := fn(u); err != nil {
 			return err
 		}
-		u.TenantID, u.Username, u.CreatedAt, u.TokenVersion = before.TenantID, before.Username, before.CreatedAt, before.TokenVersion
+		u.TenantID, u.Username, u.CreatedAt, u.TokenVersion, u.AccountID = before.TenantID, before.Username, before.CreatedAt, before.TokenVersion, before.AccountID
 		if before.IsEnabledAdmin() && !u.IsEnabledAdmin() {
 			if err := s.checkNotLastAdmin(tx, tenant, username, admins); err != nil {
 				return err
@@ -287,6 +302,10 @@ func (s *Store) DeleteUser(ctx context.Context, tenant, username string) (*model
 		if err := tx.Where("tenant_id = ? AND owner = ?", tenant, username).Delete(&apiTokenRow{}).Error; err != nil {
 			return fmt.Errorf("store: unable to delete the API tokens of user %s: %w", username, err)
 		}
+		// A look-alike of the deleted name that kept no key (see UsernameConflict) may take it now.
+		if _, err := s.keyUsernames(ctx, tx, tenant); err != nil {
+			return err
+		}
 		out = u
 		return s.auditIn(ctx, tx, u.AuditState(), nil)
 	})
@@ -303,6 +322,7 @@ type apiTokenRow struct {
 	TokenHash  string
 	Roles      string
 	Owner      string
+	OwnerID    string
 	CreatedBy  string
 	CreatedAt  time.Time
 	ExpiresAt  *time.Time
@@ -313,7 +333,7 @@ type apiTokenRow struct {
 func (apiTokenRow) TableName() string { return "api_tokens" }
 
 func (r *apiTokenRow) toModel() *model.APIToken {
-	t := &model.APIToken{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Hash: r.TokenHash, Owner: r.Owner, CreatedBy: r.CreatedBy,
+	t := &model.APIToken{ID: r.ID, TenantID: r.TenantID, Name: r.Name, Hash: r.TokenHash, Owner: r.Owner, OwnerID: r.OwnerID, CreatedBy: r.CreatedBy,
 		CreatedAt: r.CreatedAt.UTC(), ExpiresAt: utcPtr(r.ExpiresAt), LastUsedAt: utcPtr(r.LastUsedAt), RevokedAt: utcPtr(r.RevokedAt)}
 	_ = json.Unmarshal([]byte(r.Roles), &t.Roles)
 	if t.Roles == nil {
@@ -326,7 +346,7 @@ func (r *apiTokenRow) toModel() *model.APIToken {
 func (s *Store) CreateAPIToken(ctx context.Context, t *model.APIToken) error {
 	roles, _ := json.Marshal(t.Roles)
 	t.CreatedAt = s.now()
-	row := apiTokenRow{ID: t.ID, TenantID: t.TenantID, Name: t.Name, TokenHash: t.Hash, Roles: string(roles), Owner: t.Owner, CreatedBy: t.CreatedBy,
+	row := apiTokenRow{ID: t.ID, TenantID: t.TenantID, Name: t.Name, TokenHash: t.Hash, Roles: string(roles), Owner: t.Owner, OwnerID: t.OwnerID, CreatedBy: t.CreatedBy,
 		CreatedAt: t.CreatedAt, ExpiresAt: utcPtr(t.ExpiresAt)}
 	return s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
@@ -344,9 +364,9 @@ func (s *Store) CreateAPIToken(ctx context.Context, t *model.APIToken) error {
 // the unique hash index.
 func (s *Store) GetAPITokenByHash(ctx context.Context, hash string) (*model.APIToken, error) {
 	var r apiTokenRow
-	err := s.sqlDB.QueryRowContext(ctx, "SELECT id, tenant_id, name, token_hash, roles, owner, created_by, created_at, expires_at, last_used_at "+
+	err := s.sqlDB.QueryRowContext(ctx, "SELECT id, tenant_id, name, token_hash, roles, owner, owner_id, created_by, created_at, expires_at, last_used_at "+
 		"FROM api_tokens WHERE token_hash = ? AND revoked_at IS NULL", hash).
-		Scan(&r.ID, &r.TenantID, &r.Name, &r.TokenHash, &r.Roles, &r.Owner, &r.CreatedBy, &r.CreatedAt, &r.ExpiresAt, &r.LastUsedAt)
+		Scan(&r.ID, &r.TenantID, &r.Name, &r.TokenHash, &r.Roles, &r.Owner, &r.OwnerID, &r.CreatedBy, &r.CreatedAt, &r.ExpiresAt, &r.LastUsedAt)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, model.Errorf(model.ENOTFOUND, "unknown API token")
 	}

@@ -114,7 +114,22 @@ func (s *Store) Migrate(ctx context.Context) (applied int, err error) {
 	if err != nil {
 		return 0, err
 	}
-	return s.MigrateWith(ctx, migs)
+	applied, err = s.MigrateWith(ctx, migs)
+	if err != nil {
+		return applied, err
+	}
+	// Users who share a username key with an older user (migration account_ids): reported at every start
+	// until an admin deletes one of the two; never renamed.
+	conflicts, err := s.UsernameConflicts(ctx)
+	if err != nil {
+		return applied, err
+	}
+	for _, c := range conflicts {
+		s.log.Warn("store: two users have names that differ only in letter case or Unicode form; both keep working, "+
+			"new look-alikes are refused; delete one of them (DELETE /api/v1/users/{username}) to end this warning",
+			"tenant", c.TenantID, "username", c.Username, "same_as", c.Holder)
+	}
+	return applied, nil
 }
 
 // MigrateWith applies the given migrations (tests pass their own).
@@ -173,6 +188,11 @@ func (s *Store) MigrateWith(ctx context.Context, migs []Migration) (applied int,
 			}
 			if err := conn.Exec(stmt).Error; err != nil {
 				return applied, fmt.Errorf("store: migration %04d_%s statement %d failed: %w", m.Version, m.Name, i+1, err)
+			}
+		}
+		if step := migrationSteps[m.Name]; step != nil {
+			if err := step(ctx, s, conn); err != nil {
+				return applied, fmt.Errorf("store: migration %04d_%s: %w", m.Version, m.Name, err)
 			}
 		}
 		if err := conn.Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", m.Version, m.Name, time.Now().UTC()).Error; err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/condition"
@@ -30,8 +31,48 @@ type Compiled struct {
 	Conditions []*condition.Condition // by edge index; nil = always taken
 	Raw        json.RawMessage
 	// Hidden marks the one-off version of a dynamic linear process: it is started once, by CreateLinear.
-	Hidden  bool
-	out, in map[string][]int // edge indexes by source and by target
+	Hidden bool
+	// fileFields are the context paths that a form of the version (the start form, a node's form) declares as
+	// file fields: what a start puts there must be files (CheckFiles).
+	fileFields []string
+	out, in    map[string][]int // edge indexes by source and by target
+}
+
+// CheckFiles validates the values doc (a new instance's context) holds at the file fields of the version's forms,
+// whatever way the instance starts (POST /instances, /instances/linear, a form, an API trigger, a message): a
+// value shown to approvers as a download must be a list of files, never a link (javascript:, http:) in disguise.
+// EUNPROCESSABLE invalid_file naming the field.
+func (c *Compiled) CheckFiles(doc json.RawMessage) error {
+	for _, path := range c.fileFields {
+		if v := gjson.GetBytes(doc, path); v.Exists() {
+			if err := model.CheckFileValue(path, json.RawMessage(v.Raw)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fileFieldsOf lists the file fields of every form of def, each path once.
+func fileFieldsOf(def *model.Definition) []string {
+	var out []string
+	add := func(raw json.RawMessage) {
+		f := model.ParseForm(raw)
+		if f == nil {
+			return
+		}
+		for _, x := range f.Fields {
+			if x.IsFile() && x.Field != "" && !slices.Contains(out, x.Field) {
+				out = append(out, x.Field)
+			}
+		}
+	}
+	for i := range def.Nodes {
+		n := &def.Nodes[i]
+		add(n.Trigger.Form)
+		add(n.Form)
+	}
+	return out
 }
 
 // OutgoingIndexes returns the indexes (into Def.Edges) of the edges leaving node id, in definition order.
@@ -311,7 +352,7 @@ func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
 			WithDetails(map[string]any{"errors": errs})
 	}
 	c := &Compiled{Key: key, Version: version, Def: def.Index(), Raw: raw, Conditions: make([]*condition.Condition, len(def.Edges)),
-		out: map[string][]int{}, in: map[string][]int{}}
+		out: map[string][]int{}, in: map[string][]int{}, fileFields: fileFieldsOf(def)}
 	for i, e := range def.Edges {
 		c.out[e.From] = append(c.out[e.From], i)
 		c.in[e.To] = append(c.in[e.To], i)

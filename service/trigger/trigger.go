@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
-	"github.com/tidwall/gjson"
 	"golang.org/x/time/rate"
 
 	"github.com/halley-bpm/halley/model"
@@ -489,9 +488,7 @@ func (s *Service) Submit(ctx context.Context, key string, who *model.Principal, 
 	if err != nil {
 		return nil, err
 	}
-	if err := checkFiles(c.Def.Start().Trigger.Form, doc); err != nil {
-		return nil, err
-	}
+	// The start checks the file fields of every form of the template (template.Compiled.CheckFiles).
 	return s.engine.StartCompiled(ctx, tenant, initiator, c, doc, "", "")
 }
 
@@ -515,24 +512,4 @@ func (s *Service) Log(ctx context.Context, tenant, key string, limit int) ([]*mo
 		return nil, err
 	}
 	return s.store.TriggerLog(ctx, tenant, key, limit)
-}
-
-// checkFiles validates the values of the form's file fields: what an anonymous submitter puts there is shown to
-// approvers as a download, so it must be a list of files, never a link (javascript:, http:) in disguise.
-func checkFiles(form json.RawMessage, doc json.RawMessage) error {
-	f := model.ParseForm(form)
-	if f == nil {
-		return nil
-	}
-	for _, x := range f.Fields {
-		if !x.IsFile() {
-			continue
-		}
-		if v := gjson.GetBytes(doc, x.Field); v.Exists() {
-			if err := model.CheckFileValue(x.Field, json.RawMessage(v.Raw)); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

@@ -298,7 +298,7 @@ export default {
     networkOn: 'on',
     networkOff: 'off',
     networkTag: 'network {state}',
-    networkHelp: 'Off runs the plugin without any network (not even to this server): for plugins that only compute.',
+    networkHelp: 'Off runs the plugin without any network and without unix sockets (not even to this server or its database): for plugins that only compute.',
     networkUnavailable: 'This server cannot do that: runs of such a plugin fail.',
     sandbox: {
       title: 'Sandbox',
@@ -322,6 +322,8 @@ export default {
         cgroup: 'cgroup per run',
         leftovers_killed: 'Leftover processes killed',
         network_off: 'Network off (per plugin)',
+        private_tmp: 'Private /tmp per run',
+        no_unix_sockets: 'No unix sockets when network is off',
       },
     },
   },

@@ -294,7 +294,7 @@ export default {
     networkOn: '开',
     networkOff: '关',
     networkTag: '网络：{state}',
-    networkHelp: '关闭后插件在没有任何网络的环境中运行（连本服务器也访问不到），适合只做计算的插件。',
+    networkHelp: '关闭后插件在没有任何网络、也无法连接本机套接字的环境中运行（连本服务器及其数据库也访问不到），适合只做计算的插件。',
     networkUnavailable: '本服务器无法做到：这类插件的运行会失败。',
     sandbox: {
       title: '沙箱',
@@ -318,6 +318,8 @@ export default {
         cgroup: '每次运行一个 cgroup',
         leftovers_killed: '残留进程随运行结束被清理',
         network_off: '按插件断网',
+        private_tmp: '每次运行独立的临时目录',
+        no_unix_sockets: '断网插件无法连接本机套接字',
       },
     },
   },

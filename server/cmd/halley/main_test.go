@@ -153,8 +153,12 @@ func TestBinaryStopsWithinShutdownTimeout(t *testing.T) {
 	bin := buildBinary(t)
 	cmd, url, logs := start(t, bin, "HALLEY_ADMIN_PASSWORD=stop-test-pw", "HALLEY_SHUTDOWN_TIMEOUT=3s", "HALLEY_LOG_LEVEL=debug")
 	token := login(t, url, "admin", "stop-test-pw")
-	// The plugin runs as a uid of its own (the sandbox): the marker goes where that uid may write.
-	drop := t.TempDir()
+	// The plugin runs as a uid of its own (the sandbox): the marker goes where that uid may write, outside the
+	// /tmp of its own that it sees.
+	drop := filepath.Join(hostDir(t), "drop")
+	if err := os.Mkdir(drop, 0o777); err != nil {
+		t.Fatal(err)
+	}
 	for p, mode := range map[string]os.FileMode{drop: 0o777, filepath.Dir(drop): 0o711} {
 		if err := os.Chmod(p, mode); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,22 @@ import (
 	"time"
 )
 
+// hostDir returns a fresh folder outside /tmp, /var/tmp and /dev/shm, which sandboxed runs see as empty
+// folders of their own: what a test shares with plugins, or keeps from them to see the modes do, goes here. Under
+// /run where Halley's tests run as root; elsewhere (no sandboxed runs) a temporary folder.
+func hostDir(t *testing.T) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return t.TempDir()
+	}
+	d, err := os.MkdirTemp("/run", "halley-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(d) })
+	return d
+}
+
 // upload posts a plugin as an admin would (multipart), failing the test unless it is stored.
 func (a *api) upload(t *testing.T, base string, fields map[string]string, src string) {
 	t.Helper()
@@ -74,7 +90,8 @@ func TestPluginSandboxInTheBinary(t *testing.T) {
 		t.Skip("needs root")
 	}
 	bin := buildBinary(t)
-	data := filepath.Join(t.TempDir(), "data")
+	// Outside /tmp, where the plugins see the files and only their modes keep them out.
+	data := filepath.Join(hostDir(t), "data")
 	if err := os.Mkdir(data, 0o755); err != nil { // as an operator might have made it
 		t.Fatal(err)
 	}
@@ -182,7 +199,11 @@ func TestPluginSandboxWithFileCapabilities(t *testing.T) {
 	}
 	setcap, setpriv := requireTool(t, "setcap"), requireTool(t, "setpriv")
 	const halleyUID = 63600
-	root := t.TempDir()
+	// Outside /tmp, where the plugins see the data dir and only its modes keep them out.
+	root := filepath.Join(hostDir(t), "root")
+	if err := os.Mkdir(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
 	for _, p := range []string{root, filepath.Dir(root)} {
 		if err := os.Chmod(p, 0o711); err != nil {
 			t.Fatal(err)
@@ -262,8 +283,31 @@ print(json.dumps({"context": {"uid": os.getuid(), "daemon": d.pid, "db": attempt
 	if entries, err := os.ReadDir(filepath.Join(home, "runs")); err != nil || len(entries) != 0 {
 		t.Errorf("the run's directory was not removed: %v %v", entries, err)
 	}
-	if !strings.Contains(logs.String(), `protection=user detail="each run in flight has its own uid (63610-63611)`) {
-		t.Errorf("the start log does not show the user protection in force:\n%s", tail(logs.String(), 3000))
+	for _, want := range []string{`protection=user detail="each run in flight has its own uid (63610-63611)`,
+		`protection=private_tmp detail="each run has a mount namespace of its own`, `protection=no_unix_sockets detail="runs of network=off plugins cannot create unix sockets`} {
+		if !strings.Contains(logs.String(), want) {
+			t.Errorf("the start log does not show %s:\n%s", want, tail(logs.String(), 3000))
+		}
+	}
+	// With the file capabilities only: a network=off run reaches no unix socket, gets its own /tmp, and keeps
+	// no capability.
+	a.upload(t, base, map[string]string{"name": "offline", "runtime": "python", "network": "off"}, `
+import json, os, socket
+try:
+    socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    unix = "created"
+except OSError as e:
+    unix = type(e).__name__
+caps = [l.split()[1] for l in open("/proc/self/status") if l.startswith(("CapEff", "CapPrm", "CapAmb", "CapInh"))]
+print(json.dumps({"context": {"unix": unix, "tmp": sorted(os.listdir("/tmp")), "caps": caps, "uid": os.getuid()}}))
+`)
+	inst = a.runPlugin(t, base, "offline")
+	ctx, _ = inst["context"].(map[string]any)
+	if inst["status"] != "completed" || ctx["unix"] != "PermissionError" || fmt.Sprint(ctx["caps"]) != "[0000000000000000 0000000000000000 0000000000000000 0000000000000000]" {
+		t.Fatalf("offline: %v\nlogs:\n%s", inst, tail(logs.String(), 3000))
+	}
+	if uid := fmt.Sprint(ctx["uid"]); uid != "63610" && uid != "63611" {
+		t.Errorf("the network=off plugin ran as uid %s", uid)
 	}
 }
 

@@ -1,0 +1,95 @@
+//go:build linux
+
+package plugin
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/halley-bpm/halley/plugin/internal/runinit"
+)
+
+// TestSweepShared: where runs have no private /tmp, what the run's uid left at the top of /tmp, /var/tmp and
+// /dev/shm (a file, a folder it closed with files in it) is deleted when the run ends; what others own stays.
+func TestSweepShared(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("this test needs root to own files as another uid (CI runs as root)")
+		}
+		t.Skip("needs root")
+	}
+	const uid, other = 62990, 62991
+	var mine, theirs []string
+	for _, d := range runinit.TmpDirs {
+		if _, err := os.Stat(d); err != nil {
+			continue
+		}
+		f, dir, kept := filepath.Join(d, "halley-sweep-file"), filepath.Join(d, "halley-sweep-dir"), filepath.Join(d, "halley-sweep-other")
+		for _, p := range []string{f, kept} {
+			if err := os.WriteFile(p, []byte("x"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.MkdirAll(filepath.Join(dir, "deep"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "deep", "x"), []byte("x"), 0o400); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{f, dir, filepath.Join(dir, "deep"), filepath.Join(dir, "deep", "x")} {
+			if err := os.Lchown(p, uid, uid); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := os.Chmod(filepath.Join(dir, "deep"), 0o500); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(kept, other, other); err != nil {
+			t.Fatal(err)
+		}
+		mine = append(mine, f, dir)
+		theirs = append(theirs, kept)
+		t.Cleanup(func() { _ = os.Remove(kept) })
+	}
+	s := &Sandbox{log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	s.sweepShared(uid)
+	for _, p := range mine {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is left: %v", p, err)
+		}
+	}
+	for _, p := range theirs {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("another uid's %s was deleted: %v", p, err)
+		}
+	}
+}
+
+// TestExecFailureOfTheInitStage: a run whose init stage failed (exit 125, its one line on stderr) never started;
+// anything else with exit 125 is the plugin's own.
+func TestExecFailureOfTheInitStage(t *testing.T) {
+	b := &box{s: &Sandbox{nsInit: true, prlimit: []string{"/usr/bin/prlimit", "--"}}}
+	for _, c := range []struct {
+		code   int
+		stderr string
+		want   string
+	}{
+		{125, "halley-sandbox-init: mounting a private /tmp: operation not permitted\n", "the run could not be set up: mounting a private /tmp: operation not permitted"},
+		{125, "halley-sandbox-init: one\ntwo\n", ""},
+		{125, "Traceback...\n", ""},
+		{1, "halley-sandbox-init: x\n", ""},
+		{127, "prlimit: failed to execute /p: No such file or directory\n", "/p: No such file or directory"},
+	} {
+		got, ok := b.execFailure(c.code, []byte(c.stderr), "/p")
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("exit %d %q: %q %v, want %q", c.code, c.stderr, got, ok, c.want)
+		}
+	}
+	b.s.nsInit = false
+	if _, ok := b.execFailure(125, []byte("halley-sandbox-init: x\n"), "/p"); ok {
+		t.Error("without an init stage, exit 125 is the plugin's")
+	}
+}
