@@ -6,37 +6,6 @@ import (
 	"time"
 )
 
-// Instance statuses.
-const (
-	StatusRunning    = "running"
-	StatusCompleted  = "completed"
-	StatusRejected   = "rejected"
-	StatusTerminated = "terminated"
-	StatusFailed     = "failed"
-	StatusWithdrawn  = "withdrawn"
-)
-
-// Node states within an instance.
-const (
-	NodeActive    = "active"    // running: tasks open, plugins running
-	NodeWaiting   = "waiting"   // parked on a bookmark: delay, callback, retry back-off, async plugin
-	NodeCompleted = "completed" // passed
-	NodeRejected  = "rejected"  // an approval node that was rejected
-	NodeSkipped   = "skipped"   // its join can no longer be satisfied (dead-path elimination)
-	NodeFailed    = "failed"    // an error that was not ignored
-	NodeCancelled = "cancelled" // stopped by terminate, withdraw, reject of the instance, return or jump
-)
-
-// Task statuses.
-const (
-	TaskPending     = "pending"
-	TaskWaiting     = "waiting" // not yet its turn (sequential sign, add-sign before)
-	TaskApproved    = "approved"
-	TaskRejected    = "rejected"
-	TaskTransferred = "transferred"
-	TaskCancelled   = "cancelled"
-)
-
 // Task kinds.
 const (
 	TaskKindApproval   = "approval"    // a signer of the node's sign set
@@ -90,7 +59,7 @@ type Instance struct {
 	Template      string          `json:"template"`
 	Version       int             `json:"version"`
 	Title         string          `json:"title"`
-	Status        string          `json:"status"`
+	Status        InstanceStatus  `json:"status"`
 	Initiator     string          `json:"initiator"`
 	CorrelationID string          `json:"correlation_id"`
 	Context       json.RawMessage `json:"context"`
@@ -102,12 +71,12 @@ type Instance struct {
 }
 
 // Ended reports whether the instance reached a final status.
-func (i *Instance) Ended() bool { return i.Status != StatusRunning }
+func (i *Instance) Ended() bool { return i.Status.Ended() }
 
 // InstanceState is the engine's state of an instance: where each node is and which edges were taken. It is
 // stored as one JSON document in the instance row, so that one step reads and writes one row.
 type InstanceState struct {
-	Nodes map[string]*NodeState `json:"nodes"`
+	Nodes map[string]*NodeVisit `json:"nodes"`
 	// Edges holds one EdgeUnknown/EdgeTaken/EdgeDead per edge of the definition, in definition order.
 	Edges []byte `json:"edges"`
 	// Seq numbers node visits and tasks; ids are derived from it (see NodeInstanceID, TaskID).
@@ -116,12 +85,12 @@ type InstanceState struct {
 	Error *NodeFailure `json:"error,omitempty"`
 }
 
-// NodeState is one node of an instance at its current visit.
-type NodeState struct {
+// NodeVisit is one node of an instance at its current visit.
+type NodeVisit struct {
 	NodeID         string     `json:"node_id"`
 	Name           string     `json:"name"`
 	Type           string     `json:"type"`
-	State          string     `json:"state"`
+	State          NodeState  `json:"state"`
 	NodeInstanceID string     `json:"node_instance_id"`
 	Visit          int        `json:"visit"`
 	StartedAt      *time.Time `json:"started_at"`
@@ -156,14 +125,24 @@ type PluginChain struct {
 
 // SignTally counts the decisions of one signer group of an approval node.
 type SignTally struct {
-	Total    int    `json:"total"`
-	Approved int    `json:"approved"`
-	Rejected int    `json:"rejected"`
-	Outcome  string `json:"outcome,omitempty"` // "", approved, rejected
+	Total    int     `json:"total"`
+	Approved int     `json:"approved"`
+	Rejected int     `json:"rejected"`
+	Outcome  Outcome `json:"outcome,omitempty"`
 }
 
+// Outcome is what a signer group decided.
+type Outcome string
+
+// Outcomes of a signer group.
+const (
+	Undecided Outcome = ""
+	Approved  Outcome = "approved"
+	Rejected  Outcome = "rejected"
+)
+
 // Active reports whether the node is running or waiting.
-func (n *NodeState) Active() bool { return n.State == NodeActive || n.State == NodeWaiting }
+func (n *NodeVisit) Active() bool { return n.State.Open() }
 
 // Task is an approval work item.
 type Task struct {
@@ -174,7 +153,7 @@ type Task struct {
 	NodeName       string          `json:"node_name"`
 	NodeInstanceID string          `json:"node_instance_id"`
 	Assignee       string          `json:"assignee"`
-	Status         string          `json:"status"`
+	Status         TaskStatus      `json:"status"`
 	Kind           string          `json:"kind"`
 	Group          int             `json:"group"`    // parallel-sign group index (0 without groups)
 	Position       int             `json:"position"` // order within the node visit (sequential sign)
@@ -192,7 +171,7 @@ type Task struct {
 }
 
 // Open reports whether the task is still to be decided.
-func (t *Task) Open() bool { return t.Status == TaskPending || t.Status == TaskWaiting }
+func (t *Task) Open() bool { return t.Status.Open() }
 
 // HistoryEvent is one line of an instance's history.
 type HistoryEvent struct {
@@ -306,9 +285,9 @@ type CCRecord struct {
 	ReadAt     *time.Time `json:"read_at"`
 	Read       bool       `json:"read"`
 	// Filled when listing.
-	Title    string `json:"title"`
-	Template string `json:"template"`
-	Status   string `json:"status"`
+	Title    string         `json:"title"`
+	Template string         `json:"template"`
+	Status   InstanceStatus `json:"status"`
 }
 
 // Work is one engine transaction on one instance: the instance and its open tasks as read under the row lock,
@@ -388,7 +367,7 @@ type PluginRun struct {
 // InstanceFilter selects instances for GET /instances.
 type InstanceFilter struct {
 	TenantID      string
-	Status        string
+	Status        InstanceStatus
 	Template      string
 	Initiator     string
 	CorrelationID string
@@ -400,8 +379,8 @@ type InstanceFilter struct {
 // TaskFilter selects tasks for GET /tasks.
 type TaskFilter struct {
 	TenantID   string
-	Assignee   string // "" = any
-	Status     string // "" = any
+	Assignee   string     // "" = any
+	Status     TaskStatus // "" = any
 	InstanceID string
 	Page       Page
 }

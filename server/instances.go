@@ -59,7 +59,7 @@ func (s *Server) listInstances(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	items, next, err := s.engine.List(c.Request.Context(), principal(c), model.InstanceFilter{Status: c.Query("status"), Template: c.Query("template"),
+	items, next, err := s.engine.List(c.Request.Context(), principal(c), model.InstanceFilter{Status: model.InstanceStatus(c.Query("status")), Template: c.Query("template"),
 		Initiator: c.Query("initiator"), CorrelationID: c.Query("correlation_id"), Page: pg})
 	if err != nil {
 		fail(c, err)
@@ -137,7 +137,7 @@ func (s *Server) listTasks(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	items, next, err := s.engine.ListTasks(c.Request.Context(), principal(c), model.TaskFilter{Assignee: c.Query("assignee"), Status: c.Query("status"),
+	items, next, err := s.engine.ListTasks(c.Request.Context(), principal(c), model.TaskFilter{Assignee: c.Query("assignee"), Status: model.TaskStatus(c.Query("status")),
 		InstanceID: c.Query("instance_id"), Page: pg})
 	if err != nil {
 		fail(c, err)

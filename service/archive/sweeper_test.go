@@ -414,7 +414,7 @@ func TestSweepLeavesChangedInstances(t *testing.T) {
 			t.Fatalf("later sweep: %+v, %v", r, err)
 		}
 		seen, recs := h.lines()
-		if seen[failed] != 1 || recs[failed]["status"] != model.StatusCompleted {
+		if seen[failed] != 1 || recs[failed]["status"] != string(model.StatusCompleted) {
 			t.Fatalf("the revived instance's line: %d, %v", seen[failed], recs[failed]["status"])
 		}
 	})

@@ -58,7 +58,7 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 		t.Run("an unknown static user and an unknown context user are dropped with a note", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "drop", `{"extra":["eve","nobody"]}`)
-			h.wantTasks(id, "a", map[string]string{"dan": "pending", "eve": "pending"})
+			h.wantTasks(id, "a", map[string]model.TaskStatus{"dan": "pending", "eve": "pending"})
 			if got := h.dropped(id); len(got) != 2 || got[0] != "ghost:unknown_user" || got[1] != "nobody:unknown_user" {
 				t.Fatalf("dropped %v", got)
 			}
@@ -72,7 +72,7 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			h := h.sub(t)
 			h.disable("fay")
 			id := h.start("ann", "drop", `{"extra":"fay"}`)
-			h.wantTasks(id, "a", map[string]string{"dan": "pending"})
+			h.wantTasks(id, "a", map[string]model.TaskStatus{"dan": "pending"})
 			if got := h.dropped(id); len(got) != 2 || got[1] != "fay:disabled" {
 				t.Fatalf("dropped %v", got)
 			}
@@ -105,7 +105,7 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			if inst, _ := h.get(id); inst.State.Error != nil {
 				t.Fatalf("error after the repair: %+v", inst.State.Error)
 			}
-			h.wantTasks(id, "a", map[string]string{"dan": "pending"})
+			h.wantTasks(id, "a", map[string]model.TaskStatus{"dan": "pending"})
 			if h.count(id, "node.failed", "a") != 1 {
 				t.Fatalf("history lost the failure: %v", h.actions(id))
 			}

@@ -768,7 +768,7 @@ func (e *Engine) Withdraw(ctx context.Context, actor *model.Principal, id, reaso
 	return e.end(ctx, actor, id, reason, model.StatusWithdrawn)
 }
 
-func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason, status string) (*InstanceView, error) {
+func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason string, status model.InstanceStatus) (*InstanceView, error) {
 	if len(reason) > 4000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_reason", "reason must be at most 4000 characters")
 	}

@@ -148,7 +148,7 @@ func (h *harness) get(id string) (*model.Instance, []*model.Task) {
 	return inst, tasks
 }
 
-func (h *harness) wantStatus(id, want string) {
+func (h *harness) wantStatus(id string, want model.InstanceStatus) {
 	h.t.Helper()
 	inst, _ := h.get(id)
 	if inst.Status != want {
@@ -162,18 +162,18 @@ func (h *harness) wantStatus(id, want string) {
 func nodeStates(inst *model.Instance) string {
 	var parts []string
 	for id, ns := range inst.State.Nodes {
-		parts = append(parts, id+"="+ns.State)
+		parts = append(parts, id+"="+string(ns.State))
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, " ")
 }
 
 // wantNodes checks node states; "" means the node never ran (not activated, not skipped).
-func (h *harness) wantNodes(id string, want map[string]string) {
+func (h *harness) wantNodes(id string, want map[string]model.NodeState) {
 	h.t.Helper()
 	inst, _ := h.get(id)
 	for node, st := range want {
-		got := ""
+		got := model.NodeNone
 		if ns := inst.State.Nodes[node]; ns != nil {
 			got = ns.State
 		}
@@ -220,9 +220,9 @@ func (h *harness) task(id, node, assignee string) *model.Task {
 }
 
 // wantTasks checks the status of each assignee's latest task at a node, and that the node has no other assignee.
-func (h *harness) wantTasks(id, node string, want map[string]string) {
+func (h *harness) wantTasks(id, node string, want map[string]model.TaskStatus) {
 	h.t.Helper()
-	got := map[string]string{}
+	got := map[string]model.TaskStatus{}
 	for _, t := range h.tasksOf(id, node) {
 		got[t.Assignee] = t.Status
 	}

@@ -149,7 +149,7 @@ func (r *run) skip(id string, as byte) error {
 	if prev != nil {
 		visit = prev.Visit + 1
 	}
-	r.inst.State.Nodes[id] = &model.NodeState{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeSkipped, NodeInstanceID: r.nextID("n"),
+	r.inst.State.Nodes[id] = &model.NodeVisit{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeSkipped, NodeInstanceID: r.nextID("n"),
 		Visit: visit, StartedAt: &now, EndedAt: &now, Seq: r.inst.State.Seq}
 	r.history("node.skipped", id, "", "", map[string]any{"as": edgeStateName(as)})
 	return r.markOutgoing(id, as)

@@ -53,7 +53,7 @@ func TestMessageIDs(t *testing.T) {
 				t.Fatalf("retry answered %+v, want the first answer marked duplicate", again)
 			}
 			h.wantStatus(next, model.StatusRunning)
-			h.wantNodes(next, map[string]string{"pay": "waiting"})
+			h.wantNodes(next, map[string]model.NodeState{"pay": "waiting"})
 			if n := h.rows("messages", "correlation_id = ?", "order-9"); n != 0 {
 				t.Fatalf("the retry queued a message (%d rows)", n)
 			}
@@ -103,7 +103,7 @@ func TestMessageIDs(t *testing.T) {
 			a := h.startReq("ann", engine.StartRequest{Template: "wait", CorrelationID: "order-20"})
 			b := h.startReq("ann", engine.StartRequest{Template: "wait", CorrelationID: "order-20"})
 			h.wantStatus(a, model.StatusCompleted)
-			h.wantNodes(b, map[string]string{"pay": "waiting"})
+			h.wantNodes(b, map[string]model.NodeState{"pay": "waiting"})
 		})
 
 		t.Run("queued messages are matched once each, in arrival order", func(t *testing.T) {
@@ -121,7 +121,7 @@ func TestMessageIDs(t *testing.T) {
 				}
 			}
 			id := h.startReq("ann", engine.StartRequest{Template: "wait", CorrelationID: "order-q"})
-			h.wantNodes(id, map[string]string{"pay": "waiting"})
+			h.wantNodes(id, map[string]model.NodeState{"pay": "waiting"})
 		})
 
 		t.Run("bad message ids", func(t *testing.T) {
@@ -175,7 +175,7 @@ func TestMessageStart(t *testing.T) {
 		if inst.Template != "onpaid" || inst.CorrelationID != "o-1" || inst.Initiator != "token:erp" || h.contextValue(id, "amount").Int() != 99 {
 			t.Fatalf("started %+v context %s", inst, inst.Context)
 		}
-		h.wantNodes(id, map[string]string{"book": "active"})
+		h.wantNodes(id, map[string]model.NodeState{"book": "active"})
 		if n := h.rows("messages", ""); n != 0 {
 			t.Fatalf("a start message was queued (%d rows)", n)
 		}

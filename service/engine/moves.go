@@ -69,7 +69,7 @@ func (r *run) resetRegion(pivot string, region map[string]bool, reason string) {
 			r.endVisit(ns, model.NodeCancelled)
 			r.cancelNodeTasks(ns.NodeInstanceID, reason)
 		}
-		ns.State = nodeReset
+		ns.State = model.NodeReset
 	}
 	for id := range region {
 		for _, i := range r.c.OutgoingIndexes(id) {
@@ -92,7 +92,7 @@ type ReturnTarget struct {
 // start, meaning the initiator — only when the initiator is a person — and approval nodes), in activation order.
 func (r *run) returnTargets(nodeID string) []ReturnTarget {
 	up := ancestors(r.c, nodeID)
-	var nss []*model.NodeState
+	var nss []*model.NodeVisit
 	for id := range up {
 		ns := r.node(id)
 		n := r.c.Def.Node(id)
@@ -199,7 +199,7 @@ func personInitiator(initiator string) bool {
 func (r *run) awaitResubmit(start *model.Node) error {
 	prev := r.node(start.ID)
 	now := r.now
-	ns := &model.NodeState{NodeID: start.ID, Name: start.Label(), Type: start.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"),
+	ns := &model.NodeVisit{NodeID: start.ID, Name: start.Label(), Type: start.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"),
 		Visit: prev.Visit + 1, StartedAt: &now, WaitingFor: "resubmit"}
 	ns.Seq = r.inst.State.Seq
 	ns.PreDone, ns.AfterDone = true, true

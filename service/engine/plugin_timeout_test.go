@@ -128,14 +128,14 @@ func TestAutoNodeTimeout(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "call-throw", `{}`)
 			run := h.goAsync(id)
-			h.wantNodes(id, map[string]string{"call": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"call": "active"})
 			h.clk.Advance(29 * time.Second)
 			h.fireDue()
 			h.wantStatus(id, model.StatusRunning)
 			h.clk.Advance(time.Second)
 			h.fireDue()
 			h.wantStatus(id, model.StatusFailed)
-			h.wantNodes(id, map[string]string{"call": "failed", "end": ""})
+			h.wantNodes(id, map[string]model.NodeState{"call": "failed", "end": ""})
 			if st := h.runStatus(run.ID); st != model.RunTimedOut {
 				t.Fatalf("run is %s, want timed_out", st)
 			}
@@ -203,7 +203,7 @@ func TestAutoNodeTimeout(t *testing.T) {
 			h.goAsync(id)
 			h.clk.Advance(30 * time.Second)
 			h.fireDue()
-			h.wantNodes(id, map[string]string{"call": "failed", "fix": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"call": "failed", "fix": "active"})
 			if c := h.contextValue(id, "error.code").String(); c != model.NodeErrPluginTimeout {
 				t.Fatalf("context.error %s", h.contextValue(id, "error").Raw)
 			}

@@ -59,14 +59,14 @@ func (e *Engine) CheckResultToken(runID, token string) bool {
 }
 
 // startChain runs a node visit's plugins one after another, then does what `then` says.
-func (r *run) startChain(ns *model.NodeState, phase string, names []string, then string) error {
+func (r *run) startChain(ns *model.NodeVisit, phase string, names []string, then string) error {
 	ns.Chain = &model.PluginChain{Phase: phase, Names: names, Then: then}
 	ns.State = model.NodeActive
 	return r.queueRun(ns)
 }
 
 // queueRun writes a queued run of the chain's current plugin; the executor picks it up after the commit.
-func (r *run) queueRun(ns *model.NodeState) error {
+func (r *run) queueRun(ns *model.NodeVisit) error {
 	ch := ns.Chain
 	ref := ch.Names[ch.Index]
 	name, version, err := pluginRef(ref)
@@ -122,7 +122,7 @@ func (r *run) leaseLocal() (string, time.Time, bool) {
 }
 
 // chainNext moves a chain to its next plugin, or finishes it.
-func (r *run) chainNext(ns *model.NodeState) error {
+func (r *run) chainNext(ns *model.NodeVisit) error {
 	ch := ns.Chain
 	ch.Index++
 	if ch.Index < len(ch.Names) {
@@ -245,7 +245,7 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 
 // armPluginTimeout arms an auto node's timeout for the visit's plugin run (unless one is armed): when it passes
 // before the plugins are through, the run is timed out and the node error is plugin_timeout.
-func (r *run) armPluginTimeout(n *model.Node, ns *model.NodeState) {
+func (r *run) armPluginTimeout(n *model.Node, ns *model.NodeVisit) {
 	if n.Type != model.NodeAuto || n.Timeout <= 0 {
 		return
 	}
@@ -260,7 +260,7 @@ func (r *run) armPluginTimeout(n *model.Node, ns *model.NodeState) {
 // pluginTimedOut handles an auto node's timeout: the run in flight (queued, running or waiting for its async
 // result) is closed as timed_out — a result arriving later is refused — a retry back-off in progress is
 // dropped, and the node error plugin_timeout goes to the error handler (retry starts a new run).
-func (r *run) pluginTimedOut(n *model.Node, ns *model.NodeState) error {
+func (r *run) pluginTimedOut(n *model.Node, ns *model.NodeVisit) error {
 	if ns.Chain == nil {
 		return nil // nothing runs: the visit is between plugins (cannot be: a chain is set until the node leaves)
 	}
@@ -283,7 +283,7 @@ func (r *run) pluginTimedOut(n *model.Node, ns *model.NodeState) error {
 
 // closeAbandonedRun closes the run a visit's plugin chain waits for when the visit ends some other way
 // (terminate, withdraw, jump, return, a caught error): it is cancelled, and a result for it is refused.
-func (r *run) closeAbandonedRun(ns *model.NodeState) {
+func (r *run) closeAbandonedRun(ns *model.NodeVisit) {
 	if ns.Chain == nil || ns.Chain.RunID == "" || ns.WaitingFor == "retry" {
 		return
 	}

@@ -56,7 +56,7 @@ func TestRaceOnOneTask(t *testing.T) {
 			t.Fatalf("%d of 50 racing approvals succeeded, want exactly 1", ok)
 		}
 		h.wantStatus(id, model.StatusCompleted)
-		h.wantTasks(id, "n", map[string]string{"bob": A})
+		h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A})
 		if n := h.rows("history", "instance_id = ? AND action = ?", id, "task.approved"); n != 1 {
 			t.Fatalf("%d task.approved history rows, want 1", n)
 		}
@@ -118,7 +118,7 @@ func TestRaceTwoEnginesOneDatabase(t *testing.T) {
 			}
 			for _, id := range ids {
 				h1.wantStatus(id, model.StatusCompleted)
-				h1.wantTasks(id, "n", map[string]string{"bob": A, "carol": A})
+				h1.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A, "carol": A})
 				for _, c := range []struct {
 					action, node string
 					want         int
@@ -128,7 +128,7 @@ func TestRaceTwoEnginesOneDatabase(t *testing.T) {
 					}
 				}
 				inst, _ := h1.get(id)
-				if g := inst.State.Nodes["n"].Groups[0]; g.Approved != 2 || g.Outcome != model.TaskApproved {
+				if g := inst.State.Nodes["n"].Groups[0]; g.Approved != 2 || g.Outcome != model.Approved {
 					t.Fatalf("tally %+v", g)
 				}
 			}
@@ -199,8 +199,8 @@ func TestNoPoolDeadlock(t *testing.T) {
 				}
 			}
 			for _, id := range ids {
-				h.wantNodes(id, map[string]string{"a": "completed", "b": "active"})
-				h.wantTasks(id, "b", map[string]string{"erin": P, "boss": P})
+				h.wantNodes(id, map[string]model.NodeState{"a": "completed", "b": "active"})
+				h.wantTasks(id, "b", map[string]model.TaskStatus{"erin": P, "boss": P})
 				// The step ran again once the directory was read: its effects are there once.
 				if n := h.rows("cc", "instance_id = ? AND username = ?", id, "erin"); n != 1 || h.count(id, "cc.unresolved", "") != 0 ||
 					h.count(id, "node.activated", "b") != 1 || h.count(id, "task.approved", "a") != 1 {

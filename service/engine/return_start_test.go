@@ -45,7 +45,7 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 			if _, err := h.eng.Return(h.ctx, as("bob"), tk.ID, engine.MoveRequest{To: "start"}); err != nil {
 				t.Fatal(err)
 			}
-			h.wantTasks(id, "start", map[string]string{"ann": "pending"})
+			h.wantTasks(id, "start", map[string]model.TaskStatus{"ann": "pending"})
 		})
 
 		for _, initiator := range []string{model.InitiatorCron, model.InitiatorAnonymous, "token:erp", "api:push/task", "cron", "anonymous"} {
@@ -66,7 +66,7 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 				if after.Rev != before.Rev {
 					t.Fatal("a refused return changed the instance")
 				}
-				h.wantTasks(v.ID, "lead", map[string]string{"bob": "pending"})
+				h.wantTasks(v.ID, "lead", map[string]model.TaskStatus{"bob": "pending"})
 			})
 		}
 	})

@@ -49,7 +49,7 @@ func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled
 	}
 	st := &w.Instance.State
 	if st.Nodes == nil {
-		st.Nodes = map[string]*model.NodeState{}
+		st.Nodes = map[string]*model.NodeVisit{}
 	}
 	if len(st.Edges) != len(c.Def.Edges) {
 		edges := make([]byte, len(c.Def.Edges))
@@ -89,7 +89,7 @@ func (r *run) history(action, nodeID, taskID, comment string, data any) {
 	r.w.History = append(r.w.History, model.HistoryEvent{At: r.now, Actor: r.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
 }
 
-func (r *run) node(id string) *model.NodeState { return r.inst.State.Nodes[id] }
+func (r *run) node(id string) *model.NodeVisit { return r.inst.State.Nodes[id] }
 
 // mergeContext shallow-merges the top-level fields of data (a JSON object) into the instance context.
 func (r *run) mergeContext(data json.RawMessage) error {
@@ -148,7 +148,7 @@ func (r *run) activate(id string) error {
 		visit = prev.Visit + 1
 	}
 	now := r.now
-	ns := &model.NodeState{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"), Visit: visit, StartedAt: &now}
+	ns := &model.NodeVisit{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"), Visit: visit, StartedAt: &now}
 	ns.Seq = r.inst.State.Seq
 	if a, ok := r.retryAttempt[id]; ok {
 		ns.Attempt = a
@@ -179,7 +179,7 @@ func (r *run) activate(id string) error {
 }
 
 // runNode does a node's own work, once its pre plugins (if any) ran.
-func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
+func (r *run) runNode(n *model.Node, ns *model.NodeVisit) error {
 	id := n.ID
 	now := r.now
 	switch n.Type {
@@ -206,7 +206,7 @@ func (r *run) runNode(n *model.Node, ns *model.NodeState) error {
 }
 
 // endVisit closes what a node visit holds open: its bookmarks and timers.
-func (r *run) endVisit(ns *model.NodeState, state string) {
+func (r *run) endVisit(ns *model.NodeVisit, state model.NodeState) {
 	r.closeAbandonedRun(ns)
 	now := r.now
 	ns.State, ns.EndedAt = state, &now
@@ -321,12 +321,9 @@ func (r *run) considerTargets(idx []int) error {
 
 // visitIsCurrent reports whether a node's state belongs to the current pass over it: a node reset by a return
 // (issue 9) has its incoming edges reset too, so any state it still holds is from this pass.
-func (r *run) visitIsCurrent(ns *model.NodeState) bool {
-	return ns.State != "" && ns.State != nodeReset
+func (r *run) visitIsCurrent(ns *model.NodeVisit) bool {
+	return ns.State != "" && ns.State != model.NodeReset
 }
-
-// nodeReset marks a node whose visit was undone by a return; it may activate again.
-const nodeReset = "reset"
 
 func (r *run) edgeIndexes(from string) []int { return r.c.OutgoingIndexes(from) }
 
@@ -414,7 +411,7 @@ func (r *run) endReachable() bool {
 }
 
 // finish ends the instance with a final status, cancelling every active node, open task, bookmark and timer.
-func (r *run) finish(status, reason string) error {
+func (r *run) finish(status model.InstanceStatus, reason string) error {
 	now := r.now
 	for _, ns := range r.sortedNodes() {
 		if ns.Active() {
@@ -428,8 +425,8 @@ func (r *run) finish(status, reason string) error {
 	if status == model.StatusFailed && r.inst.State.Error != nil {
 		data = map[string]any{"error": r.inst.State.Error}
 	}
-	r.history("instance."+status, "", "", reason, data)
-	r.event("instance."+status, "", nil)
+	r.history("instance."+string(status), "", "", reason, data)
+	r.event("instance."+string(status), "", nil)
 	return nil
 }
 
@@ -439,8 +436,8 @@ func (r *run) fail(f *model.NodeFailure, reason string) error {
 	return r.finish(model.StatusFailed, reason)
 }
 
-func (r *run) sortedNodes() []*model.NodeState {
-	out := make([]*model.NodeState, 0, len(r.inst.State.Nodes))
+func (r *run) sortedNodes() []*model.NodeVisit {
+	out := make([]*model.NodeVisit, 0, len(r.inst.State.Nodes))
 	for _, ns := range r.inst.State.Nodes {
 		out = append(out, ns)
 	}

@@ -13,7 +13,7 @@ import (
 )
 
 // startApproval resolves the approvers of an approval node and opens its tasks.
-func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
+func (r *run) startApproval(n *model.Node, ns *model.NodeVisit) error {
 	groups, err := r.resolveGroups(n)
 	if errors.Is(err, errNeedRead) {
 		return err
@@ -64,7 +64,7 @@ func (r *run) groupMode(n *model.Node) string {
 	return n.SignMode()
 }
 
-func (r *run) newTask(n *model.Node, ns *model.NodeState, assignee, status, kind string, group, pos int, parent string) *model.Task {
+func (r *run) newTask(n *model.Node, ns *model.NodeVisit, assignee string, status model.TaskStatus, kind string, group, pos int, parent string) *model.Task {
 	t := &model.Task{ID: r.nextID("t"), TenantID: r.inst.TenantID, InstanceID: r.inst.ID, NodeID: n.ID, NodeName: n.Label(),
 		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
 		CreatedAt: r.now, Title: r.inst.Title, Template: r.inst.Template, Initiator: r.inst.Initiator}
@@ -255,7 +255,7 @@ func (r *run) task(id string) *model.Task {
 
 func (r *run) changed(t *model.Task) { r.w.ChangedTasks[t.ID] = t }
 
-func (r *run) close(t *model.Task, status, comment string) {
+func (r *run) close(t *model.Task, status model.TaskStatus, comment string) {
 	now := r.now
 	t.Status, t.DecidedAt = status, &now
 	if comment != "" || status != model.TaskCancelled {
@@ -390,19 +390,19 @@ func (r *run) credit(t *model.Task, approved bool) error {
 	g.Outcome = outcome(mode, n.PassRatio, *g)
 	inGroup := func(x *model.Task) bool { return x.Group == t.Group }
 	switch g.Outcome {
-	case "":
+	case model.Undecided:
 		if mode == model.SignSequential && approved {
 			r.promoteNext(ns.NodeInstanceID, t.Group)
 		}
 		return nil
-	case model.TaskRejected:
+	case model.Rejected:
 		return r.reject(n.ID, "rejected")
 	}
 	for _, x := range r.openTasks(ns.NodeInstanceID, inGroup) {
 		r.close(x, model.TaskCancelled, "the signer group is decided")
 	}
 	for _, og := range ns.Groups {
-		if og.Outcome != model.TaskApproved {
+		if og.Outcome != model.Approved {
 			return nil
 		}
 	}
@@ -428,35 +428,35 @@ func (r *run) promoteNext(nodeInstanceID string, group int) {
 }
 
 // outcome decides a signer group from its tally: "" (undecided), approved or rejected.
-func outcome(mode string, ratio float64, g model.SignTally) string {
+func outcome(mode string, ratio float64, g model.SignTally) model.Outcome {
 	const eps = 1e-9
 	switch mode {
 	case model.SignOr:
 		if g.Approved > 0 {
-			return model.TaskApproved
+			return model.Approved
 		}
 		if g.Rejected > 0 || g.Total == 0 {
-			return model.TaskRejected
+			return model.Rejected
 		}
 	case model.SignVote:
 		if g.Total == 0 {
-			return model.TaskRejected
+			return model.Rejected
 		}
 		if float64(g.Approved)/float64(g.Total) >= ratio-eps {
-			return model.TaskApproved
+			return model.Approved
 		}
 		if float64(g.Total-g.Rejected)/float64(g.Total) < ratio-eps {
-			return model.TaskRejected
+			return model.Rejected
 		}
 	default: // all, sequential
 		if g.Rejected > 0 {
-			return model.TaskRejected
+			return model.Rejected
 		}
 		if g.Approved >= g.Total {
-			return model.TaskApproved
+			return model.Approved
 		}
 	}
-	return ""
+	return model.Undecided
 }
 
 // transfer hands a pending task to another user (转签).

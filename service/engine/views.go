@@ -25,19 +25,19 @@ type InstanceView struct {
 
 // NodeView is one node of an instance.
 type NodeView struct {
-	NodeID         string     `json:"node_id"`
-	Name           string     `json:"name"`
-	Type           string     `json:"type"`
-	State          string     `json:"state"`
-	NodeInstanceID string     `json:"node_instance_id"`
-	Visit          int        `json:"visit"`
-	StartedAt      *time.Time `json:"started_at"`
-	EndedAt        *time.Time `json:"ended_at"`
-	WaitingFor     string     `json:"waiting_for,omitempty"`
-	Error          string     `json:"error,omitempty"`
-	ErrorCode      string     `json:"error_code,omitempty"`
-	Attempt        int        `json:"attempt,omitempty"`
-	CallbackURL    string     `json:"callback_url,omitempty"`
+	NodeID         string          `json:"node_id"`
+	Name           string          `json:"name"`
+	Type           string          `json:"type"`
+	State          model.NodeState `json:"state"`
+	NodeInstanceID string          `json:"node_instance_id"`
+	Visit          int             `json:"visit"`
+	StartedAt      *time.Time      `json:"started_at"`
+	EndedAt        *time.Time      `json:"ended_at"`
+	WaitingFor     string          `json:"waiting_for,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	Attempt        int             `json:"attempt,omitempty"`
+	CallbackURL    string          `json:"callback_url,omitempty"`
 	seq            int
 }
 
@@ -47,7 +47,7 @@ func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets boo
 		v.Tasks = []*model.Task{}
 	}
 	for _, ns := range inst.State.Nodes {
-		if ns.State == nodeReset {
+		if ns.State == model.NodeReset {
 			continue
 		}
 		nv := NodeView{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type, State: ns.State, NodeInstanceID: ns.NodeInstanceID, Visit: ns.Visit,
@@ -128,9 +128,9 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if err != nil {
 		return "", err
 	}
-	states := map[string]string{}
+	states := map[string]model.NodeState{}
 	for id, ns := range inst.State.Nodes {
-		if ns.State != nodeReset {
+		if ns.State != model.NodeReset {
 			states[id] = ns.State
 		}
 	}
@@ -311,7 +311,7 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 		return nil, err
 	}
 	w, err := e.update(ctx, tn, instID, who, func(r *run) error {
-		var ns *model.NodeState
+		var ns *model.NodeVisit
 		for _, x := range r.inst.State.Nodes {
 			if x.NodeInstanceID == nodeInstanceID {
 				ns = x

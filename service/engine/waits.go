@@ -19,7 +19,7 @@ import (
 
 // timerID names a node visit's timer: <node instance id>-<kind>[-<attempt>]. It carries the instance id (see
 // InstanceOf), so a firing timer locks its instance without another read.
-func timerID(ns *model.NodeState, kind string, attempt int) string {
+func timerID(ns *model.NodeVisit, kind string, attempt int) string {
 	id := ns.NodeInstanceID + "-" + kind
 	if attempt > 0 {
 		id += "-" + strconv.Itoa(attempt)
@@ -28,7 +28,7 @@ func timerID(ns *model.NodeState, kind string, attempt int) string {
 }
 
 // timerKind returns the kind of one of a visit's timers from its id (see timerID).
-func timerKind(ns *model.NodeState, id string) string {
+func timerKind(ns *model.NodeVisit, id string) string {
 	rest, ok := strings.CutPrefix(id, ns.NodeInstanceID+"-")
 	if !ok {
 		return ""
@@ -40,7 +40,7 @@ func timerKind(ns *model.NodeState, id string) string {
 // armTimer writes a timer row and tells the scheduler through the outbox. The due time is rounded up to the
 // next whole millisecond (the scheduler's precision), so the row, the outbox and the scheduler agree and the
 // timer never fires before the time asked for.
-func (r *run) armTimer(ns *model.NodeState, kind string, due time.Time, payload any) {
+func (r *run) armTimer(ns *model.NodeVisit, kind string, due time.Time, payload any) {
 	due = ceilMillisecond(due)
 	var raw json.RawMessage
 	if payload != nil {
@@ -63,7 +63,7 @@ func ceilMillisecond(t time.Time) time.Time {
 }
 
 // cancelTimers cancels the pending timers of a node visit (rows and scheduler entries).
-func (r *run) cancelTimers(ns *model.NodeState) {
+func (r *run) cancelTimers(ns *model.NodeVisit) {
 	if len(ns.Timers) == 0 {
 		return
 	}
@@ -74,7 +74,7 @@ func (r *run) cancelTimers(ns *model.NodeState) {
 	ns.Timers = nil
 }
 
-func (r *run) bookmark(ns *model.NodeState, kind, message string, payload any) *model.Bookmark {
+func (r *run) bookmark(ns *model.NodeVisit, kind, message string, payload any) *model.Bookmark {
 	var raw json.RawMessage
 	if payload != nil {
 		raw, _ = json.Marshal(payload)
@@ -95,7 +95,7 @@ func MessageHash(name, correlationID string) string {
 }
 
 // startDelay parks a delay node until its interval passes or its `until` time.
-func (r *run) startDelay(n *model.Node, ns *model.NodeState) error {
+func (r *run) startDelay(n *model.Node, ns *model.NodeVisit) error {
 	due := r.now.Add(n.Interval.Std())
 	if n.Until != "" {
 		t, err := r.untilTime(n.Until)
@@ -141,7 +141,7 @@ func CallbackToken(key []byte, instanceID, nodeInstanceID string) string {
 
 // startCallback parks a callback node on a bookmark with a signed URL, an optional timeout and an optional
 // message name; a message queued before it arrived resumes it at once.
-func (r *run) startCallback(n *model.Node, ns *model.NodeState) error {
+func (r *run) startCallback(n *model.Node, ns *model.NodeVisit) error {
 	ns.State, ns.WaitingFor = model.NodeWaiting, "callback"
 	kind := model.BookmarkCallback
 	if n.Message != "" {
@@ -170,7 +170,7 @@ func (r *run) startCallback(n *model.Node, ns *model.NodeState) error {
 }
 
 // resumeWait resumes a waiting callback node: the data becomes context.<node_id> and the node completes.
-func (r *run) resumeWait(ns *model.NodeState, data json.RawMessage, action string, info map[string]any) error {
+func (r *run) resumeWait(ns *model.NodeVisit, data json.RawMessage, action string, info map[string]any) error {
 	if len(data) == 0 {
 		data = json.RawMessage("{}")
 	}
@@ -186,7 +186,7 @@ func (r *run) resumeWait(ns *model.NodeState, data json.RawMessage, action strin
 }
 
 // copyTo writes CC records for a node's cc people (抄送).
-func (r *run) copyTo(n *model.Node, ns *model.NodeState) error {
+func (r *run) copyTo(n *model.Node, ns *model.NodeVisit) error {
 	users, err := r.resolveUsers(n.CC)
 	if err != nil {
 		// A cc list that resolves to nobody must not stop the flow; it is recorded.
@@ -277,7 +277,7 @@ func (r *run) fire(t *model.Timer) error {
 }
 
 // dropTimer removes one pending timer of a visit (its row is marked fired, the scheduler forgets it).
-func (r *run) dropTimer(ns *model.NodeState, id string) {
+func (r *run) dropTimer(ns *model.NodeVisit, id string) {
 	ns.Timers = remove(ns.Timers, id)
 	r.w.FiredTimers = append(r.w.FiredTimers, id)
 	r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxTimerCancel, Ref: id})
@@ -285,7 +285,7 @@ func (r *run) dropTimer(ns *model.NodeState, id string) {
 
 // branchAway ends a node visit and continues at another node (timeout branches): the node's own outgoing
 // edges are killed.
-func (r *run) branchAway(ns *model.NodeState, to, reason string) error {
+func (r *run) branchAway(ns *model.NodeVisit, to, reason string) error {
 	r.endVisit(ns, model.NodeCancelled)
 	r.cancelNodeTasks(ns.NodeInstanceID, reason)
 	r.history("node.timeout_branch", ns.NodeID, "", reason, map[string]any{"branch": to})

@@ -47,13 +47,13 @@ func toInstanceRow(i *model.Instance) (instanceRow, error) {
 	if ctx == "" {
 		ctx = "{}"
 	}
-	return instanceRow{ID: i.ID, TenantID: i.TenantID, Tkey: i.Template, Version: i.Version, Title: i.Title, Status: i.Status,
+	return instanceRow{ID: i.ID, TenantID: i.TenantID, Tkey: i.Template, Version: i.Version, Title: i.Title, Status: string(i.Status),
 		Initiator: i.Initiator, CorrelationID: i.CorrelationID, Context: ctx, State: string(st), Rev: i.Rev,
 		CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(), EndedAt: utcPtr(i.EndedAt)}, nil
 }
 
 func (r *instanceRow) toModel(withState bool) (*model.Instance, error) {
-	i := &model.Instance{ID: r.ID, TenantID: r.TenantID, Template: r.Tkey, Version: r.Version, Title: r.Title, Status: r.Status,
+	i := &model.Instance{ID: r.ID, TenantID: r.TenantID, Template: r.Tkey, Version: r.Version, Title: r.Title, Status: model.InstanceStatus(r.Status),
 		Initiator: r.Initiator, CorrelationID: r.CorrelationID, Context: json.RawMessage(r.Context), Rev: r.Rev,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EndedAt: utcPtr(r.EndedAt)}
 	if withState && r.State != "" {
@@ -104,14 +104,14 @@ func toTaskRow(t *model.Task) taskRow {
 		after = strings.Join(t.AfterSigners, ",")
 	}
 	return taskRow{ID: t.ID, TenantID: t.TenantID, InstanceID: t.InstanceID, NodeID: t.NodeID, NodeName: t.NodeName, NodeInstanceID: t.NodeInstanceID,
-		Assignee: t.Assignee, Status: t.Status, Kind: t.Kind, Grp: t.Group, Position: t.Position, ParentID: t.ParentID, AfterSigners: after,
+		Assignee: t.Assignee, Status: string(t.Status), Kind: t.Kind, Grp: t.Group, Position: t.Position, ParentID: t.ParentID, AfterSigners: after,
 		Comment: t.Comment, Data: string(t.Data), DecidedBy: t.DecidedBy, Title: t.Title, Tkey: t.Template, Initiator: t.Initiator,
 		CreatedAt: t.CreatedAt.UTC(), DecidedAt: utcPtr(t.DecidedAt)}
 }
 
 func (r *taskRow) toModel() *model.Task {
 	t := &model.Task{ID: r.ID, TenantID: r.TenantID, InstanceID: r.InstanceID, NodeID: r.NodeID, NodeName: r.NodeName, NodeInstanceID: r.NodeInstanceID,
-		Assignee: r.Assignee, Status: r.Status, Kind: r.Kind, Group: r.Grp, Position: r.Position, ParentID: r.ParentID, Comment: r.Comment,
+		Assignee: r.Assignee, Status: model.TaskStatus(r.Status), Kind: r.Kind, Group: r.Grp, Position: r.Position, ParentID: r.ParentID, Comment: r.Comment,
 		DecidedBy: r.DecidedBy, Title: r.Title, Template: r.Tkey, Initiator: r.Initiator, CreatedAt: r.CreatedAt.UTC(), DecidedAt: utcPtr(r.DecidedAt)}
 	if r.AfterSigners != "" {
 		t.AfterSigners = strings.Split(r.AfterSigners, ",")
@@ -430,7 +430,7 @@ func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Wo
 	lockQ := "SELECT " + instanceCols + " FROM instances WHERE id IN (" + in + ") AND tenant_id = ? ORDER BY id"
 	taskQ := "SELECT " + taskCols + " FROM tasks WHERE instance_id IN (" + in + ") AND status IN (?, ?) ORDER BY id"
 	lockArgs := append(strArgs(ids), tenant)
-	taskArgs := append(strArgs(ids), model.TaskPending, model.TaskWaiting)
+	taskArgs := append(strArgs(ids), string(model.TaskPending), string(model.TaskWaiting))
 	var rows *sql.Rows
 	if s.dialect == MySQL {
 		// The task read runs after the lock is granted, so it sees what the previous holder committed.
@@ -810,7 +810,7 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id string) (*model.Inst
 func (s *Store) ListInstances(ctx context.Context, f model.InstanceFilter) ([]*model.Instance, string, error) {
 	q := s.db.WithContext(ctx).Omit("state").Where("tenant_id = ?", f.TenantID)
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		q = q.Where("status = ?", string(f.Status))
 	}
 	if f.Template != "" {
 		q = q.Where("tkey = ?", f.Template)
@@ -868,7 +868,7 @@ func (s *Store) ListTasks(ctx context.Context, f model.TaskFilter) ([]*model.Tas
 		q = q.Where("assignee = ?", f.Assignee)
 	}
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		q = q.Where("status = ?", string(f.Status))
 	}
 	if f.InstanceID != "" {
 		q = q.Where("instance_id = ?", f.InstanceID)
@@ -1028,7 +1028,7 @@ func (s *Store) ListCC(ctx context.Context, tenant, username string, page model.
 	out := make([]*model.CCRecord, len(rows))
 	for i, r := range rows {
 		out[i] = &model.CCRecord{ID: r.CC.ID, TenantID: r.CC.TenantID, InstanceID: r.CC.InstanceID, NodeID: r.CC.NodeID, Username: r.CC.Username,
-			CreatedAt: r.CC.CreatedAt.UTC(), ReadAt: utcPtr(r.CC.ReadAt), Read: r.CC.ReadAt != nil, Title: r.Title, Template: r.Tkey, Status: r.Status}
+			CreatedAt: r.CC.CreatedAt.UTC(), ReadAt: utcPtr(r.CC.ReadAt), Read: r.CC.ReadAt != nil, Title: r.Title, Template: r.Tkey, Status: model.InstanceStatus(r.Status)}
 	}
 	return out, next, nil
 }

@@ -419,14 +419,14 @@ func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) 
 }
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
-func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
+func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState) (string, error) {
 	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "")
 }
 
 // InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
 // with the definition's edges): taken, pruned and killed edges are drawn differently, and failed (when not "")
 // names the node whose error failed the instance.
-func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte, failed string) (string, error) {
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState, edges []byte, failed string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err

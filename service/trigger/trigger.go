@@ -284,9 +284,9 @@ type Call struct {
 
 // CallResult is what an API trigger answers.
 type CallResult struct {
-	InstanceID string          `json:"instance_id"`
-	Status     string          `json:"status"`
-	Context    json.RawMessage `json:"context,omitempty"`
+	InstanceID string               `json:"instance_id"`
+	Status     model.InstanceStatus `json:"status"`
+	Context    json.RawMessage      `json:"context,omitempty"`
 	// Done is false when a sync call's wait ended before the instance did.
 	Done bool `json:"-"`
 }
