@@ -437,12 +437,15 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 	for attempt := 0; ; attempt++ {
 		now := e.clock.Now().UTC()
 		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
-			Status: model.StatusRunning, Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
+			Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w = &model.Work{Instance: inst}
 		r := e.newRun(ctx, w, c, actor)
+		if err := r.moveInstance(model.MoveStart); err != nil {
+			return nil, err
+		}
 		r.history("instance.started", "", "", "", started)
 		r.event("instance.started", "", nil)
-		if err := r.activate(c.Def.Start().ID); err != nil {
+		if err := r.activate(c.Def.Start().ID, model.MoveActivate); err != nil {
 			return nil, err
 		}
 		err := e.createInstance(ctx, w)
@@ -760,28 +763,28 @@ type ReasonRequest struct {
 
 // Terminate ends a running instance (admin or initiator).
 func (e *Engine) Terminate(ctx context.Context, actor *model.Principal, id, reason string) (*InstanceView, error) {
-	return e.end(ctx, actor, id, reason, model.StatusTerminated)
+	return e.end(ctx, actor, id, reason, model.MoveTerminate)
 }
 
 // Withdraw ends a running instance on behalf of its initiator.
 func (e *Engine) Withdraw(ctx context.Context, actor *model.Principal, id, reason string) (*InstanceView, error) {
-	return e.end(ctx, actor, id, reason, model.StatusWithdrawn)
+	return e.end(ctx, actor, id, reason, model.MoveWithdraw)
 }
 
-func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason string, status model.InstanceStatus) (*InstanceView, error) {
+func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason string, m model.Move) (*InstanceView, error) {
 	if len(reason) > 4000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_reason", "reason must be at most 4000 characters")
 	}
 	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(r *run) error {
 		switch {
-		case status == model.StatusWithdrawn && r.inst.Initiator != actor.Username:
+		case m == model.MoveWithdraw && r.inst.Initiator != actor.Username:
 			return model.CodedError(model.EFORBIDDEN, "not_initiator", "only the initiator may withdraw an instance")
-		case status == model.StatusTerminated && r.inst.Initiator != actor.Username && !actor.IsAdmin():
+		case m == model.MoveTerminate && r.inst.Initiator != actor.Username && !actor.IsAdmin():
 			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may terminate an instance")
 		case r.inst.Ended():
 			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is already %s", id, r.inst.Status)
 		}
-		return r.finish(status, reason)
+		return r.finish(m, reason)
 	})
 	if err != nil {
 		return nil, err

@@ -116,7 +116,7 @@ func (r *run) consider(id string) error {
 	n := r.c.Def.Node(id)
 	switch v := r.verdict(n); v {
 	case joinFire:
-		return r.activate(id)
+		return r.activate(id, model.MoveActivate)
 	case joinSkipPruned:
 		if t := r.tally(id); t.taken+t.open > 0 {
 			// Chosen branches end here (a partial join that routing gave too few branches): if that leaves no end
@@ -142,15 +142,11 @@ func (r *run) couldFire(id string) bool {
 
 // skip marks a node skipped and gives its outgoing edges the skip's state (pruned or killed).
 func (r *run) skip(id string, as byte) error {
-	n := r.c.Def.Node(id)
-	now := r.now
-	prev := r.node(id)
-	visit := 1
-	if prev != nil {
-		visit = prev.Visit + 1
+	ns, err := r.newVisit(r.c.Def.Node(id), model.MoveSkip)
+	if err != nil {
+		return err
 	}
-	r.inst.State.Nodes[id] = &model.NodeVisit{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeSkipped, NodeInstanceID: r.nextID("n"),
-		Visit: visit, StartedAt: &now, EndedAt: &now, Seq: r.inst.State.Seq}
+	ns.EndedAt = ns.StartedAt
 	r.history("node.skipped", id, "", "", map[string]any{"as": edgeStateName(as)})
 	return r.markOutgoing(id, as)
 }

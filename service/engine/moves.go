@@ -54,7 +54,7 @@ func reach(id string, next func(string) []string) map[string]bool {
 // resetRegion undoes the flow in a region of the graph: active visits there are cancelled (their tasks,
 // bookmarks and timers with them), decided nodes are reset so they can run again, and the edges leaving the
 // region and the pivot are forgotten, so conditions are evaluated again on the way back.
-func (r *run) resetRegion(pivot string, region map[string]bool, reason string) {
+func (r *run) resetRegion(pivot string, region map[string]bool, reason string) error {
 	ids := make([]string, 0, len(region))
 	for id := range region {
 		ids = append(ids, id)
@@ -62,14 +62,20 @@ func (r *run) resetRegion(pivot string, region map[string]bool, reason string) {
 	sort.Strings(ids)
 	for _, id := range ids {
 		ns := r.node(id)
-		if ns == nil {
+		if ns == nil || ns.State == model.NodeReset {
 			continue
 		}
 		if ns.Active() {
-			r.endVisit(ns, model.NodeCancelled)
-			r.cancelNodeTasks(ns.NodeInstanceID, reason)
+			if err := r.endVisit(ns, model.MoveCancel); err != nil {
+				return err
+			}
+			if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+				return err
+			}
 		}
-		ns.State = model.NodeReset
+		if err := r.moveNode(ns, model.MoveReset); err != nil {
+			return err
+		}
 	}
 	for id := range region {
 		for _, i := range r.c.OutgoingIndexes(id) {
@@ -79,6 +85,7 @@ func (r *run) resetRegion(pivot string, region map[string]bool, reason string) {
 	for _, i := range r.c.OutgoingIndexes(pivot) {
 		r.inst.State.Edges[i] = model.EdgeUnknown
 	}
+	return nil
 }
 
 // ReturnTarget is a node a task may be returned to.
@@ -173,13 +180,17 @@ func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID stri
 				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", r.inst.Initiator)
 		}
 		from := t.NodeID
-		r.close(t, model.TaskCancelled, req.Comment)
+		if err := r.moveTask(t, model.MoveCancel, req.Comment); err != nil {
+			return err
+		}
 		r.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
-		r.resetRegion(req.To, descendants(r.c, req.To), "returned to "+req.To)
+		if err := r.resetRegion(req.To, descendants(r.c, req.To), "returned to "+req.To); err != nil {
+			return err
+		}
 		if target.Type == model.NodeStart {
 			return r.awaitResubmit(target)
 		}
-		return r.activate(req.To)
+		return r.activate(req.To, model.MoveReenter)
 	})
 	if err != nil {
 		return nil, err
@@ -197,22 +208,21 @@ func personInitiator(initiator string) bool {
 // awaitResubmit parks the start node on a resubmit task for the initiator (who approves it, optionally with data
 // editing the context, to run the flow again — or rejects it to withdraw).
 func (r *run) awaitResubmit(start *model.Node) error {
-	prev := r.node(start.ID)
-	now := r.now
-	ns := &model.NodeVisit{NodeID: start.ID, Name: start.Label(), Type: start.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"),
-		Visit: prev.Visit + 1, StartedAt: &now, WaitingFor: "resubmit"}
-	ns.Seq = r.inst.State.Seq
+	ns, err := r.newVisit(start, model.MoveReenter)
+	if err != nil {
+		return err
+	}
+	ns.WaitingFor = "resubmit"
 	ns.PreDone, ns.AfterDone = true, true
-	r.inst.State.Nodes[start.ID] = ns
 	r.history("node.activated", start.ID, "", "returned to the initiator", nil)
-	r.newTask(start, ns, r.inst.Initiator, model.TaskPending, model.TaskKindResubmit, 0, 0, "")
-	return nil
+	_, err = r.newTask(start, ns, r.inst.Initiator, model.MoveOpen, model.TaskKindResubmit, 0, 0, "")
+	return err
 }
 
 // resubmitted: the initiator approved (run the flow again from the start) or rejected (withdraw) a resubmit task.
 func (r *run) resubmitted(t *model.Task, d Decision) error {
 	if !d.Approve {
-		return r.finish(model.StatusWithdrawn, "the initiator withdrew instead of resubmitting")
+		return r.finish(model.MoveWithdraw, "the initiator withdrew instead of resubmitting")
 	}
 	r.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
 	return r.complete(r.c.Def.Start().ID)
@@ -276,10 +286,19 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		if ns == nil || ns.NodeInstanceID != t.NodeInstanceID {
 			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s has been entered again since; it cannot be taken back", taskID)
 		}
+		if !ns.Active() && !model.NodeMachine.Allows(model.MoveReopen, ns.State) {
+			// Its visit ended otherwise than by its signers (a timeout branch, a node error): nothing to reopen.
+			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s is %s; the decision can no longer be taken back", taskID, ns.State)
+		}
 		// Undo everything downstream of the task's node, then reopen the node's visit at this decision.
-		r.resetRegion(t.NodeID, descendants(r.c, t.NodeID), "decision taken back")
+		if err := r.resetRegion(t.NodeID, descendants(r.c, t.NodeID), "decision taken back"); err != nil {
+			return err
+		}
 		if !ns.Active() {
-			ns.State, ns.EndedAt, ns.Chain = model.NodeActive, nil, nil
+			if err := r.moveNode(ns, model.MoveReopen); err != nil {
+				return err
+			}
+			ns.EndedAt, ns.Chain = nil, nil
 			ns.AfterDone = false
 		}
 		n := r.c.Def.Node(t.NodeID)
@@ -299,21 +318,26 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 			switch {
 			case x.Status == model.TaskCancelled && x.DecidedAt != nil && t.DecidedAt != nil && x.DecidedAt.Equal(*t.DecidedAt):
 				c := *x
-				c.Status, c.DecidedAt, c.Comment = model.TaskPending, nil, ""
-				if mode == model.SignSequential && c.Position > t.Position {
-					c.Status = model.TaskWaiting
+				if err := r.moveTask(&c, model.MoveRestore, ""); err != nil {
+					return err
 				}
-				r.changed(&c)
+				if mode == model.SignSequential && c.Position > t.Position {
+					if err := r.moveTask(&c, model.MoveHold, ""); err != nil {
+						return err
+					}
+				}
 				r.w.Tasks = append(r.w.Tasks, &c)
 			case x.Status == model.TaskPending && mode == model.SignSequential && x.Group == t.Group && x.Position > t.Position:
 				if open := r.task(x.ID); open != nil {
-					open.Status = model.TaskWaiting
-					r.changed(open)
+					if err := r.moveTask(open, model.MoveHold, ""); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		t.Status, t.DecidedAt, t.Comment, t.DecidedBy = model.TaskPending, nil, "", ""
-		r.changed(t)
+		if err := r.moveTask(t, model.MoveReclaim, ""); err != nil {
+			return err
+		}
 		r.w.Tasks = append(r.w.Tasks, t)
 		r.history("task.reclaimed", t.NodeID, t.ID, comment, nil)
 		if ns.Timers == nil && n.Timeout > 0 {
@@ -357,19 +381,28 @@ func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, re
 		for _, ns := range r.sortedNodes() {
 			if ns.Active() {
 				from = append(from, ns.NodeID)
-				r.endVisit(ns, model.NodeCancelled)
+				if err := r.endVisit(ns, model.MoveCancel); err != nil {
+					return err
+				}
 			}
 		}
-		r.cancelAllTasks("jumped to " + req.To)
+		if err := r.cancelAllTasks("jumped to " + req.To); err != nil {
+			return err
+		}
 		r.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
 		if r.inst.Status == model.StatusFailed {
 			// The repair: the instance runs again, and its error is history (node.failed keeps it).
-			r.inst.Status, r.inst.EndedAt, r.inst.State.Error = model.StatusRunning, nil, nil
+			if err := r.moveInstance(model.MoveRepair); err != nil {
+				return err
+			}
+			r.inst.EndedAt, r.inst.State.Error = nil, nil
 		}
 		region := descendants(r.c, req.To)
 		region[req.To] = true
-		r.resetRegion(req.To, region, "jumped to "+req.To)
-		if err := r.activate(req.To); err != nil {
+		if err := r.resetRegion(req.To, region, "jumped to "+req.To); err != nil {
+			return err
+		}
+		if err := r.activate(req.To, model.MoveActivate); err != nil {
 			return err
 		}
 		return r.settle()

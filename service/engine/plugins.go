@@ -60,8 +60,12 @@ func (e *Engine) CheckResultToken(runID, token string) bool {
 
 // startChain runs a node visit's plugins one after another, then does what `then` says.
 func (r *run) startChain(ns *model.NodeVisit, phase string, names []string, then string) error {
+	if ns.State == model.NodeWaiting {
+		if err := r.moveNode(ns, model.MoveResume); err != nil {
+			return err
+		}
+	}
 	ns.Chain = &model.PluginChain{Phase: phase, Names: names, Then: then}
-	ns.State = model.NodeActive
 	return r.queueRun(ns)
 }
 
@@ -140,7 +144,9 @@ func (r *run) chainNext(ns *model.NodeVisit) error {
 	case thenAuto:
 		ns.AfterDone = true
 		if ch.Decision == "reject" {
-			r.endVisit(ns, model.NodeRejected)
+			if err := r.endVisit(ns, model.MoveReject); err != nil {
+				return err
+			}
 			r.history("node.rejected", ns.NodeID, "", "rejected by plugin decision", nil)
 			return r.kill(ns.NodeID, causeRejection)
 		}

@@ -131,8 +131,9 @@ func (r *run) setContextPath(key string, raw json.RawMessage) error {
 	return nil
 }
 
-// activate starts a new visit of a node and runs it as far as it goes without waiting.
-func (r *run) activate(id string) error {
+// activate starts a new visit of a node by a move that makes it active (activate, reenter, retry, branch) and
+// runs it as far as it goes without waiting.
+func (r *run) activate(id string, m model.Move) error {
 	r.depth++
 	defer func() { r.depth-- }()
 	if r.depth > 10000 {
@@ -142,19 +143,14 @@ func (r *run) activate(id string) error {
 	if n == nil {
 		return fmt.Errorf("engine: node %q is not in %s@%d", id, r.c.Key, r.c.Version)
 	}
-	prev := r.node(id)
-	visit := 1
-	if prev != nil {
-		visit = prev.Visit + 1
+	ns, err := r.newVisit(n, m)
+	if err != nil {
+		return err
 	}
-	now := r.now
-	ns := &model.NodeVisit{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"), Visit: visit, StartedAt: &now}
-	ns.Seq = r.inst.State.Seq
 	if a, ok := r.retryAttempt[id]; ok {
 		ns.Attempt = a
 		delete(r.retryAttempt, id)
 	}
-	r.inst.State.Nodes[id] = ns
 	r.history("node.activated", id, "", "", nil)
 	r.event("node.activated", id, nil)
 	if !n.CC.IsZero() {
@@ -181,13 +177,14 @@ func (r *run) activate(id string) error {
 // runNode does a node's own work, once its pre plugins (if any) ran.
 func (r *run) runNode(n *model.Node, ns *model.NodeVisit) error {
 	id := n.ID
-	now := r.now
 	switch n.Type {
 	case model.NodeStart, model.NodeEnd, model.NodeError:
 		return r.complete(id)
 	case model.NodeTerminate:
-		ns.State, ns.EndedAt = model.NodeCompleted, &now
-		return r.finish(model.StatusTerminated, "terminate node "+id)
+		if err := r.endVisit(ns, model.MoveComplete); err != nil {
+			return err
+		}
+		return r.finish(model.MoveTerminate, "terminate node "+id)
 	case model.NodeAuto:
 		// An auto node's work is its plugins: pre then after, in phase "auto"; a "reject" decision rejects it.
 		if names := append(append([]string{}, n.Plugins.Pre...), n.Plugins.After...); len(names) > 0 {
@@ -205,30 +202,21 @@ func (r *run) runNode(n *model.Node, ns *model.NodeVisit) error {
 	return fmt.Errorf("engine: node %s has unknown type %q", id, n.Type)
 }
 
-// endVisit closes what a node visit holds open: its bookmarks and timers.
-func (r *run) endVisit(ns *model.NodeVisit, state model.NodeState) {
-	r.closeAbandonedRun(ns)
-	now := r.now
-	ns.State, ns.EndedAt = state, &now
-	ns.WaitingFor = ""
-	ns.Chain = nil
-	// Only delay and callback visits open bookmarks (waits.go); other visits spare the step an UPDATE.
-	if n := r.c.Def.Node(ns.NodeID); n == nil || n.Type == model.NodeDelay || n.Type == model.NodeCallback {
-		r.w.CloseBookmarks = append(r.w.CloseBookmarks, ns.NodeInstanceID)
-	}
-	r.cancelTimers(ns)
-}
-
-// complete marks a node completed, evaluates its outgoing edges and advances.
+// complete marks a node completed, evaluates its outgoing edges and advances. A node none of whose outgoing edges
+// is taken does not complete: its no_route error goes to its error handler (ignoring it completes the node with
+// every outgoing edge pruned).
 func (r *run) complete(id string) error {
 	ns := r.node(id)
 	if n := r.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone && n.Type != model.NodeAuto {
 		return r.startChain(ns, PhaseAfter, n.Plugins.After, thenComplete)
 	}
-	r.endVisit(ns, model.NodeCompleted)
+	r.releaseVisit(ns)
 	r.history("node.completed", id, "", "", nil)
 	out := r.c.Def.Outgoing(id)
 	if len(out) == 0 {
+		if err := r.closeVisit(ns, model.MoveComplete); err != nil {
+			return err
+		}
 		return r.settle()
 	}
 	idx := r.edgeIndexes(id)
@@ -265,14 +253,20 @@ func (r *run) complete(id string) error {
 			r.history("node.error", id, "", msg, failureData(f, ns.Attempt))
 			r.history("node.error_ignored", id, "", msg, nil)
 			r.stranded = f
+			if err := r.closeVisit(ns, model.MoveComplete); err != nil {
+				return err
+			}
 			return r.propagate(idx)
 		}
-		// No route out of a completed node is a modelling error, not a quiet end: it goes to the error handler.
+		// No route out of a node is a modelling error, not a quiet end: it goes to the error handler, the node
+		// not completed.
 		for _, i := range idx {
 			r.inst.State.Edges[i] = model.EdgeUnknown
 		}
-		ns.State = model.NodeActive
 		return r.nodeError(id, model.NodeErrNoRoute, msg)
+	}
+	if err := r.closeVisit(ns, model.MoveComplete); err != nil {
+		return err
 	}
 	return r.propagate(idx)
 }
@@ -284,8 +278,12 @@ func (r *run) reject(id, reason string) error {
 		r.cancelNodeTasks(ns.NodeInstanceID, reason)
 		return r.startChain(ns, PhaseAfter, n.Plugins.After, thenReject)
 	}
-	r.endVisit(ns, model.NodeRejected)
-	r.cancelNodeTasks(ns.NodeInstanceID, reason)
+	if err := r.endVisit(ns, model.MoveReject); err != nil {
+		return err
+	}
+	if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+		return err
+	}
 	r.history("node.rejected", id, "", reason, nil)
 	return r.kill(id, causeRejection)
 }
@@ -345,13 +343,13 @@ func (r *run) settle() error {
 		}
 	}
 	if ended && !active {
-		return r.finish(model.StatusCompleted, "")
+		return r.finish(model.MoveComplete, "")
 	}
 	if !r.endReachable() {
 		if ended {
 			// An end was reached on one branch; the remaining active branches cannot reach another one. They are
 			// cancelled and the instance completes.
-			return r.finish(model.StatusCompleted, "")
+			return r.finish(model.MoveComplete, "")
 		}
 		return r.blocked()
 	}
@@ -365,11 +363,11 @@ func (r *run) blocked() error {
 	case r.cause == causeFailure && r.failure != nil:
 		return r.fail(r.failure, "no end node can be reached any more: "+r.failure.Message)
 	case r.cause == causeRejection:
-		return r.finish(model.StatusRejected, "no end node can be reached any more")
+		return r.finish(model.MoveReject, "no end node can be reached any more")
 	case r.stranded != nil:
 		return r.fail(r.stranded, "no end node can be reached any more: "+r.stranded.Message)
 	}
-	return r.finish(model.StatusRejected, "no end node can be reached any more")
+	return r.finish(model.MoveReject, "no end node can be reached any more")
 }
 
 // endReachable reports whether an active node can still reach an end node through edges neither pruned nor
@@ -410,17 +408,25 @@ func (r *run) endReachable() bool {
 	return false
 }
 
-// finish ends the instance with a final status, cancelling every active node, open task, bookmark and timer.
-func (r *run) finish(status model.InstanceStatus, reason string) error {
+// finish ends the instance by a move to a final status (complete, reject, fail, terminate, withdraw), cancelling
+// every active node, open task, bookmark and timer.
+func (r *run) finish(m model.Move, reason string) error {
+	if err := r.moveInstance(m); err != nil {
+		return err
+	}
 	now := r.now
+	r.inst.EndedAt = &now
 	for _, ns := range r.sortedNodes() {
 		if ns.Active() {
-			r.endVisit(ns, model.NodeCancelled)
+			if err := r.endVisit(ns, model.MoveCancel); err != nil {
+				return err
+			}
 		}
 	}
-	r.cancelAllTasks(reason)
-	r.inst.Status = status
-	r.inst.EndedAt = &now
+	if err := r.cancelAllTasks(reason); err != nil {
+		return err
+	}
+	status := r.inst.Status
 	var data any
 	if status == model.StatusFailed && r.inst.State.Error != nil {
 		data = map[string]any{"error": r.inst.State.Error}
@@ -433,7 +439,7 @@ func (r *run) finish(status model.InstanceStatus, reason string) error {
 // fail ends the instance failed with f as its error.
 func (r *run) fail(f *model.NodeFailure, reason string) error {
 	r.inst.State.Error = f
-	return r.finish(model.StatusFailed, reason)
+	return r.finish(model.MoveFail, reason)
 }
 
 func (r *run) sortedNodes() []*model.NodeVisit {
@@ -461,8 +467,11 @@ func (r *run) nodeFailure(f *model.NodeFailure) error {
 	switch h.Op() {
 	case model.ErrorOpRetry:
 		if ns.Attempt < h.Retry.Count {
+			if err := r.moveNode(ns, model.MoveWait); err != nil {
+				return err
+			}
 			ns.Attempt++
-			ns.State, ns.WaitingFor = model.NodeWaiting, "retry"
+			ns.WaitingFor = "retry"
 			period := h.Retry.Period.Std()
 			if period <= 0 {
 				period = time.Second
@@ -499,19 +508,26 @@ func failureData(f *model.NodeFailure, attempt int) map[string]any {
 }
 
 // failNode ends a node's visit as failed, with the history item node.failed carrying its error.
-func (r *run) failNode(f *model.NodeFailure, reason string) {
+func (r *run) failNode(f *model.NodeFailure, reason string) error {
 	ns := r.node(f.NodeID)
-	r.endVisit(ns, model.NodeFailed)
-	r.cancelNodeTasks(ns.NodeInstanceID, reason)
+	if err := r.endVisit(ns, model.MoveFail); err != nil {
+		return err
+	}
+	if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+		return err
+	}
 	r.history("node.failed", f.NodeID, "", f.Message, f)
 	r.failure = f
+	return nil
 }
 
 // catch fails the node and continues at the branch node with the error at context.error; the failed node's
 // outgoing edges are killed.
 func (r *run) catch(f *model.NodeFailure, branch string) error {
 	id := f.NodeID
-	r.failNode(f, "caught error")
+	if err := r.failNode(f, "caught error"); err != nil {
+		return err
+	}
 	r.history("node.error_caught", id, "", f.Message, map[string]any{"branch": branch, "code": f.Code})
 	if err := r.setContextPath("error", errorDoc(f)); err != nil {
 		return err
@@ -521,7 +537,7 @@ func (r *run) catch(f *model.NodeFailure, branch string) error {
 		r.inst.State.Edges[i] = model.EdgeKilled
 	}
 	r.cause = max(r.cause, causeFailure)
-	if err := r.activate(branch); err != nil {
+	if err := r.activate(branch, model.MoveBranch); err != nil {
 		return err
 	}
 	return r.propagate(idx)
@@ -536,7 +552,9 @@ func errorDoc(f *model.NodeFailure) json.RawMessage {
 // node's outgoing edges killed), or fails the instance. Either way the error is the instance's `error`.
 func (r *run) throw(f *model.NodeFailure) error {
 	id := f.NodeID
-	r.failNode(f, "node failed")
+	if err := r.failNode(f, "node failed"); err != nil {
+		return err
+	}
 	r.inst.State.Error = f
 	if en := r.c.Def.ErrorNode(); en != nil {
 		if cur := r.node(en.ID); cur == nil || !cur.Active() {
@@ -550,7 +568,7 @@ func (r *run) throw(f *model.NodeFailure) error {
 			}
 			r.cause = max(r.cause, causeFailure)
 			r.advancing++ // the error node runs first: the killed edges must not end the instance before it is active
-			err := r.activate(en.ID)
+			err := r.activate(en.ID, model.MoveBranch)
 			r.advancing--
 			if err != nil {
 				return err

@@ -43,11 +43,13 @@ func (r *run) startApproval(n *model.Node, ns *model.NodeVisit) error {
 	for g, users := range groups {
 		ns.Groups[g].Total = len(users)
 		for pos, u := range users {
-			st := model.TaskPending
+			m := model.MoveOpen
 			if mode == model.SignSequential && pos > 0 {
-				st = model.TaskWaiting
+				m = model.MoveQueue // not yet their turn
 			}
-			r.newTask(n, ns, u, st, model.TaskKindApproval, g, pos, "")
+			if _, err := r.newTask(n, ns, u, m, model.TaskKindApproval, g, pos, ""); err != nil {
+				return err
+			}
 		}
 	}
 	if n.Timeout > 0 {
@@ -64,7 +66,12 @@ func (r *run) groupMode(n *model.Node) string {
 	return n.SignMode()
 }
 
-func (r *run) newTask(n *model.Node, ns *model.NodeVisit, assignee string, status model.TaskStatus, kind string, group, pos int, parent string) *model.Task {
+// newTask creates a task of a node visit by a move from model.TaskNone: open (pending) or queue (waiting).
+func (r *run) newTask(n *model.Node, ns *model.NodeVisit, assignee string, m model.Move, kind string, group, pos int, parent string) (*model.Task, error) {
+	status, err := r.newTaskStatus(m, n.ID)
+	if err != nil {
+		return nil, err
+	}
 	t := &model.Task{ID: r.nextID("t"), TenantID: r.inst.TenantID, InstanceID: r.inst.ID, NodeID: n.ID, NodeName: n.Label(),
 		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
 		CreatedAt: r.now, Title: r.inst.Title, Template: r.inst.Template, Initiator: r.inst.Initiator}
@@ -74,7 +81,7 @@ func (r *run) newTask(n *model.Node, ns *model.NodeVisit, assignee string, statu
 	if status == model.TaskPending {
 		r.event("task.created", n.ID, t)
 	}
-	return t
+	return t, nil
 }
 
 // resolveGroups returns the signer groups of an approval node (one group unless it uses parallel sign).
@@ -255,15 +262,6 @@ func (r *run) task(id string) *model.Task {
 
 func (r *run) changed(t *model.Task) { r.w.ChangedTasks[t.ID] = t }
 
-func (r *run) close(t *model.Task, status model.TaskStatus, comment string) {
-	now := r.now
-	t.Status, t.DecidedAt = status, &now
-	if comment != "" || status != model.TaskCancelled {
-		t.Comment = comment
-	}
-	r.changed(t)
-}
-
 // openTasks returns the open tasks of a node visit matching pred (nil = all).
 func (r *run) openTasks(nodeInstanceID string, pred func(*model.Task) bool) []*model.Task {
 	var out []*model.Task
@@ -275,18 +273,34 @@ func (r *run) openTasks(nodeInstanceID string, pred func(*model.Task) bool) []*m
 	return out
 }
 
-func (r *run) cancelNodeTasks(nodeInstanceID, reason string) {
-	for _, t := range r.openTasks(nodeInstanceID, nil) {
-		r.close(t, model.TaskCancelled, reason)
-	}
+// cancelNodeTasks cancels the open tasks of a node visit.
+func (r *run) cancelNodeTasks(nodeInstanceID, reason string) error {
+	return r.cancelTasks(r.openTasks(nodeInstanceID, nil), reason)
 }
 
-func (r *run) cancelAllTasks(reason string) {
+// cancelAllTasks cancels every open task of the instance.
+func (r *run) cancelAllTasks(reason string) error {
+	return r.cancelOpen(func(*model.Task) bool { return true }, reason)
+}
+
+// cancelOpen cancels the open tasks of the instance matching pred.
+func (r *run) cancelOpen(pred func(*model.Task) bool, reason string) error {
+	var ts []*model.Task
 	for _, t := range r.w.Tasks {
-		if t.Open() {
-			r.close(t, model.TaskCancelled, reason)
+		if t.Open() && pred(t) {
+			ts = append(ts, t)
 		}
 	}
+	return r.cancelTasks(ts, reason)
+}
+
+func (r *run) cancelTasks(ts []*model.Task, reason string) error {
+	for _, t := range ts {
+		if err := r.moveTask(t, model.MoveCancel, reason); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Decision is what a signer decides.
@@ -310,11 +324,13 @@ func (r *run) decide(t *model.Task, d Decision) error {
 		}
 		t.Data = d.Data
 	}
-	status, action := model.TaskRejected, "task.rejected"
+	m, action := model.MoveReject, "task.rejected"
 	if d.Approve {
-		status, action = model.TaskApproved, "task.approved"
+		m, action = model.MoveApprove, "task.approved"
 	}
-	r.close(t, status, d.Comment)
+	if err := r.moveTask(t, m, d.Comment); err != nil {
+		return err
+	}
 	if d.By != t.Assignee {
 		t.DecidedBy = d.By
 	}
@@ -335,19 +351,24 @@ func (r *run) decide(t *model.Task, d Decision) error {
 			return nil
 		}
 		if !d.Approve {
-			r.close(parent, model.TaskCancelled, "rejected by an add-sign signer")
+			if err := r.moveTask(parent, model.MoveCancel, "rejected by an add-sign signer"); err != nil {
+				return err
+			}
 			return r.credit(parent, false)
 		}
 		if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == parent.ID && x.Kind == model.TaskKindSignBefore })) == 0 {
-			parent.Status = model.TaskPending
-			r.changed(parent)
+			if err := r.moveTask(parent, model.MoveRelease, ""); err != nil {
+				return err
+			}
 			r.history("task.resumed", parent.NodeID, parent.ID, "add-sign signers approved", nil)
 		}
 		return nil
 	case model.TaskKindSignAfter:
 		parent := &model.Task{ID: t.ParentID, NodeID: t.NodeID, NodeInstanceID: t.NodeInstanceID, Group: t.Group, Kind: model.TaskKindApproval}
 		if !d.Approve {
-			r.cancelOpen(func(x *model.Task) bool { return x.ParentID == t.ParentID })
+			if err := r.cancelOpen(func(x *model.Task) bool { return x.ParentID == t.ParentID }, ""); err != nil {
+				return err
+			}
 			return r.credit(parent, false)
 		}
 		if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == t.ParentID })) == 0 {
@@ -358,19 +379,13 @@ func (r *run) decide(t *model.Task, d Decision) error {
 	if d.Approve && len(t.AfterSigners) > 0 {
 		n := r.c.Def.Node(t.NodeID)
 		for _, u := range t.AfterSigners {
-			r.newTask(n, ns, u, model.TaskPending, model.TaskKindSignAfter, t.Group, t.Position, t.ID)
+			if _, err := r.newTask(n, ns, u, model.MoveOpen, model.TaskKindSignAfter, t.Group, t.Position, t.ID); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
 	return r.credit(t, d.Approve)
-}
-
-func (r *run) cancelOpen(pred func(*model.Task) bool) {
-	for _, x := range r.w.Tasks {
-		if x.Open() && pred(x) {
-			r.close(x, model.TaskCancelled, "")
-		}
-	}
 }
 
 // credit counts a signer's final decision in its group and decides the group and the node when they are decided.
@@ -392,14 +407,14 @@ func (r *run) credit(t *model.Task, approved bool) error {
 	switch g.Outcome {
 	case model.Undecided:
 		if mode == model.SignSequential && approved {
-			r.promoteNext(ns.NodeInstanceID, t.Group)
+			return r.promoteNext(ns.NodeInstanceID, t.Group)
 		}
 		return nil
 	case model.Rejected:
 		return r.reject(n.ID, "rejected")
 	}
-	for _, x := range r.openTasks(ns.NodeInstanceID, inGroup) {
-		r.close(x, model.TaskCancelled, "the signer group is decided")
+	if err := r.cancelTasks(r.openTasks(ns.NodeInstanceID, inGroup), "the signer group is decided"); err != nil {
+		return err
 	}
 	for _, og := range ns.Groups {
 		if og.Outcome != model.Approved {
@@ -410,7 +425,7 @@ func (r *run) credit(t *model.Task, approved bool) error {
 }
 
 // promoteNext makes the next waiting signer of a sequential group pending.
-func (r *run) promoteNext(nodeInstanceID string, group int) {
+func (r *run) promoteNext(nodeInstanceID string, group int) error {
 	var next *model.Task
 	for _, x := range r.openTasks(nodeInstanceID, func(x *model.Task) bool {
 		return x.Group == group && x.Status == model.TaskWaiting && x.Kind == model.TaskKindApproval
@@ -419,12 +434,15 @@ func (r *run) promoteNext(nodeInstanceID string, group int) {
 			next = x
 		}
 	}
-	if next != nil {
-		next.Status = model.TaskPending
-		r.changed(next)
-		r.history("task.pending", next.NodeID, next.ID, "", map[string]any{"assignee": next.Assignee})
-		r.event("task.created", next.NodeID, next)
+	if next == nil {
+		return nil
 	}
+	if err := r.moveTask(next, model.MoveRelease, ""); err != nil {
+		return err
+	}
+	r.history("task.pending", next.NodeID, next.ID, "", map[string]any{"assignee": next.Assignee})
+	r.event("task.created", next.NodeID, next)
+	return nil
 }
 
 // outcome decides a signer group from its tally: "" (undecided), approved or rejected.
@@ -467,12 +485,17 @@ func (r *run) transfer(t *model.Task, to, comment, by string) (*model.Task, erro
 	if err := r.checkNewSigner(t, to); err != nil {
 		return nil, err
 	}
-	r.close(t, model.TaskTransferred, comment)
+	if err := r.moveTask(t, model.MoveTransfer, comment); err != nil {
+		return nil, err
+	}
 	if by != t.Assignee {
 		t.DecidedBy = by
 	}
 	n := r.c.Def.Node(t.NodeID)
-	nt := r.newTask(n, r.node(t.NodeID), to, model.TaskPending, t.Kind, t.Group, t.Position, t.ParentID)
+	nt, err := r.newTask(n, r.node(t.NodeID), to, model.MoveOpen, t.Kind, t.Group, t.Position, t.ParentID)
+	if err != nil {
+		return nil, err
+	}
 	nt.AfterSigners = t.AfterSigners
 	r.history("task.transferred", t.NodeID, t.ID, comment, map[string]any{"from": t.Assignee, "to": to, "new_task_id": nt.ID})
 	return nt, nil
@@ -514,10 +537,15 @@ func (r *run) addSign(t *model.Task, users []string, position, comment string) (
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign before is only possible on a signer's own task")
 		}
-		t.Status = model.TaskWaiting
-		r.changed(t)
+		if err := r.moveTask(t, model.MoveHold, ""); err != nil {
+			return nil, err
+		}
 		for _, u := range users {
-			created = append(created, r.newTask(n, ns, u, model.TaskPending, model.TaskKindSignBefore, t.Group, t.Position, t.ID))
+			nt, err := r.newTask(n, ns, u, model.MoveOpen, model.TaskKindSignBefore, t.Group, t.Position, t.ID)
+			if err != nil {
+				return nil, err
+			}
+			created = append(created, nt)
 		}
 	case SignAfter:
 		if t.Kind != model.TaskKindApproval {
@@ -537,11 +565,15 @@ func (r *run) addSign(t *model.Task, users []string, position, comment string) (
 			}
 		}
 		for i, u := range users {
-			st := model.TaskPending
+			m := model.MoveOpen
 			if mode == model.SignSequential {
-				st = model.TaskWaiting
+				m = model.MoveQueue
 			}
-			created = append(created, r.newTask(n, ns, u, st, model.TaskKindApproval, t.Group, last+1+i, ""))
+			nt, err := r.newTask(n, ns, u, m, model.TaskKindApproval, t.Group, last+1+i, "")
+			if err != nil {
+				return nil, err
+			}
+			created = append(created, nt)
 		}
 		ns.Groups[t.Group].Total += len(users)
 	default:

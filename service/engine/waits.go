@@ -107,7 +107,10 @@ func (r *run) startDelay(n *model.Node, ns *model.NodeVisit) error {
 	if !due.After(r.now) {
 		return r.complete(n.ID)
 	}
-	ns.State, ns.WaitingFor = model.NodeWaiting, "delay"
+	if err := r.moveNode(ns, model.MoveWait); err != nil {
+		return err
+	}
+	ns.WaitingFor = "delay"
 	r.bookmark(ns, model.BookmarkDelay, "", map[string]any{"due_at": due.UTC()})
 	r.armTimer(ns, model.TimerDelay, due, nil)
 	return nil
@@ -142,7 +145,10 @@ func CallbackToken(key []byte, instanceID, nodeInstanceID string) string {
 // startCallback parks a callback node on a bookmark with a signed URL, an optional timeout and an optional
 // message name; a message queued before it arrived resumes it at once.
 func (r *run) startCallback(n *model.Node, ns *model.NodeVisit) error {
-	ns.State, ns.WaitingFor = model.NodeWaiting, "callback"
+	if err := r.moveNode(ns, model.MoveWait); err != nil {
+		return err
+	}
+	ns.WaitingFor = "callback"
 	kind := model.BookmarkCallback
 	if n.Message != "" {
 		kind = model.BookmarkMessage
@@ -232,7 +238,9 @@ func (r *run) fire(t *model.Timer) error {
 	case model.TimerRetry:
 		if ns.Chain != nil {
 			// A failed plugin is retried alone: the chain goes on from where it failed, with a new timeout.
-			ns.State = model.NodeActive
+			if err := r.moveNode(ns, model.MoveResume); err != nil {
+				return err
+			}
 			for _, id := range append([]string(nil), ns.Timers...) {
 				if timerKind(ns, id) == model.TimerPluginTimeout {
 					r.dropTimer(ns, id) // the new run gets the whole timeout
@@ -254,7 +262,9 @@ func (r *run) fire(t *model.Timer) error {
 		case n.OnTimeout.Branch != "":
 			return r.branchAway(ns, n.OnTimeout.Branch, "approval timed out")
 		case n.OnTimeout.Action == model.TimeoutApprove:
-			r.cancelNodeTasks(ns.NodeInstanceID, "timed out: approved automatically")
+			if err := r.cancelNodeTasks(ns.NodeInstanceID, "timed out: approved automatically"); err != nil {
+				return err
+			}
 			r.history("node.timeout_approved", ns.NodeID, "", "", nil)
 			return r.complete(ns.NodeID)
 		case n.OnTimeout.Action == model.TimeoutReject:
@@ -286,13 +296,17 @@ func (r *run) dropTimer(ns *model.NodeVisit, id string) {
 // branchAway ends a node visit and continues at another node (timeout branches): the node's own outgoing
 // edges are killed.
 func (r *run) branchAway(ns *model.NodeVisit, to, reason string) error {
-	r.endVisit(ns, model.NodeCancelled)
-	r.cancelNodeTasks(ns.NodeInstanceID, reason)
+	if err := r.endVisit(ns, model.MoveCancel); err != nil {
+		return err
+	}
+	if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+		return err
+	}
 	r.history("node.timeout_branch", ns.NodeID, "", reason, map[string]any{"branch": to})
 	for _, i := range r.edgeIndexes(ns.NodeID) {
 		r.inst.State.Edges[i] = model.EdgeKilled
 	}
-	if err := r.activate(to); err != nil {
+	if err := r.activate(to, model.MoveBranch); err != nil {
 		return err
 	}
 	return r.propagate(r.edgeIndexes(ns.NodeID))
@@ -301,12 +315,14 @@ func (r *run) branchAway(ns *model.NodeVisit, to, reason string) error {
 // activateRetry runs a node again after its retry back-off, keeping its attempt count.
 func (r *run) activateRetry(id string) error {
 	prev := r.node(id)
-	r.endVisit(prev, model.NodeFailed)
+	if err := r.endVisit(prev, model.MoveFail); err != nil {
+		return err
+	}
 	if r.retryAttempt == nil {
 		r.retryAttempt = map[string]int{}
 	}
 	r.retryAttempt[id] = prev.Attempt
-	return r.activate(id)
+	return r.activate(id, model.MoveRetry)
 }
 
 func contains(xs []string, s string) bool {

@@ -1,0 +1,24 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// MoveInStep runs a step on instance id that writes a history item and then makes one move by the engine's own
+// transition functions: of node's visit ("node"), of node's first open task ("task"), or of the instance
+// ("instance"). Tests use it to see a refused move fail the whole step.
+func MoveInStep(e *Engine, ctx context.Context, id, kind, node string, m model.Move) error {
+	_, err := e.update(ctx, model.DefaultTenant, id, model.ActorSystem, func(r *run) error {
+		r.history("test.before_move", node, "", "", nil)
+		switch kind {
+		case "node":
+			return r.moveNode(r.node(node), m)
+		case "task":
+			return r.moveTask(r.openTasks(r.node(node).NodeInstanceID, nil)[0], m, "")
+		}
+		return r.moveInstance(m)
+	})
+	return err
+}
