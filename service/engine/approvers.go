@@ -73,12 +73,12 @@ func (c *userCache) put(tenant string, names []string, states map[string]bool) {
 
 // presentUsers keeps the users who exist and are enabled, in order, and notes each one dropped in the history
 // of node (as approver.dropped with the user and the reason).
-func (r *run) presentUsers(node string, users []string) ([]string, error) {
-	tenant := r.inst.TenantID
+func (s *step) presentUsers(node string, users []string) ([]string, error) {
+	tenant := s.inst.TenantID
 	states := make(map[string]userState, len(users))
 	var missing []string
 	for _, u := range users {
-		if st, ok := r.e.users.get(tenant, u); ok {
+		if st, ok := s.e.users.get(tenant, u); ok {
 			states[u] = st
 		} else {
 			missing = append(missing, u)
@@ -87,10 +87,10 @@ func (r *run) presentUsers(node string, users []string) ([]string, error) {
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		missing = slices.Compact(missing)
-		v, err := r.read("users\x00"+strings.Join(missing, "\x00"), func(ctx context.Context) (any, error) {
-			m, err := r.e.dir.UserStates(ctx, tenant, missing)
+		v, err := s.read("users\x00"+strings.Join(missing, "\x00"), func(ctx context.Context) (any, error) {
+			m, err := s.e.dir.UserStates(ctx, tenant, missing)
 			if err == nil {
-				r.e.users.put(tenant, missing, m)
+				s.e.users.put(tenant, missing, m)
 			}
 			return m, err
 		})
@@ -108,9 +108,9 @@ func (r *run) presentUsers(node string, users []string) ([]string, error) {
 		st := states[u]
 		switch {
 		case !st.exists:
-			r.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropUnknown})
+			s.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropUnknown})
 		case st.disabled:
-			r.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropDisabled})
+			s.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropDisabled})
 		default:
 			out = append(out, u)
 		}

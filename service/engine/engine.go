@@ -439,13 +439,13 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
 			Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w = &model.Work{Instance: inst}
-		r := e.newRun(ctx, w, c, actor)
-		if err := r.moveInstance(model.MoveStart); err != nil {
+		s := e.newStep(ctx, w, c, actor)
+		if err := s.moveInstance(model.MoveStart); err != nil {
 			return nil, err
 		}
-		r.history("instance.started", "", "", "", started)
-		r.event("instance.started", "", nil)
-		if err := r.activate(c.Def.Start().ID, model.MoveActivate); err != nil {
+		s.history("instance.started", "", "", "", started)
+		s.event("instance.started", "", nil)
+		if err := s.activate(c.Def.Start().ID, model.MoveActivate); err != nil {
 			return nil, err
 		}
 		err := e.createInstance(ctx, w)
@@ -465,7 +465,7 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 // update runs fn on a locked instance with a fresh run, and returns the instance afterwards. A step that needs
 // reads which must not happen inside the transaction (see reads) is rolled back, the reads are done with no
 // transaction open, and the step runs again with their answers.
-func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, fn func(r *run) error) (*model.Work, error) {
+func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, fn func(s *step) error) (*model.Work, error) {
 	rd := newReads()
 	for round := 0; ; round++ {
 		var done *model.Work
@@ -474,9 +474,9 @@ func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, f
 			if err != nil {
 				return err
 			}
-			r := e.newRun(ctx, w, c, actor)
-			r.reads = rd
-			err = fn(r)
+			s := e.newStep(ctx, w, c, actor)
+			s.reads = rd
+			err = fn(s)
 			if len(rd.pending) > 0 {
 				return errNeedRead // whatever the run did without the answers is rolled back
 			}
@@ -534,8 +534,8 @@ func newReads() *reads {
 var errNeedRead = errors.New("engine: the step needs reads outside its transaction")
 
 // read returns the answer of a read keyed by key (see reads).
-func (r *run) read(key string, fn func(ctx context.Context) (any, error)) (any, error) {
-	return r.reads.get(r.ctx, key, fn)
+func (s *step) read(key string, fn func(ctx context.Context) (any, error)) (any, error) {
+	return s.reads.get(s.ctx, key, fn)
 }
 
 // get answers a read from what was fetched, or records it and returns errNeedRead; with rd nil (no transaction
@@ -587,13 +587,13 @@ func (rd *reads) fetch(ctx context.Context) error {
 
 // taskAction locks the task's instance and runs fn on the task after the common checks: it exists (404), it is
 // the caller's or the caller is an admin (403), it is pending (409).
-func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID string, fn func(r *run, t *model.Task) error) (*model.Work, error) {
+func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID string, fn func(s *step, t *model.Task) error) (*model.Work, error) {
 	instID := InstanceOf(taskID)
 	if instID == "" {
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
-	w, err := e.update(ctx, actor.TenantID, instID, actor.Username, func(r *run) error {
-		t := r.task(taskID)
+	w, err := e.update(ctx, actor.TenantID, instID, actor.Username, func(s *step) error {
+		t := s.task(taskID)
 		if t == nil {
 			// Not open (or unknown): why is read after the transaction. Reading it here would take a second
 			// connection while this one holds the row lock; with every pooled connection held by a request
@@ -607,10 +607,10 @@ func (e *Engine) taskAction(ctx context.Context, actor *model.Principal, taskID 
 			return model.CodedError(model.ECONFLICT, "task_not_pending", "task %s is %s: it is not its turn yet", taskID, t.Status).
 				WithDetails(map[string]any{"status": t.Status})
 		}
-		if r.inst.Ended() {
-			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", r.inst.ID, r.inst.Status)
+		if s.inst.Ended() {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", s.inst.ID, s.inst.Status)
 		}
-		return fn(r, t)
+		return fn(s, t)
 	})
 	if errors.Is(err, errTaskNotOpen) {
 		old, gerr := e.store.GetTask(ctx, actor.TenantID, taskID)
@@ -662,8 +662,8 @@ func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID stri
 		return nil, err
 	}
 	var out *model.Task
-	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
-		if err := r.decide(t, Decision{Approve: approve, Comment: req.Comment, Data: data, By: actor.Username}); err != nil {
+	w, err := e.taskAction(ctx, actor, taskID, func(s *step, t *model.Task) error {
+		if err := s.decide(t, Decision{Approve: approve, Comment: req.Comment, Data: data, By: actor.Username}); err != nil {
 			return err
 		}
 		out = t
@@ -704,8 +704,8 @@ func (e *Engine) Transfer(ctx context.Context, actor *model.Principal, taskID st
 		return nil, err
 	}
 	var out *model.Task
-	_, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
-		nt, err := r.transfer(t, req.To, req.Comment, actor.Username)
+	_, err := e.taskAction(ctx, actor, taskID, func(s *step, t *model.Task) error {
+		nt, err := s.transfer(t, req.To, req.Comment, actor.Username)
 		out = nt
 		return err
 	})
@@ -742,8 +742,8 @@ func (e *Engine) AddSign(ctx context.Context, actor *model.Principal, taskID str
 		return nil, model.CodedError(model.EINVALID, "invalid_position", "position must be before, after or parallel")
 	}
 	var out AddSignResult
-	_, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
-		created, err := r.addSign(t, users, req.Position, req.Comment)
+	_, err := e.taskAction(ctx, actor, taskID, func(s *step, t *model.Task) error {
+		created, err := s.addSign(t, users, req.Position, req.Comment)
 		out = AddSignResult{Task: t, Created: created}
 		if out.Created == nil {
 			out.Created = []*model.Task{}
@@ -775,16 +775,16 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason str
 	if len(reason) > 4000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_reason", "reason must be at most 4000 characters")
 	}
-	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(r *run) error {
+	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(s *step) error {
 		switch {
-		case m == model.MoveWithdraw && r.inst.Initiator != actor.Username:
+		case m == model.MoveWithdraw && s.inst.Initiator != actor.Username:
 			return model.CodedError(model.EFORBIDDEN, "not_initiator", "only the initiator may withdraw an instance")
-		case m == model.MoveTerminate && r.inst.Initiator != actor.Username && !actor.IsAdmin():
+		case m == model.MoveTerminate && s.inst.Initiator != actor.Username && !actor.IsAdmin():
 			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may terminate an instance")
-		case r.inst.Ended():
-			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is already %s", id, r.inst.Status)
+		case s.inst.Ended():
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is already %s", id, s.inst.Status)
 		}
-		return r.finish(m, reason)
+		return s.finish(m, reason)
 	})
 	if err != nil {
 		return nil, err
@@ -795,12 +795,12 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason str
 // FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
 // already handled, do nothing.
 func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
-	_, err := e.update(ctx, tenant, t.InstanceID, model.ActorSystem, func(r *run) error {
-		if r.inst.Ended() {
-			r.w.FiredTimers = append(r.w.FiredTimers, t.ID)
+	_, err := e.update(ctx, tenant, t.InstanceID, model.ActorSystem, func(s *step) error {
+		if s.inst.Ended() {
+			s.w.FiredTimers = append(s.w.FiredTimers, t.ID)
 			return nil
 		}
-		return r.fire(t)
+		return s.fire(t)
 	})
 	if model.IsKind(err, model.ENOTFOUND) {
 		return nil

@@ -10,15 +10,15 @@ import (
 // transition functions: of node's visit ("node"), of node's first open task ("task"), or of the instance
 // ("instance"). Tests use it to see a refused move fail the whole step.
 func MoveInStep(e *Engine, ctx context.Context, id, kind, node string, m model.Move) error {
-	_, err := e.update(ctx, model.DefaultTenant, id, model.ActorSystem, func(r *run) error {
-		r.history("test.before_move", node, "", "", nil)
+	_, err := e.update(ctx, model.DefaultTenant, id, model.ActorSystem, func(s *step) error {
+		s.history("test.before_move", node, "", "", nil)
 		switch kind {
 		case "node":
-			return r.moveNode(r.node(node), m)
+			return s.moveNode(s.node(node), m)
 		case "task":
-			return r.moveTask(r.openTasks(r.node(node).NodeInstanceID, nil)[0], m, "")
+			return s.moveTask(s.openTasks(s.node(node).NodeInstanceID, nil)[0], m, "")
 		}
-		return r.moveInstance(m)
+		return s.moveInstance(m)
 	})
 	return err
 }

@@ -168,13 +168,13 @@ func (e *Engine) sendMessage(ctx context.Context, actor *model.Principal, req Me
 		return nil, err
 	}
 	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
+		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(s *step) error {
+			ns := s.node(b.NodeID)
+			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || s.inst.Ended() {
 				return errStale
 			}
-			r.w.ConsumeMessage = append(r.w.ConsumeMessage, m.ID)
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
+			s.w.ConsumeMessage = append(s.w.ConsumeMessage, m.ID)
+			return s.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
 		})
 		switch {
 		case err == nil:
@@ -199,12 +199,12 @@ func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash strin
 	}
 	n := 0
 	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
+		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(s *step) error {
+			ns := s.node(b.NodeID)
+			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || s.inst.Ended() {
 				return errStale
 			}
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": name})
+			return s.resumeWait(ns, data, "message.received", map[string]any{"message": name})
 		})
 		switch {
 		case err == nil:

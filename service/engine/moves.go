@@ -54,36 +54,36 @@ func reach(id string, next func(string) []string) map[string]bool {
 // resetRegion undoes the flow in a region of the graph: active visits there are cancelled (their tasks,
 // bookmarks and timers with them), decided nodes are reset so they can run again, and the edges leaving the
 // region and the pivot are forgotten, so conditions are evaluated again on the way back.
-func (r *run) resetRegion(pivot string, region map[string]bool, reason string) error {
+func (s *step) resetRegion(pivot string, region map[string]bool, reason string) error {
 	ids := make([]string, 0, len(region))
 	for id := range region {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		ns := r.node(id)
+		ns := s.node(id)
 		if ns == nil || ns.State == model.NodeReset {
 			continue
 		}
 		if ns.Active() {
-			if err := r.endVisit(ns, model.MoveCancel); err != nil {
+			if err := s.endVisit(ns, model.MoveCancel); err != nil {
 				return err
 			}
-			if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+			if err := s.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
 				return err
 			}
 		}
-		if err := r.moveNode(ns, model.MoveReset); err != nil {
+		if err := s.moveNode(ns, model.MoveReset); err != nil {
 			return err
 		}
 	}
 	for id := range region {
-		for _, i := range r.c.OutgoingIndexes(id) {
-			r.inst.State.Edges[i] = model.EdgeUnknown
+		for _, i := range s.c.OutgoingIndexes(id) {
+			s.inst.State.Edges[i] = model.EdgeUnknown
 		}
 	}
-	for _, i := range r.c.OutgoingIndexes(pivot) {
-		r.inst.State.Edges[i] = model.EdgeUnknown
+	for _, i := range s.c.OutgoingIndexes(pivot) {
+		s.inst.State.Edges[i] = model.EdgeUnknown
 	}
 	return nil
 }
@@ -97,16 +97,16 @@ type ReturnTarget struct {
 
 // returnTargets lists the upstream nodes of a node that completed in this instance (people-facing ones: the
 // start, meaning the initiator — only when the initiator is a person — and approval nodes), in activation order.
-func (r *run) returnTargets(nodeID string) []ReturnTarget {
-	up := ancestors(r.c, nodeID)
+func (s *step) returnTargets(nodeID string) []ReturnTarget {
+	up := ancestors(s.c, nodeID)
 	var nss []*model.NodeVisit
 	for id := range up {
-		ns := r.node(id)
-		n := r.c.Def.Node(id)
+		ns := s.node(id)
+		n := s.c.Def.Node(id)
 		if ns == nil || ns.State != model.NodeCompleted || (n.Type != model.NodeStart && n.Type != model.NodeApproval) {
 			continue
 		}
-		if n.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+		if n.Type == model.NodeStart && !personInitiator(s.inst.Initiator) {
 			continue // nobody could resubmit (no_initiator)
 		}
 		nss = append(nss, ns)
@@ -143,12 +143,12 @@ func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, t
 	if !t.Open() || inst.Ended() {
 		return []ReturnTarget{}, false, nil
 	}
-	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	s := &step{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
 	noInitiator := false
 	if start := c.Def.Start(); start != nil && !personInitiator(inst.Initiator) && ancestors(c, t.NodeID)[start.ID] {
 		noInitiator = true
 	}
-	return r.returnTargets(t.NodeID), noInitiator, nil
+	return s.returnTargets(t.NodeID), noInitiator, nil
 }
 
 // MoveRequest is the body of return and jump.
@@ -164,33 +164,33 @@ func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID stri
 	if req.To == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to return to")
 	}
-	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
-		target := r.c.Def.Node(req.To)
+	w, err := e.taskAction(ctx, actor, taskID, func(s *step, t *model.Task) error {
+		target := s.c.Def.Node(req.To)
 		if target == nil {
 			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not in this template", req.To)
 		}
-		if !ancestors(r.c, t.NodeID)[req.To] {
+		if !ancestors(s.c, t.NodeID)[req.To] {
 			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not upstream of %q", req.To, t.NodeID)
 		}
-		if ns := r.node(req.To); ns == nil || ns.State != model.NodeCompleted {
+		if ns := s.node(req.To); ns == nil || ns.State != model.NodeCompleted {
 			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", req.To)
 		}
-		if target.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+		if target.Type == model.NodeStart && !personInitiator(s.inst.Initiator) {
 			return model.CodedError(model.EUNPROCESSABLE, "no_initiator",
-				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", r.inst.Initiator)
+				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", s.inst.Initiator)
 		}
 		from := t.NodeID
-		if err := r.moveTask(t, model.MoveCancel, req.Comment); err != nil {
+		if err := s.moveTask(t, model.MoveCancel, req.Comment); err != nil {
 			return err
 		}
-		r.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
-		if err := r.resetRegion(req.To, descendants(r.c, req.To), "returned to "+req.To); err != nil {
+		s.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
+		if err := s.resetRegion(req.To, descendants(s.c, req.To), "returned to "+req.To); err != nil {
 			return err
 		}
 		if target.Type == model.NodeStart {
-			return r.awaitResubmit(target)
+			return s.awaitResubmit(target)
 		}
-		return r.activate(req.To, model.MoveReenter)
+		return s.activate(req.To, model.MoveReenter)
 	})
 	if err != nil {
 		return nil, err
@@ -207,25 +207,25 @@ func personInitiator(initiator string) bool {
 
 // awaitResubmit parks the start node on a resubmit task for the initiator (who approves it, optionally with data
 // editing the context, to run the flow again — or rejects it to withdraw).
-func (r *run) awaitResubmit(start *model.Node) error {
-	ns, err := r.newVisit(start, model.MoveReenter)
+func (s *step) awaitResubmit(start *model.Node) error {
+	ns, err := s.newVisit(start, model.MoveReenter)
 	if err != nil {
 		return err
 	}
 	ns.WaitingFor = "resubmit"
 	ns.PreDone, ns.AfterDone = true, true
-	r.history("node.activated", start.ID, "", "returned to the initiator", nil)
-	_, err = r.newTask(start, ns, r.inst.Initiator, model.MoveOpen, model.TaskKindResubmit, 0, 0, "")
+	s.history("node.activated", start.ID, "", "returned to the initiator", nil)
+	_, err = s.newTask(start, ns, s.inst.Initiator, model.MoveOpen, model.TaskKindResubmit, 0, 0, "")
 	return err
 }
 
 // resubmitted: the initiator approved (run the flow again from the start) or rejected (withdraw) a resubmit task.
-func (r *run) resubmitted(t *model.Task, d Decision) error {
+func (s *step) resubmitted(t *model.Task, d Decision) error {
 	if !d.Approve {
-		return r.finish(model.MoveWithdraw, "the initiator withdrew instead of resubmitting")
+		return s.finish(model.MoveWithdraw, "the initiator withdrew instead of resubmitting")
 	}
-	r.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
-	return r.complete(r.c.Def.Start().ID)
+	s.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
+	return s.complete(s.c.Def.Start().ID)
 }
 
 // Reclaim takes a decision back (追回): allowed to whoever decided the task while no task created after it (nor
@@ -241,7 +241,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
 	var out *model.Task
-	_, err = e.update(ctx, actor.TenantID, instID, actor.Username, func(r *run) error {
+	_, err = e.update(ctx, actor.TenantID, instID, actor.Username, func(s *step) error {
 		var t *model.Task
 		for _, x := range all {
 			if x.ID == taskID {
@@ -262,8 +262,8 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		if t.Status != model.TaskApproved && t.Status != model.TaskRejected {
 			return model.CodedError(model.ECONFLICT, "not_decided", "task %s is %s: there is no decision to take back", taskID, t.Status)
 		}
-		if r.inst.Ended() {
-			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", r.inst.ID, r.inst.Status)
+		if s.inst.Ended() {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", s.inst.ID, s.inst.Status)
 		}
 		for _, x := range all {
 			if x.ID == t.ID || (x.Status != model.TaskApproved && x.Status != model.TaskRejected && x.Status != model.TaskTransferred) {
@@ -273,7 +273,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 			// the instance's sequence number, which orders creations even when their timestamps are equal.
 			var later bool
 			if x.NodeInstanceID == t.NodeInstanceID {
-				later = r.groupMode(r.c.Def.Node(t.NodeID)) == model.SignSequential && x.Group == t.Group && x.Position > t.Position
+				later = s.groupMode(s.c.Def.Node(t.NodeID)) == model.SignSequential && x.Group == t.Group && x.Position > t.Position
 			} else {
 				later = idSeq(x.ID) > idSeq(t.ID)
 			}
@@ -282,7 +282,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 					WithDetails(map[string]any{"task_id": x.ID, "assignee": x.Assignee})
 			}
 		}
-		ns := r.node(t.NodeID)
+		ns := s.node(t.NodeID)
 		if ns == nil || ns.NodeInstanceID != t.NodeInstanceID {
 			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s has been entered again since; it cannot be taken back", taskID)
 		}
@@ -291,18 +291,18 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s is %s; the decision can no longer be taken back", taskID, ns.State)
 		}
 		// Undo everything downstream of the task's node, then reopen the node's visit at this decision.
-		if err := r.resetRegion(t.NodeID, descendants(r.c, t.NodeID), "decision taken back"); err != nil {
+		if err := s.resetRegion(t.NodeID, descendants(s.c, t.NodeID), "decision taken back"); err != nil {
 			return err
 		}
 		if !ns.Active() {
-			if err := r.moveNode(ns, model.MoveReopen); err != nil {
+			if err := s.moveNode(ns, model.MoveReopen); err != nil {
 				return err
 			}
 			ns.EndedAt, ns.Chain = nil, nil
 			ns.AfterDone = false
 		}
-		n := r.c.Def.Node(t.NodeID)
-		mode := r.groupMode(n)
+		n := s.c.Def.Node(t.NodeID)
+		mode := s.groupMode(n)
 		g := &ns.Groups[t.Group]
 		if t.Status == model.TaskApproved {
 			g.Approved--
@@ -318,30 +318,30 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 			switch {
 			case x.Status == model.TaskCancelled && x.DecidedAt != nil && t.DecidedAt != nil && x.DecidedAt.Equal(*t.DecidedAt):
 				c := *x
-				if err := r.moveTask(&c, model.MoveRestore, ""); err != nil {
+				if err := s.moveTask(&c, model.MoveRestore, ""); err != nil {
 					return err
 				}
 				if mode == model.SignSequential && c.Position > t.Position {
-					if err := r.moveTask(&c, model.MoveHold, ""); err != nil {
+					if err := s.moveTask(&c, model.MoveHold, ""); err != nil {
 						return err
 					}
 				}
-				r.w.Tasks = append(r.w.Tasks, &c)
+				s.w.Tasks = append(s.w.Tasks, &c)
 			case x.Status == model.TaskPending && mode == model.SignSequential && x.Group == t.Group && x.Position > t.Position:
-				if open := r.task(x.ID); open != nil {
-					if err := r.moveTask(open, model.MoveHold, ""); err != nil {
+				if open := s.task(x.ID); open != nil {
+					if err := s.moveTask(open, model.MoveHold, ""); err != nil {
 						return err
 					}
 				}
 			}
 		}
-		if err := r.moveTask(t, model.MoveReclaim, ""); err != nil {
+		if err := s.moveTask(t, model.MoveReclaim, ""); err != nil {
 			return err
 		}
-		r.w.Tasks = append(r.w.Tasks, t)
-		r.history("task.reclaimed", t.NodeID, t.ID, comment, nil)
+		s.w.Tasks = append(s.w.Tasks, t)
+		s.history("task.reclaimed", t.NodeID, t.ID, comment, nil)
 		if ns.Timers == nil && n.Timeout > 0 {
-			r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
+			s.armTimer(ns, model.TimerApprovalTimeout, s.now.Add(n.Timeout.Std()), nil)
 		}
 		out = t
 		return nil
@@ -369,43 +369,43 @@ func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, re
 	if reason == "" {
 		reason = req.Comment
 	}
-	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(r *run) error {
-		n := r.c.Def.Node(req.To)
+	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(s *step) error {
+		n := s.c.Def.Node(req.To)
 		if n == nil {
 			return model.CodedError(model.EUNPROCESSABLE, "invalid_jump_target", "node %q is not in this template", req.To)
 		}
-		if r.inst.Status != model.StatusRunning && r.inst.Status != model.StatusFailed {
-			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", id, r.inst.Status)
+		if s.inst.Status != model.StatusRunning && s.inst.Status != model.StatusFailed {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", id, s.inst.Status)
 		}
 		var from []string
-		for _, ns := range r.sortedNodes() {
+		for _, ns := range s.sortedNodes() {
 			if ns.Active() {
 				from = append(from, ns.NodeID)
-				if err := r.endVisit(ns, model.MoveCancel); err != nil {
+				if err := s.endVisit(ns, model.MoveCancel); err != nil {
 					return err
 				}
 			}
 		}
-		if err := r.cancelAllTasks("jumped to " + req.To); err != nil {
+		if err := s.cancelAllTasks("jumped to " + req.To); err != nil {
 			return err
 		}
-		r.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
-		if r.inst.Status == model.StatusFailed {
+		s.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
+		if s.inst.Status == model.StatusFailed {
 			// The repair: the instance runs again, and its error is history (node.failed keeps it).
-			if err := r.moveInstance(model.MoveRepair); err != nil {
+			if err := s.moveInstance(model.MoveRepair); err != nil {
 				return err
 			}
-			r.inst.EndedAt, r.inst.State.Error = nil, nil
+			s.inst.EndedAt, s.inst.State.Error = nil, nil
 		}
-		region := descendants(r.c, req.To)
+		region := descendants(s.c, req.To)
 		region[req.To] = true
-		if err := r.resetRegion(req.To, region, "jumped to "+req.To); err != nil {
+		if err := s.resetRegion(req.To, region, "jumped to "+req.To); err != nil {
 			return err
 		}
-		if err := r.activate(req.To, model.MoveActivate); err != nil {
+		if err := s.activate(req.To, model.MoveActivate); err != nil {
 			return err
 		}
-		return r.settle()
+		return s.settle()
 	})
 	if err != nil {
 		return nil, err

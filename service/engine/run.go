@@ -15,9 +15,10 @@ import (
 	"github.com/halley-bpm/halley/service/template"
 )
 
-// run is one engine transaction on one instance: it mutates w (under the instance row lock) and is thrown away.
-// Every method is deterministic given w, so the store may call the whole thing again after a deadlock.
-type run struct {
+// step is one engine transaction on one instance (docs/engine.md "One step = one transaction"): it mutates w
+// (under the instance row lock) and is thrown away. Every method is deterministic given w, so the store may call
+// the whole thing again after a deadlock.
+type step struct {
 	e            *Engine
 	ctx          context.Context
 	w            *model.Work
@@ -43,7 +44,7 @@ type run struct {
 	stranded *model.NodeFailure
 }
 
-func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *run {
+func (e *Engine) newStep(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *step {
 	if w.ChangedTasks == nil {
 		w.ChangedTasks = map[string]*model.Task{}
 	}
@@ -59,16 +60,16 @@ func (e *Engine) newRun(ctx context.Context, w *model.Work, c *template.Compiled
 	now := e.clock.Now().UTC()
 	w.Instance.UpdatedAt = now
 	w.Instance.Rev++
-	r := &run{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor}
-	r.upgradeEdges()
-	return r
+	s := &step{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor}
+	s.upgradeEdges()
+	return s
 }
 
 // nextID returns a new id within the instance: <instance id>.<prefix><n>. Ids of tasks and node visits carry
 // their instance id, so an action on a task finds (and locks) its instance without another read.
-func (r *run) nextID(prefix string) string {
-	r.inst.State.Seq++
-	return r.inst.ID + "." + prefix + strconv.Itoa(r.inst.State.Seq)
+func (s *step) nextID(prefix string) string {
+	s.inst.State.Seq++
+	return s.inst.ID + "." + prefix + strconv.Itoa(s.inst.State.Seq)
 }
 
 // InstanceOf returns the instance id a task, node visit or bookmark id belongs to, or "".
@@ -81,18 +82,18 @@ func InstanceOf(id string) string {
 	return ""
 }
 
-func (r *run) history(action, nodeID, taskID, comment string, data any) {
+func (s *step) history(action, nodeID, taskID, comment string, data any) {
 	var raw json.RawMessage
 	if data != nil {
 		raw, _ = json.Marshal(data)
 	}
-	r.w.History = append(r.w.History, model.HistoryEvent{At: r.now, Actor: r.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
+	s.w.History = append(s.w.History, model.HistoryEvent{At: s.now, Actor: s.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
 }
 
-func (r *run) node(id string) *model.NodeVisit { return r.inst.State.Nodes[id] }
+func (s *step) node(id string) *model.NodeVisit { return s.inst.State.Nodes[id] }
 
 // mergeContext shallow-merges the top-level fields of data (a JSON object) into the instance context.
-func (r *run) mergeContext(data json.RawMessage) error {
+func (s *step) mergeContext(data json.RawMessage) error {
 	if len(data) == 0 || string(data) == "null" {
 		return nil
 	}
@@ -104,7 +105,7 @@ func (r *run) mergeContext(data json.RawMessage) error {
 		return nil
 	}
 	var cur map[string]json.RawMessage
-	if err := json.Unmarshal(r.inst.Context, &cur); err != nil || cur == nil {
+	if err := json.Unmarshal(s.inst.Context, &cur); err != nil || cur == nil {
 		cur = map[string]json.RawMessage{}
 	}
 	for k, v := range patch {
@@ -114,90 +115,90 @@ func (r *run) mergeContext(data json.RawMessage) error {
 	if err != nil {
 		return err
 	}
-	r.inst.Context = b
+	s.inst.Context = b
 	return nil
 }
 
 // setContextPath stores raw under a top-level key of the context (a node id: letters, digits, '-', '_').
-func (r *run) setContextPath(key string, raw json.RawMessage) error {
+func (s *step) setContextPath(key string, raw json.RawMessage) error {
 	if len(raw) == 0 {
 		raw = json.RawMessage("null")
 	}
-	b, err := sjson.SetRawBytes(r.inst.Context, key, raw)
+	b, err := sjson.SetRawBytes(s.inst.Context, key, raw)
 	if err != nil {
 		return err
 	}
-	r.inst.Context = b
+	s.inst.Context = b
 	return nil
 }
 
 // activate starts a new visit of a node by a move that makes it active (activate, reenter, retry, branch) and
 // runs it as far as it goes without waiting.
-func (r *run) activate(id string, m model.Move) error {
-	r.depth++
-	defer func() { r.depth-- }()
-	if r.depth > 10000 {
-		return fmt.Errorf("engine: instance %s: activation recursion too deep at node %s", r.inst.ID, id)
+func (s *step) activate(id string, m model.Move) error {
+	s.depth++
+	defer func() { s.depth-- }()
+	if s.depth > 10000 {
+		return fmt.Errorf("engine: instance %s: activation recursion too deep at node %s", s.inst.ID, id)
 	}
-	n := r.c.Def.Node(id)
+	n := s.c.Def.Node(id)
 	if n == nil {
-		return fmt.Errorf("engine: node %q is not in %s@%d", id, r.c.Key, r.c.Version)
+		return fmt.Errorf("engine: node %q is not in %s@%d", id, s.c.Key, s.c.Version)
 	}
-	ns, err := r.newVisit(n, m)
+	ns, err := s.newVisit(n, m)
 	if err != nil {
 		return err
 	}
-	if a, ok := r.retryAttempt[id]; ok {
+	if a, ok := s.retryAttempt[id]; ok {
 		ns.Attempt = a
-		delete(r.retryAttempt, id)
+		delete(s.retryAttempt, id)
 	}
-	r.history("node.activated", id, "", "", nil)
-	r.event("node.activated", id, nil)
+	s.history("node.activated", id, "", "", nil)
+	s.event("node.activated", id, nil)
 	if !n.CC.IsZero() {
-		if err := r.copyTo(n, ns); err != nil {
+		if err := s.copyTo(n, ns); err != nil {
 			return err
 		}
 	}
 	if n.IsIgnore {
-		r.history("node.ignored", id, "", "", nil)
+		s.history("node.ignored", id, "", "", nil)
 		ns.PreDone, ns.AfterDone = true, true // an ignored node runs no plugins
-		return r.complete(id)
+		return s.complete(id)
 	}
 	if n.Type == model.NodeCallback {
 		// Known before the node's pre plugins run, so that they can hand it to the system that calls back.
-		tok := CallbackToken(r.e.callbackKey, r.inst.ID, ns.NodeInstanceID)
-		ns.CallbackURL = fmt.Sprintf("%s/api/v1/callback/%s/%s?token=%s", r.e.publicURL, r.inst.ID, ns.NodeInstanceID, tok)
+		tok := CallbackToken(s.e.callbackKey, s.inst.ID, ns.NodeInstanceID)
+		ns.CallbackURL = fmt.Sprintf("%s/api/v1/callback/%s/%s?token=%s", s.e.publicURL, s.inst.ID, ns.NodeInstanceID, tok)
 	}
 	if len(n.Plugins.Pre) > 0 && n.Type != model.NodeAuto {
-		return r.startChain(ns, PhasePre, n.Plugins.Pre, thenRun)
+		return s.startChain(ns, PhasePre, n.Plugins.Pre, thenRun)
 	}
-	return r.runNode(n, ns)
+	return s.runNode(n, ns)
 }
 
 // runNode does a node's own work, once its pre plugins (if any) ran.
-func (r *run) runNode(n *model.Node, ns *model.NodeVisit) error {
+func (s *step) runNode(n *model.Node, ns *model.NodeVisit) error {
 	id := n.ID
 	switch n.Type {
 	case model.NodeStart, model.NodeEnd, model.NodeError:
-		return r.complete(id)
+		return s.complete(id)
 	case model.NodeTerminate:
-		if err := r.endVisit(ns, model.MoveComplete); err != nil {
+		if err := s.endVisit(ns, model.MoveComplete); err != nil {
 			return err
 		}
-		return r.finish(model.MoveTerminate, "terminate node "+id)
+		return s.finish(model.MoveTerminate, "terminate node "+id)
 	case model.NodeAuto:
 		// An auto node's work is its plugins: pre then after, in phase "auto"; a "reject" decision rejects it.
 		if names := append(append([]string{}, n.Plugins.Pre...), n.Plugins.After...); len(names) > 0 {
-			r.armPluginTimeout(n, ns)
-			return r.startChain(ns, PhaseAuto, names, thenAuto)
+			s.armPluginTimeout(n, ns)
+			return s.startChain(ns, PhaseAuto, names, thenAuto)
 		}
-		return r.complete(id)
+		return s.complete(id)
 	case model.NodeApproval:
-		return r.startApproval(n, ns)
+		return s.startApproval(n, ns)
 	case model.NodeDelay:
-		return r.startDelay(n, ns)
+		return s.startDelay(n, ns)
 	case model.NodeCallback:
-		return r.startCallback(n, ns)
+		return s.startCallback(n, ns)
 	}
 	return fmt.Errorf("engine: node %s has unknown type %q", id, n.Type)
 }
@@ -205,112 +206,112 @@ func (r *run) runNode(n *model.Node, ns *model.NodeVisit) error {
 // complete marks a node completed, evaluates its outgoing edges and advances. A node none of whose outgoing edges
 // is taken does not complete: its no_route error goes to its error handler (ignoring it completes the node with
 // every outgoing edge pruned).
-func (r *run) complete(id string) error {
-	ns := r.node(id)
-	if n := r.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone && n.Type != model.NodeAuto {
-		return r.startChain(ns, PhaseAfter, n.Plugins.After, thenComplete)
+func (s *step) complete(id string) error {
+	ns := s.node(id)
+	if n := s.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone && n.Type != model.NodeAuto {
+		return s.startChain(ns, PhaseAfter, n.Plugins.After, thenComplete)
 	}
-	r.releaseVisit(ns)
-	r.history("node.completed", id, "", "", nil)
-	out := r.c.Def.Outgoing(id)
+	s.releaseVisit(ns)
+	s.history("node.completed", id, "", "", nil)
+	out := s.c.Def.Outgoing(id)
 	if len(out) == 0 {
-		if err := r.closeVisit(ns, model.MoveComplete); err != nil {
+		if err := s.closeVisit(ns, model.MoveComplete); err != nil {
 			return err
 		}
-		return r.settle()
+		return s.settle()
 	}
-	idx := r.edgeIndexes(id)
+	idx := s.edgeIndexes(id)
 	taken := 0
 	for _, i := range idx {
-		e := r.c.Def.Edges[i]
+		e := s.c.Def.Edges[i]
 		if e.Default {
 			continue
 		}
-		if cond := r.c.Conditions[i]; cond == nil || cond.Match(r.inst.Context) {
-			r.inst.State.Edges[i] = model.EdgeTaken
+		if cond := s.c.Conditions[i]; cond == nil || cond.Match(s.inst.Context) {
+			s.inst.State.Edges[i] = model.EdgeTaken
 			taken++
 		} else {
-			r.inst.State.Edges[i] = model.EdgePruned
+			s.inst.State.Edges[i] = model.EdgePruned
 		}
 	}
 	for _, i := range idx {
-		if r.c.Def.Edges[i].Default {
+		if s.c.Def.Edges[i].Default {
 			if taken == 0 {
-				r.inst.State.Edges[i] = model.EdgeTaken
+				s.inst.State.Edges[i] = model.EdgeTaken
 				taken++
 			} else {
-				r.inst.State.Edges[i] = model.EdgePruned
+				s.inst.State.Edges[i] = model.EdgePruned
 			}
 		}
 	}
 	if taken == 0 {
 		msg := fmt.Sprintf("no outgoing edge of node %q is taken: every condition is false and there is no default edge", id)
-		if r.c.Def.Node(id).ErrorHandler.Op() == model.ErrorOpIgnore {
+		if s.c.Def.Node(id).ErrorHandler.Op() == model.ErrorOpIgnore {
 			// Ignoring it cannot mean completing the node again: that is what just failed, and it would recurse
 			// until the stack overflows. The node stays completed with every outgoing edge pruned (as set above),
 			// and the joins downstream decide what follows.
 			f := &model.NodeFailure{Code: model.NodeErrNoRoute, NodeID: id, Message: msg}
-			r.history("node.error", id, "", msg, failureData(f, ns.Attempt))
-			r.history("node.error_ignored", id, "", msg, nil)
-			r.stranded = f
-			if err := r.closeVisit(ns, model.MoveComplete); err != nil {
+			s.history("node.error", id, "", msg, failureData(f, ns.Attempt))
+			s.history("node.error_ignored", id, "", msg, nil)
+			s.stranded = f
+			if err := s.closeVisit(ns, model.MoveComplete); err != nil {
 				return err
 			}
-			return r.propagate(idx)
+			return s.propagate(idx)
 		}
 		// No route out of a node is a modelling error, not a quiet end: it goes to the error handler, the node
 		// not completed.
 		for _, i := range idx {
-			r.inst.State.Edges[i] = model.EdgeUnknown
+			s.inst.State.Edges[i] = model.EdgeUnknown
 		}
-		return r.nodeError(id, model.NodeErrNoRoute, msg)
+		return s.nodeError(id, model.NodeErrNoRoute, msg)
 	}
-	if err := r.closeVisit(ns, model.MoveComplete); err != nil {
+	if err := s.closeVisit(ns, model.MoveComplete); err != nil {
 		return err
 	}
-	return r.propagate(idx)
+	return s.propagate(idx)
 }
 
 // reject marks an approval node rejected: its outgoing edges are killed (seeds/003).
-func (r *run) reject(id, reason string) error {
-	ns := r.node(id)
-	if n := r.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone {
-		r.cancelNodeTasks(ns.NodeInstanceID, reason)
-		return r.startChain(ns, PhaseAfter, n.Plugins.After, thenReject)
+func (s *step) reject(id, reason string) error {
+	ns := s.node(id)
+	if n := s.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone {
+		s.cancelNodeTasks(ns.NodeInstanceID, reason)
+		return s.startChain(ns, PhaseAfter, n.Plugins.After, thenReject)
 	}
-	if err := r.endVisit(ns, model.MoveReject); err != nil {
+	if err := s.endVisit(ns, model.MoveReject); err != nil {
 		return err
 	}
-	if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+	if err := s.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
 		return err
 	}
-	r.history("node.rejected", id, "", reason, nil)
-	return r.kill(id, causeRejection)
+	s.history("node.rejected", id, "", reason, nil)
+	return s.kill(id, causeRejection)
 }
 
 // propagate considers the targets of edges that just got a state, then settles the instance.
-func (r *run) propagate(idx []int) error {
-	r.advancing++
-	err := r.considerTargets(idx)
-	r.advancing--
+func (s *step) propagate(idx []int) error {
+	s.advancing++
+	err := s.considerTargets(idx)
+	s.advancing--
 	if err != nil {
 		return err
 	}
-	return r.settle()
+	return s.settle()
 }
 
-func (r *run) considerTargets(idx []int) error {
+func (s *step) considerTargets(idx []int) error {
 	seen := map[string]bool{}
 	for _, i := range idx {
-		to := r.c.Def.Edges[i].To
+		to := s.c.Def.Edges[i].To
 		if seen[to] {
 			continue
 		}
 		seen[to] = true
-		if r.inst.Ended() {
+		if s.inst.Ended() {
 			return nil
 		}
-		if err := r.consider(to); err != nil {
+		if err := s.consider(to); err != nil {
 			return err
 		}
 	}
@@ -319,22 +320,22 @@ func (r *run) considerTargets(idx []int) error {
 
 // visitIsCurrent reports whether a node's state belongs to the current pass over it: a node reset by a return
 // (issue 9) has its incoming edges reset too, so any state it still holds is from this pass.
-func (r *run) visitIsCurrent(ns *model.NodeVisit) bool {
+func (s *step) visitIsCurrent(ns *model.NodeVisit) bool {
 	return ns.State != "" && ns.State != model.NodeReset
 }
 
-func (r *run) edgeIndexes(from string) []int { return r.c.OutgoingIndexes(from) }
+func (s *step) edgeIndexes(from string) []int { return s.c.OutgoingIndexes(from) }
 
 // settle decides whether the instance is over: completed when an end node completed and nothing is active; when
 // nothing active can still reach an end, completed if an end was reached, else ended as blocked says. Inside a
 // propagation it waits for the outermost one.
-func (r *run) settle() error {
-	if r.inst.Ended() || r.advancing > 0 {
+func (s *step) settle() error {
+	if s.inst.Ended() || s.advancing > 0 {
 		return nil
 	}
 	active := false
 	ended := false
-	for _, ns := range r.inst.State.Nodes {
+	for _, ns := range s.inst.State.Nodes {
 		if ns.Active() {
 			active = true
 		}
@@ -343,39 +344,39 @@ func (r *run) settle() error {
 		}
 	}
 	if ended && !active {
-		return r.finish(model.MoveComplete, "")
+		return s.finish(model.MoveComplete, "")
 	}
-	if !r.endReachable() {
+	if !s.endReachable() {
 		if ended {
 			// An end was reached on one branch; the remaining active branches cannot reach another one. They are
 			// cancelled and the instance completes.
-			return r.finish(model.MoveComplete, "")
+			return s.finish(model.MoveComplete, "")
 		}
-		return r.blocked()
+		return s.blocked()
 	}
 	return nil
 }
 
 // blocked ends an instance that can reach no end any more: failed when a failure killed the way, rejected when a
 // rejection did, failed with no_route when routing left the taken branches nowhere to go.
-func (r *run) blocked() error {
+func (s *step) blocked() error {
 	switch {
-	case r.cause == causeFailure && r.failure != nil:
-		return r.fail(r.failure, "no end node can be reached any more: "+r.failure.Message)
-	case r.cause == causeRejection:
-		return r.finish(model.MoveReject, "no end node can be reached any more")
-	case r.stranded != nil:
-		return r.fail(r.stranded, "no end node can be reached any more: "+r.stranded.Message)
+	case s.cause == causeFailure && s.failure != nil:
+		return s.fail(s.failure, "no end node can be reached any more: "+s.failure.Message)
+	case s.cause == causeRejection:
+		return s.finish(model.MoveReject, "no end node can be reached any more")
+	case s.stranded != nil:
+		return s.fail(s.stranded, "no end node can be reached any more: "+s.stranded.Message)
 	}
-	return r.finish(model.MoveReject, "no end node can be reached any more")
+	return s.finish(model.MoveReject, "no end node can be reached any more")
 }
 
 // endReachable reports whether an active node can still reach an end node through edges neither pruned nor
 // killed and nodes not yet decided whose join may still fire.
-func (r *run) endReachable() bool {
+func (s *step) endReachable() bool {
 	var queue []string
 	seen := map[string]bool{}
-	for id, ns := range r.inst.State.Nodes {
+	for id, ns := range s.inst.State.Nodes {
 		if ns.Active() {
 			queue = append(queue, id)
 			seen[id] = true
@@ -384,21 +385,21 @@ func (r *run) endReachable() bool {
 	for len(queue) > 0 {
 		id := queue[0]
 		queue = queue[1:]
-		if n := r.c.Def.Node(id); n.Type == model.NodeEnd || n.Type == model.NodeTerminate {
+		if n := s.c.Def.Node(id); n.Type == model.NodeEnd || n.Type == model.NodeTerminate {
 			return true
 		}
-		for _, i := range r.c.OutgoingIndexes(id) {
-			if st := r.inst.State.Edges[i]; st == model.EdgePruned || st == model.EdgeKilled {
+		for _, i := range s.c.OutgoingIndexes(id) {
+			if st := s.inst.State.Edges[i]; st == model.EdgePruned || st == model.EdgeKilled {
 				continue
 			}
-			to := r.c.Def.Edges[i].To
+			to := s.c.Def.Edges[i].To
 			if seen[to] {
 				continue
 			}
-			if ns := r.node(to); ns != nil && r.visitIsCurrent(ns) && !ns.Active() {
+			if ns := s.node(to); ns != nil && s.visitIsCurrent(ns) && !ns.Active() {
 				continue // decided already (completed nodes were passed; skipped/rejected/failed block)
 			}
-			if !r.couldFire(to) {
+			if !s.couldFire(to) {
 				continue
 			}
 			seen[to] = true
@@ -410,41 +411,41 @@ func (r *run) endReachable() bool {
 
 // finish ends the instance by a move to a final status (complete, reject, fail, terminate, withdraw), cancelling
 // every active node, open task, bookmark and timer.
-func (r *run) finish(m model.Move, reason string) error {
-	if err := r.moveInstance(m); err != nil {
+func (s *step) finish(m model.Move, reason string) error {
+	if err := s.moveInstance(m); err != nil {
 		return err
 	}
-	now := r.now
-	r.inst.EndedAt = &now
-	for _, ns := range r.sortedNodes() {
+	now := s.now
+	s.inst.EndedAt = &now
+	for _, ns := range s.sortedNodes() {
 		if ns.Active() {
-			if err := r.endVisit(ns, model.MoveCancel); err != nil {
+			if err := s.endVisit(ns, model.MoveCancel); err != nil {
 				return err
 			}
 		}
 	}
-	if err := r.cancelAllTasks(reason); err != nil {
+	if err := s.cancelAllTasks(reason); err != nil {
 		return err
 	}
-	status := r.inst.Status
+	status := s.inst.Status
 	var data any
-	if status == model.StatusFailed && r.inst.State.Error != nil {
-		data = map[string]any{"error": r.inst.State.Error}
+	if status == model.StatusFailed && s.inst.State.Error != nil {
+		data = map[string]any{"error": s.inst.State.Error}
 	}
-	r.history("instance."+string(status), "", "", reason, data)
-	r.event("instance."+string(status), "", nil)
+	s.history("instance."+string(status), "", "", reason, data)
+	s.event("instance."+string(status), "", nil)
 	return nil
 }
 
 // fail ends the instance failed with f as its error.
-func (r *run) fail(f *model.NodeFailure, reason string) error {
-	r.inst.State.Error = f
-	return r.finish(model.MoveFail, reason)
+func (s *step) fail(f *model.NodeFailure, reason string) error {
+	s.inst.State.Error = f
+	return s.finish(model.MoveFail, reason)
 }
 
-func (r *run) sortedNodes() []*model.NodeVisit {
-	out := make([]*model.NodeVisit, 0, len(r.inst.State.Nodes))
-	for _, ns := range r.inst.State.Nodes {
+func (s *step) sortedNodes() []*model.NodeVisit {
+	out := make([]*model.NodeVisit, 0, len(s.inst.State.Nodes))
+	for _, ns := range s.inst.State.Nodes {
 		out = append(out, ns)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodeInstanceID < out[j].NodeInstanceID })
@@ -453,21 +454,21 @@ func (r *run) sortedNodes() []*model.NodeVisit {
 
 // nodeError applies the node's error_handler (seed: errorHandler) to a node error with a code (model.NodeErr*):
 // retry, ignore, catch or throw.
-func (r *run) nodeError(id, code, msg string) error {
-	return r.nodeFailure(&model.NodeFailure{Code: code, NodeID: id, Message: msg})
+func (s *step) nodeError(id, code, msg string) error {
+	return s.nodeFailure(&model.NodeFailure{Code: code, NodeID: id, Message: msg})
 }
 
-func (r *run) nodeFailure(f *model.NodeFailure) error {
+func (s *step) nodeFailure(f *model.NodeFailure) error {
 	id := f.NodeID
-	n := r.c.Def.Node(id)
-	ns := r.node(id)
+	n := s.c.Def.Node(id)
+	ns := s.node(id)
 	ns.Error, ns.ErrorCode = f.Message, f.Code
-	r.history("node.error", id, "", f.Message, failureData(f, ns.Attempt))
+	s.history("node.error", id, "", f.Message, failureData(f, ns.Attempt))
 	h := n.ErrorHandler
 	switch h.Op() {
 	case model.ErrorOpRetry:
 		if ns.Attempt < h.Retry.Count {
-			if err := r.moveNode(ns, model.MoveWait); err != nil {
+			if err := s.moveNode(ns, model.MoveWait); err != nil {
 				return err
 			}
 			ns.Attempt++
@@ -476,26 +477,26 @@ func (r *run) nodeFailure(f *model.NodeFailure) error {
 			if period <= 0 {
 				period = time.Second
 			}
-			r.armTimer(ns, model.TimerRetry, r.now.Add(period), map[string]any{"attempt": ns.Attempt})
-			r.history("node.retry_scheduled", id, "", "", map[string]any{"attempt": ns.Attempt, "at": r.now.Add(period)})
+			s.armTimer(ns, model.TimerRetry, s.now.Add(period), map[string]any{"attempt": ns.Attempt})
+			s.history("node.retry_scheduled", id, "", "", map[string]any{"attempt": ns.Attempt, "at": s.now.Add(period)})
 			return nil
 		}
 		// Retries exhausted: to the catch branch when one is named, else thrown.
 		if h.Catch.Branch != "" {
-			return r.catch(f, h.Catch.Branch)
+			return s.catch(f, h.Catch.Branch)
 		}
-		return r.throw(f)
+		return s.throw(f)
 	case model.ErrorOpIgnore:
-		r.history("node.error_ignored", id, "", f.Message, nil)
+		s.history("node.error_ignored", id, "", f.Message, nil)
 		ns.Error, ns.ErrorCode = "", ""
 		if ns.Chain != nil {
-			return r.chainNext(ns) // a failed plugin is passed over as if it had succeeded
+			return s.chainNext(ns) // a failed plugin is passed over as if it had succeeded
 		}
-		return r.complete(id)
+		return s.complete(id)
 	case model.ErrorOpCatch:
-		return r.catch(f, h.Catch.Branch)
+		return s.catch(f, h.Catch.Branch)
 	}
-	return r.throw(f)
+	return s.throw(f)
 }
 
 // failureData is the data of a node.error history item: the error and the attempt it happened at.
@@ -508,39 +509,39 @@ func failureData(f *model.NodeFailure, attempt int) map[string]any {
 }
 
 // failNode ends a node's visit as failed, with the history item node.failed carrying its error.
-func (r *run) failNode(f *model.NodeFailure, reason string) error {
-	ns := r.node(f.NodeID)
-	if err := r.endVisit(ns, model.MoveFail); err != nil {
+func (s *step) failNode(f *model.NodeFailure, reason string) error {
+	ns := s.node(f.NodeID)
+	if err := s.endVisit(ns, model.MoveFail); err != nil {
 		return err
 	}
-	if err := r.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+	if err := s.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
 		return err
 	}
-	r.history("node.failed", f.NodeID, "", f.Message, f)
-	r.failure = f
+	s.history("node.failed", f.NodeID, "", f.Message, f)
+	s.failure = f
 	return nil
 }
 
 // catch fails the node and continues at the branch node with the error at context.error; the failed node's
 // outgoing edges are killed.
-func (r *run) catch(f *model.NodeFailure, branch string) error {
+func (s *step) catch(f *model.NodeFailure, branch string) error {
 	id := f.NodeID
-	if err := r.failNode(f, "caught error"); err != nil {
+	if err := s.failNode(f, "caught error"); err != nil {
 		return err
 	}
-	r.history("node.error_caught", id, "", f.Message, map[string]any{"branch": branch, "code": f.Code})
-	if err := r.setContextPath("error", errorDoc(f)); err != nil {
+	s.history("node.error_caught", id, "", f.Message, map[string]any{"branch": branch, "code": f.Code})
+	if err := s.setContextPath("error", errorDoc(f)); err != nil {
 		return err
 	}
-	idx := r.edgeIndexes(id)
+	idx := s.edgeIndexes(id)
 	for _, i := range idx {
-		r.inst.State.Edges[i] = model.EdgeKilled
+		s.inst.State.Edges[i] = model.EdgeKilled
 	}
-	r.cause = max(r.cause, causeFailure)
-	if err := r.activate(branch, model.MoveBranch); err != nil {
+	s.cause = max(s.cause, causeFailure)
+	if err := s.activate(branch, model.MoveBranch); err != nil {
 		return err
 	}
-	return r.propagate(idx)
+	return s.propagate(idx)
 }
 
 func errorDoc(f *model.NodeFailure) json.RawMessage {
@@ -550,37 +551,37 @@ func errorDoc(f *model.NodeFailure) json.RawMessage {
 
 // throw sends an unhandled error to the template's error node (with the error at context.error and the failed
 // node's outgoing edges killed), or fails the instance. Either way the error is the instance's `error`.
-func (r *run) throw(f *model.NodeFailure) error {
+func (s *step) throw(f *model.NodeFailure) error {
 	id := f.NodeID
-	if err := r.failNode(f, "node failed"); err != nil {
+	if err := s.failNode(f, "node failed"); err != nil {
 		return err
 	}
-	r.inst.State.Error = f
-	if en := r.c.Def.ErrorNode(); en != nil {
-		if cur := r.node(en.ID); cur == nil || !cur.Active() {
-			if err := r.setContextPath("error", errorDoc(f)); err != nil {
+	s.inst.State.Error = f
+	if en := s.c.Def.ErrorNode(); en != nil {
+		if cur := s.node(en.ID); cur == nil || !cur.Active() {
+			if err := s.setContextPath("error", errorDoc(f)); err != nil {
 				return err
 			}
-			r.history("error.thrown", id, "", f.Message, map[string]any{"error_node": en.ID, "code": f.Code})
-			idx := r.edgeIndexes(id)
+			s.history("error.thrown", id, "", f.Message, map[string]any{"error_node": en.ID, "code": f.Code})
+			idx := s.edgeIndexes(id)
 			for _, i := range idx {
-				r.inst.State.Edges[i] = model.EdgeKilled
+				s.inst.State.Edges[i] = model.EdgeKilled
 			}
-			r.cause = max(r.cause, causeFailure)
-			r.advancing++ // the error node runs first: the killed edges must not end the instance before it is active
-			err := r.activate(en.ID, model.MoveBranch)
-			r.advancing--
+			s.cause = max(s.cause, causeFailure)
+			s.advancing++ // the error node runs first: the killed edges must not end the instance before it is active
+			err := s.activate(en.ID, model.MoveBranch)
+			s.advancing--
 			if err != nil {
 				return err
 			}
 			if len(idx) == 0 {
-				return r.settle()
+				return s.settle()
 			}
-			return r.propagate(idx)
+			return s.propagate(idx)
 		}
 	}
-	return r.fail(f, fmt.Sprintf("node %s failed: %s", id, f.Message))
+	return s.fail(f, fmt.Sprintf("node %s failed: %s", id, f.Message))
 }
 
 // contextValue reads a gjson path from the context.
-func (r *run) contextValue(path string) gjson.Result { return gjson.GetBytes(r.inst.Context, path) }
+func (s *step) contextValue(path string) gjson.Result { return gjson.GetBytes(s.inst.Context, path) }

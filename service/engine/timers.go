@@ -115,12 +115,12 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 			rds[w.Instance.ID] = rd
 			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
 			if err == nil {
-				r := e.newRun(ctx, w, c, model.ActorSystem)
-				r.reads = rd
-				if r.inst.Ended() {
+				s := e.newStep(ctx, w, c, model.ActorSystem)
+				s.reads = rd
+				if s.inst.Ended() {
 					w.FiredTimers = append(w.FiredTimers, f.t.ID)
 				} else {
-					err = r.fire(f.t)
+					err = s.fire(f.t)
 				}
 			}
 			if len(rd.pending) > 0 {

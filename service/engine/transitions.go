@@ -12,10 +12,10 @@ import (
 // model.ErrTransition, its transaction is rolled back, and the error is logged.
 
 // moveNode changes the state of a node's current visit.
-func (r *run) moveNode(ns *model.NodeVisit, m model.Move) error {
+func (s *step) moveNode(ns *model.NodeVisit, m model.Move) error {
 	to, err := model.NodeMachine.Next(m, ns.State)
 	if err != nil {
-		return r.refused(err, "node "+ns.NodeID+" ("+ns.NodeInstanceID+")")
+		return s.refused(err, "node "+ns.NodeID+" ("+ns.NodeInstanceID+")")
 	}
 	ns.State = to
 	return nil
@@ -23,67 +23,67 @@ func (r *run) moveNode(ns *model.NodeVisit, m model.Move) error {
 
 // newVisit starts a new visit of a node by a move from the state of its last visit (model.NodeNone when it has
 // none): activate, skip, reenter, retry or branch.
-func (r *run) newVisit(n *model.Node, m model.Move) (*model.NodeVisit, error) {
+func (s *step) newVisit(n *model.Node, m model.Move) (*model.NodeVisit, error) {
 	from, visit := model.NodeNone, 1
-	if prev := r.node(n.ID); prev != nil {
+	if prev := s.node(n.ID); prev != nil {
 		from, visit = prev.State, prev.Visit+1
 	}
 	to, err := model.NodeMachine.Next(m, from)
 	if err != nil {
-		return nil, r.refused(err, "node "+n.ID)
+		return nil, s.refused(err, "node "+n.ID)
 	}
-	now := r.now
-	ns := &model.NodeVisit{NodeID: n.ID, Name: n.Label(), Type: n.Type, State: to, NodeInstanceID: r.nextID("n"), Visit: visit, StartedAt: &now}
-	ns.Seq = r.inst.State.Seq
-	r.inst.State.Nodes[n.ID] = ns
+	now := s.now
+	ns := &model.NodeVisit{NodeID: n.ID, Name: n.Label(), Type: n.Type, State: to, NodeInstanceID: s.nextID("n"), Visit: visit, StartedAt: &now}
+	ns.Seq = s.inst.State.Seq
+	s.inst.State.Nodes[n.ID] = ns
 	return ns, nil
 }
 
 // endVisit ends a node's visit by a move to a final state (complete, reject, fail, cancel): what the visit holds
 // open is closed (releaseVisit) and it ends now.
-func (r *run) endVisit(ns *model.NodeVisit, m model.Move) error {
-	if err := r.closeVisit(ns, m); err != nil {
+func (s *step) endVisit(ns *model.NodeVisit, m model.Move) error {
+	if err := s.closeVisit(ns, m); err != nil {
 		return err
 	}
-	r.releaseVisit(ns)
+	s.releaseVisit(ns)
 	return nil
 }
 
 // closeVisit moves a node's visit to a final state, ending now, once releaseVisit closed what it held open.
-func (r *run) closeVisit(ns *model.NodeVisit, m model.Move) error {
-	if err := r.moveNode(ns, m); err != nil {
+func (s *step) closeVisit(ns *model.NodeVisit, m model.Move) error {
+	if err := s.moveNode(ns, m); err != nil {
 		return err
 	}
-	now := r.now
+	now := s.now
 	ns.EndedAt = &now
 	return nil
 }
 
 // releaseVisit closes what a node visit holds open: the plugin run it waits for, its bookmarks and its timers.
-func (r *run) releaseVisit(ns *model.NodeVisit) {
-	r.closeAbandonedRun(ns)
+func (s *step) releaseVisit(ns *model.NodeVisit) {
+	s.closeAbandonedRun(ns)
 	ns.WaitingFor = ""
 	ns.Chain = nil
 	// Only delay and callback visits open bookmarks (waits.go); other visits spare the step an UPDATE.
-	if n := r.c.Def.Node(ns.NodeID); n == nil || n.Type == model.NodeDelay || n.Type == model.NodeCallback {
-		r.w.CloseBookmarks = append(r.w.CloseBookmarks, ns.NodeInstanceID)
+	if n := s.c.Def.Node(ns.NodeID); n == nil || n.Type == model.NodeDelay || n.Type == model.NodeCallback {
+		s.w.CloseBookmarks = append(s.w.CloseBookmarks, ns.NodeInstanceID)
 	}
-	r.cancelTimers(ns)
+	s.cancelTimers(ns)
 }
 
 // moveTask changes a task's status. A move that decides or cancels it stamps the decision time and the comment (a
 // cancellation without a comment keeps the task's own); one that opens a decided task again (reclaim, restore)
 // clears them.
-func (r *run) moveTask(t *model.Task, m model.Move, comment string) error {
+func (s *step) moveTask(t *model.Task, m model.Move, comment string) error {
 	from := t.Status
 	to, err := model.TaskMachine.Next(m, from)
 	if err != nil {
-		return r.refused(err, "task "+t.ID)
+		return s.refused(err, "task "+t.ID)
 	}
 	t.Status = to
 	switch {
 	case !to.Open():
-		now := r.now
+		now := s.now
 		t.DecidedAt = &now
 		if comment != "" || to != model.TaskCancelled {
 			t.Comment = comment
@@ -91,31 +91,31 @@ func (r *run) moveTask(t *model.Task, m model.Move, comment string) error {
 	case !from.Open():
 		t.DecidedAt, t.Comment, t.DecidedBy = nil, "", ""
 	}
-	r.changed(t)
+	s.changed(t)
 	return nil
 }
 
 // newTaskStatus is the status a task is created in by a move from model.TaskNone (open or queue).
-func (r *run) newTaskStatus(m model.Move, nodeID string) (model.TaskStatus, error) {
+func (s *step) newTaskStatus(m model.Move, nodeID string) (model.TaskStatus, error) {
 	to, err := model.TaskMachine.Next(m, model.TaskNone)
 	if err != nil {
-		return to, r.refused(err, "a new task of node "+nodeID)
+		return to, s.refused(err, "a new task of node "+nodeID)
 	}
 	return to, nil
 }
 
 // moveInstance changes the instance's status.
-func (r *run) moveInstance(m model.Move) error {
-	to, err := model.InstanceMachine.Next(m, r.inst.Status)
+func (s *step) moveInstance(m model.Move) error {
+	to, err := model.InstanceMachine.Next(m, s.inst.Status)
 	if err != nil {
-		return r.refused(err, "instance "+r.inst.ID)
+		return s.refused(err, "instance "+s.inst.ID)
 	}
-	r.inst.Status = to
+	s.inst.Status = to
 	return nil
 }
 
 // refused logs a move a table refused and returns it as the step's error.
-func (r *run) refused(err error, what string) error {
-	r.e.log.Error("engine: a step made a move its table does not allow; the step fails", "instance_id", r.inst.ID, "what", what, "err", err)
-	return fmt.Errorf("engine: instance %s, %s: %w", r.inst.ID, what, err)
+func (s *step) refused(err error, what string) error {
+	s.e.log.Error("engine: a step made a move its table does not allow; the step fails", "instance_id", s.inst.ID, "what", what, "err", err)
+	return fmt.Errorf("engine: instance %s, %s: %w", s.inst.ID, what, err)
 }

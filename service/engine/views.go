@@ -139,9 +139,9 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if err != nil {
 		return "", err
 	}
-	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	s := &step{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
 	if len(inst.State.Edges) == len(c.Def.Edges) {
-		r.upgradeEdges()
+		s.upgradeEdges()
 	}
 	failed := ""
 	if inst.Status == model.StatusFailed && inst.State.Error != nil {
@@ -310,9 +310,9 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 	if err := model.CheckDocumentDepth("data", data); err != nil {
 		return nil, err
 	}
-	w, err := e.update(ctx, tn, instID, who, func(r *run) error {
+	w, err := e.update(ctx, tn, instID, who, func(s *step) error {
 		var ns *model.NodeVisit
-		for _, x := range r.inst.State.Nodes {
+		for _, x := range s.inst.State.Nodes {
 			if x.NodeInstanceID == nodeInstanceID {
 				ns = x
 			}
@@ -322,10 +322,10 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 			// second pooled connection while this one holds the row lock).
 			return errNoSuchWait
 		}
-		if !ns.Active() || r.inst.Ended() || (ns.WaitingFor != "callback" && ns.WaitingFor != "message" && ns.WaitingFor != "delay") {
+		if !ns.Active() || s.inst.Ended() || (ns.WaitingFor != "callback" && ns.WaitingFor != "message" && ns.WaitingFor != "delay") {
 			return model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over: node %s is %s", ns.NodeID, ns.State)
 		}
-		return r.resumeWait(ns, data, action, nil)
+		return s.resumeWait(ns, data, action, nil)
 	})
 	if errors.Is(err, errNoSuchWait) {
 		if _, gerr := e.store.GetBookmark(ctx, tn, nodeInstanceID); gerr != nil {
