@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"sort"
 	"sync"
 	"time"
 
@@ -69,108 +68,6 @@ func (e *Engine) GroupStats() GroupStats {
 	e.group.mu.Lock()
 	defer e.group.mu.Unlock()
 	return e.group.stats
-}
-
-// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit is off.
-// The first step of a request made with an Idempotency-Key carries the key's fence (model.IdempotencyFence).
-func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) (err error) {
-	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
-		inner := fn
-		fn = func(w *model.Work) error {
-			if err := inner(w); err != nil {
-				return err
-			}
-			w.Fence = f
-			return nil
-		}
-		defer func() {
-			if err == nil {
-				f.Use()
-			}
-		}()
-	}
-	if a := model.AuditFrom(ctx); a != nil {
-		fn = audited(a, fn)
-		defer func() {
-			if err == nil {
-				a.Stage()
-				a.Committed()
-			}
-		}()
-	}
-	if e.group == nil {
-		return e.store.UpdateInstance(ctx, tenant, id, fn)
-	}
-	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
-	e.group.submit(st)
-	err = <-st.done
-	if errors.Is(err, errGroupFailed) {
-		return e.store.UpdateInstance(ctx, tenant, id, fn)
-	}
-	return err
-}
-
-// createInstance stores a started instance like the store's CreateInstance, in a group unless group commit is off.
-func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) {
-	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
-		w.Fence = f
-		defer func() {
-			if err == nil {
-				f.Use()
-			}
-		}()
-	}
-	if a := model.AuditFrom(ctx); a != nil {
-		// A start recorded as a change (an admin's override_trigger): its target is the new instance.
-		if a.Target == "" {
-			a.Target = w.Instance.ID
-		}
-		a.Fill(nil, auditState(w.Instance))
-		w.Audit = a
-		defer func() {
-			if err == nil {
-				a.Stage()
-				a.Committed()
-			}
-		}()
-	}
-	if e.group == nil {
-		return e.store.CreateInstance(ctx, w)
-	}
-	st := &groupStep{ctx: ctx, tenant: w.Instance.TenantID, id: w.Instance.ID, create: w, done: make(chan error, 1)}
-	e.group.submit(st)
-	err = <-st.done
-	if errors.Is(err, errGroupFailed) {
-		return e.store.CreateInstance(ctx, w)
-	}
-	return err
-}
-
-// audited makes a step write the request's audit entry (model.WithAudit: an admin's jump, a terminate) with its
-// other writes, in its transaction, with the instance's status and active nodes before and after the step.
-func audited(a *model.AuditEntry, fn func(w *model.Work) error) func(w *model.Work) error {
-	return func(w *model.Work) error {
-		before := auditState(w.Instance)
-		if err := fn(w); err != nil {
-			return err
-		}
-		a.SetBefore(before)
-		a.SetAfter(auditState(w.Instance))
-		w.Audit = a
-		return nil
-	}
-}
-
-// auditState is what the audit log shows of an instance.
-func auditState(inst *model.Instance) map[string]any {
-	active := []string{}
-	for id, n := range inst.State.Nodes {
-		if n.Active() {
-			active = append(active, id)
-		}
-	}
-	sort.Strings(active)
-	return map[string]any{"status": inst.Status, "active_nodes": active}
 }
 
 func (g *grouper) submit(st *groupStep) {

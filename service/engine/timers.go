@@ -50,6 +50,22 @@ func (e *Engine) FireTimers(ctx context.Context, timers []*model.Timer) []error 
 	return errs
 }
 
+// FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
+// already handled, do nothing.
+func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
+	_, err := e.update(ctx, tenant, t.InstanceID, model.ActorSystem, func(s *step) error {
+		if s.inst.Ended() {
+			s.w.FiredTimers = append(s.w.FiredTimers, t.ID)
+			return nil
+		}
+		return s.fire(t)
+	})
+	if model.IsKind(err, model.ENOTFOUND) {
+		return nil
+	}
+	return err
+}
+
 // timerFire is a timer to fire and its place in the scheduler's batch.
 type timerFire struct {
 	pos int

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -368,22 +369,7 @@ func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceV
 	return e.view(inst, tasks, false), nil
 }
 
-// DecidedView rebuilds the answer of approve or reject of taskID on instanceID: the task as it is now and the
-// caller's tasks of the instance pending now.
-func (e *Engine) DecidedView(ctx context.Context, actor *model.Principal, taskID, instanceID string) (*Decided, error) {
-	t, err := e.GetTask(ctx, actor, taskID)
-	if err != nil {
-		return nil, err
-	}
-	_, tasks, err := e.store.GetInstance(ctx, actor.TenantID, instanceID)
-	if err != nil {
-		return nil, err
-	}
-	d := &Decided{Task: t, NextTasks: []*model.Task{}}
-	for _, nt := range tasks {
-		if nt.Status == model.TaskPending && nt.Assignee == actor.Username {
-			d.NextTasks = append(d.NextTasks, nt)
-		}
-	}
-	return d, nil
+// sortNodes orders node views by activation.
+func sortNodes(ns []NodeView) {
+	sort.SliceStable(ns, func(i, j int) bool { return ns[i].seq < ns[j].seq })
 }

@@ -191,36 +191,6 @@ func (s *step) resumeWait(ns *model.NodeVisit, data json.RawMessage, action stri
 	return s.complete(ns.NodeID)
 }
 
-// copyTo writes CC records for a node's cc people (抄送).
-func (s *step) copyTo(n *model.Node, ns *model.NodeVisit) error {
-	users, err := s.resolveUsers(n.CC)
-	if err != nil {
-		// A cc list that resolves to nobody must not stop the flow; it is recorded.
-		s.history("cc.unresolved", n.ID, "", err.Error(), nil)
-		return nil
-	}
-	for _, u := range users {
-		s.w.CC = append(s.w.CC, &model.CCRecord{ID: s.nextID("c"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, Username: u, CreatedAt: s.now})
-	}
-	s.history("cc.sent", n.ID, "", "", map[string]any{"users": users})
-	return nil
-}
-
-// event writes an event to the outbox when somebody subscribed to it.
-func (s *step) event(name, nodeID string, t *model.Task) {
-	if !s.e.events.Wants(s.inst.TenantID, name, s.inst.Template) {
-		return
-	}
-	ev := map[string]any{"event": name, "at": s.now, "instance_id": s.inst.ID, "template": s.inst.Template,
-		"status": s.inst.Status, "node_id": nodeID, "task": t}
-	if name == "instance.failed" && s.inst.State.Error != nil {
-		ev["error"] = s.inst.State.Error // subscribers learn why: the node error's code, node and message
-		ev["node_id"] = s.inst.State.Error.NodeID
-	}
-	payload, _ := json.Marshal(ev)
-	s.w.Outbox = append(s.w.Outbox, model.OutboxItem{TenantID: s.inst.TenantID, Kind: model.OutboxEvent, Ref: name, Payload: payload})
-}
-
 // fire handles a due timer of a node visit.
 func (s *step) fire(t *model.Timer) error {
 	ns := s.node(t.NodeID)
@@ -310,19 +280,6 @@ func (s *step) branchAway(ns *model.NodeVisit, to, reason string) error {
 		return err
 	}
 	return s.propagate(s.edgeIndexes(ns.NodeID))
-}
-
-// activateRetry runs a node again after its retry back-off, keeping its attempt count.
-func (s *step) activateRetry(id string) error {
-	prev := s.node(id)
-	if err := s.endVisit(prev, model.MoveFail); err != nil {
-		return err
-	}
-	if s.retryAttempt == nil {
-		s.retryAttempt = map[string]int{}
-	}
-	s.retryAttempt[id] = prev.Attempt
-	return s.activate(id, model.MoveRetry)
 }
 
 func contains(xs []string, s string) bool {
