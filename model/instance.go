@@ -390,7 +390,8 @@ type InstanceStore interface {
 	// CreateInstance writes a new instance and the work of its first step in one transaction.
 	CreateInstance(ctx context.Context, w *Work) error
 	// UpdateInstance locks the instance row, loads it and its open tasks, calls fn, and writes back what fn
-	// changed, all in one transaction (retried on deadlocks). ENOTFOUND when there is no such instance.
+	// changed, all in one transaction (retried on deadlocks). ENOTFOUND wrapping ErrNoInstance when there is no
+	// such instance (EGONE when it was archived).
 	UpdateInstance(ctx context.Context, tenant, id string, fn func(w *Work) error) error
 	// GetInstance reads an instance (without locking) and all its tasks.
 	GetInstance(ctx context.Context, tenant, id string) (*Instance, []*Task, error)
@@ -419,7 +420,8 @@ type InstanceStore interface {
 type BatchInstanceStore interface {
 	// UpdateInstances locks the instances with these distinct ids (all of tenant) in id order, loads each with its
 	// open tasks, calls fn for each one found, and writes back, in one transaction, the works for which fn returned
-	// nil. It answers each id's outcome: nil (written), fn's error (that work was not written) or ENOTFOUND. The
+	// nil. It answers each id's outcome: nil (written), fn's error (that work was not written) or ENOTFOUND
+	// wrapping ErrNoInstance. The
 	// transaction is retried on deadlocks, fn then running again on fresh works. An error of the whole call (a
 	// database error, ErrStaleRead, ECONFLICT for a plugin run finished twice) means nothing was written.
 	//

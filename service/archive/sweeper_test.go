@@ -100,7 +100,7 @@ func (h *harness) publish(key, def string) {
 
 func (h *harness) start(key string) string {
 	h.t.Helper()
-	v, err := h.eng.Start(ctx, admin, engine.StartRequest{Template: key, Context: json.RawMessage(`{"amount":12,"note":"<b>&</b>"}`)})
+	v, err := h.eng.Start(ctx, admin, engine.StartParams{Template: key, Context: json.RawMessage(`{"amount":12,"note":"<b>&</b>"}`)})
 	if err != nil {
 		h.t.Fatalf("start %s: %v", key, err)
 	}
@@ -115,7 +115,7 @@ func (h *harness) approveAll(id string) {
 	}
 	for _, tk := range tasks {
 		if tk.Status == model.TaskPending {
-			if _, err := h.eng.Approve(ctx, admin, tk.ID, engine.DecideRequest{Comment: "ok"}); err != nil {
+			if _, err := h.eng.Approve(ctx, admin, tk.ID, "ok", nil); err != nil {
 				h.t.Fatalf("approve %s: %v", tk.ID, err)
 			}
 		}
@@ -179,7 +179,7 @@ func TestSweepArchivesAndDeletes(t *testing.T) {
 		done, running := h.start("approve"), h.start("approve")
 		h.approveAll(done)
 		keep, short := h.start("keep"), h.start("short")
-		lin, err := h.eng.StartLinear(ctx, admin, engine.LinearRequest{Title: "one-off", Context: json.RawMessage(`{"note":"<b>&</b>"}`), Steps: []template.LinearStep{{Name: "ok", Approvers: model.Approvers{Users: []string{"admin"}}}}})
+		lin, err := h.eng.StartLinear(ctx, admin, engine.LinearParams{Title: "one-off", Context: json.RawMessage(`{"note":"<b>&</b>"}`), Steps: []template.LinearStep{{Name: "ok", Approvers: model.Approvers{Users: []string{"admin"}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +392,7 @@ func TestSweepLeavesChangedInstances(t *testing.T) {
 		sw := h.sweeper(archive.Options{Retention: time.Hour, AfterStep: func(name string, b *model.ArchiveBatch) error {
 			if name == "written" && !revived {
 				revived = true
-				if _, err := h.eng.Jump(ctx, admin, failed, engine.MoveRequest{To: "end", Reason: "fixed by hand"}); err != nil {
+				if _, err := h.eng.Jump(ctx, admin, failed, "end", "fixed by hand"); err != nil {
 					t.Fatalf("jump: %v", err)
 				}
 			}

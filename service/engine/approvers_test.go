@@ -98,7 +98,7 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			if err := h.s.DB().Exec("UPDATE users SET disabled = ? WHERE username = ?", false, "dan").Error; err != nil {
 				t.Fatal(err)
 			}
-			if _, err := h.eng.Jump(h.ctx, admin, id, engine.MoveRequest{To: "a", Reason: "dan is back"}); err != nil {
+			if _, err := h.eng.Jump(h.ctx, admin, id, "a", "dan is back"); err != nil {
 				t.Fatal(err)
 			}
 			h.wantStatus(id, model.StatusRunning)
@@ -118,11 +118,11 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			id := h.start("ann", "drop", `{"extra":"gus"}`)
 			tk := h.task(id, "a", "gus")
 			h.disable("eve")
-			_, err := h.eng.Transfer(h.ctx, as("gus"), tk.ID, engine.TransferRequest{To: "eve"})
+			_, err := h.eng.Transfer(h.ctx, as("gus"), tk.ID, "eve", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "user_disabled")
-			_, err = h.eng.AddSign(h.ctx, as("gus"), tk.ID, engine.AddSignRequest{Users: []string{"eve"}, Position: engine.SignParallel})
+			_, err = h.eng.AddSign(h.ctx, as("gus"), tk.ID, []string{"eve"}, "parallel", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "user_disabled")
-			_, err = h.eng.Transfer(h.ctx, as("gus"), tk.ID, engine.TransferRequest{To: "zed"})
+			_, err = h.eng.Transfer(h.ctx, as("gus"), tk.ID, "zed", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "unknown_user")
 		})
 	})

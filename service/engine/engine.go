@@ -133,6 +133,8 @@ type Options struct {
 	// negative: not at all). It spares a step the directory read that would make it run twice (see reads); a
 	// user disabled meanwhile may still get a task for that long.
 	UserCacheTTL time.Duration
+	// Observer is told about every step (metrics, traces); none by default.
+	Observer StepObserver
 }
 
 // Engine runs instances.
@@ -152,6 +154,9 @@ type Engine struct {
 	noBatchTimers bool
 
 	users *userCache
+	// observer hears about every step; observed is false for noObserver (steps then record no moves).
+	observer StepObserver
+	observed bool
 
 	mu      sync.Mutex
 	waiters map[string][]*endWaiter
@@ -180,7 +185,10 @@ func New(d Deps, opts Options) (*Engine, error) {
 	}
 	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
 		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
-		noBatchTimers: opts.NoBatchTimers, users: newUserCache(opts.UserCacheTTL)}
+		noBatchTimers: opts.NoBatchTimers, users: newUserCache(opts.UserCacheTTL), observer: opts.Observer, observed: opts.Observer != nil}
+	if e.observer == nil {
+		e.observer = noObserver{}
+	}
 	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
 	if !opts.NoGroupCommit {
 		e.group = &grouper{store: d.Store}

@@ -10,7 +10,7 @@ import (
 // transition functions: of node's visit ("node"), of node's first open task ("task"), or of the instance
 // ("instance"). Tests use it to see a refused move fail the whole step.
 func MoveInStep(e *Engine, ctx context.Context, id, kind, node string, m model.Move) error {
-	_, err := e.update(ctx, model.DefaultTenant, id, model.ActorSystem, func(s *step) error {
+	_, err := e.update(ctx, "test", model.DefaultTenant, id, model.ActorSystem, func(s *step) error {
 		s.history("test.before_move", node, "", "", nil)
 		switch kind {
 		case "node":

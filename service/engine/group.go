@@ -3,8 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -70,6 +68,21 @@ func (e *Engine) GroupStats() GroupStats {
 	return e.group.stats
 }
 
+// update runs fn on instance id in the next group it fits and returns its outcome; errGroupFailed when the
+// group's transaction failed as a whole (the caller runs fn again alone).
+func (g *grouper) update(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
+	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
+	g.submit(st)
+	return <-st.done
+}
+
+// create stores a started instance in the next group it fits; errGroupFailed as for update.
+func (g *grouper) create(ctx context.Context, w *model.Work) error {
+	st := &groupStep{ctx: ctx, tenant: w.Instance.TenantID, id: w.Instance.ID, create: w, done: make(chan error, 1)}
+	g.submit(st)
+	return <-st.done
+}
+
 func (g *grouper) submit(st *groupStep) {
 	g.mu.Lock()
 	g.queue = append(g.queue, st)
@@ -126,11 +139,11 @@ func (g *grouper) run(steps []*groupStep) {
 		if st.create != nil {
 			st.done <- g.store.CreateInstance(st.ctx, st.create)
 		} else {
-			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, st.fn)
 		}
 		return
 	}
-	byID := make(map[string]*groupStep, len(steps))
+	byID := make(groupSteps, len(steps))
 	var (
 		ids     []string
 		creates []*model.Work
@@ -145,9 +158,7 @@ func (g *grouper) run(steps []*groupStep) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
 	defer cancel()
-	res, err := g.store.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
-		return safeFn(byID[w.Instance.ID].fn)(w)
-	}, creates...)
+	res, err := g.store.UpdateInstances(ctx, steps[0].tenant, ids, byID.apply, creates...)
 	g.mu.Lock()
 	g.stats.Groups++
 	g.stats.Steps += int64(len(steps))
@@ -167,15 +178,9 @@ func (g *grouper) run(steps []*groupStep) {
 	}
 }
 
-// safeFn turns a panic of one step into its error, so that it cannot take down a group leader (which runs on no
-// request's goroutine, out of reach of the HTTP recovery).
-func safeFn(fn func(w *model.Work) error) func(w *model.Work) error {
-	return func(w *model.Work) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("engine: step of instance %s panicked: %v\n%s", w.Instance.ID, p, debug.Stack())
-			}
-		}()
-		return fn(w)
-	}
-}
+// groupSteps are a group's updates by instance id.
+type groupSteps map[string]*groupStep
+
+// apply runs the step of the work's instance (the store's fn for the whole group). Each step's fn turns its own
+// panic into its error (stepTx.apply), so that one step cannot take down a group leader.
+func (gs groupSteps) apply(w *model.Work) error { return gs[w.Instance.ID].fn(w) }

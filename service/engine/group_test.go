@@ -113,7 +113,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					v, err := h.eng.Start(h.ctx, as("ann"), engine.StartRequest{Template: "g", Context: []byte(`{}`)})
+					v, err := h.eng.Start(h.ctx, as("ann"), engine.StartParams{Template: "g", Context: []byte(`{}`)})
 					if err != nil {
 						t.Errorf("start %d: %v", i, err)
 						return

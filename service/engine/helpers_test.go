@@ -126,10 +126,10 @@ func (h *harness) publish(key, def string) {
 // start starts an instance of key as initiator and returns its id.
 func (h *harness) start(initiator, key, ctxDoc string) string {
 	h.t.Helper()
-	return h.startReq(initiator, engine.StartRequest{Template: key, Context: json.RawMessage(ctxDoc)})
+	return h.startReq(initiator, engine.StartParams{Template: key, Context: json.RawMessage(ctxDoc)})
 }
 
-func (h *harness) startReq(initiator string, req engine.StartRequest) string {
+func (h *harness) startReq(initiator string, req engine.StartParams) string {
 	h.t.Helper()
 	v, err := h.eng.Start(h.ctx, as(initiator), req)
 	if err != nil {
@@ -237,12 +237,12 @@ func (h *harness) wantTasks(id, node string, want map[string]model.TaskStatus) {
 }
 
 func (h *harness) approve(user, taskID string) error {
-	_, err := h.eng.Approve(h.ctx, as(user), taskID, engine.DecideRequest{Comment: "ok"})
+	_, err := h.eng.Approve(h.ctx, as(user), taskID, "ok", nil)
 	return err
 }
 
 func (h *harness) reject(user, taskID string) error {
-	_, err := h.eng.Reject(h.ctx, as(user), taskID, engine.DecideRequest{Comment: "no"})
+	_, err := h.eng.Reject(h.ctx, as(user), taskID, "no", nil)
 	return err
 }
 

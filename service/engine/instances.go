@@ -13,18 +13,18 @@ import (
 	"github.com/halley-bpm/halley/service/template"
 )
 
-// StartRequest is the body of POST /instances.
-type StartRequest struct {
-	Template      string          `json:"template"`
-	Version       int             `json:"version"`
-	Context       json.RawMessage `json:"context"`
-	CorrelationID string          `json:"correlation_id"`
-	Title         string          `json:"title"`
+// StartParams are what a start by hand gives (POST /instances).
+type StartParams struct {
+	Template      string
+	Version       int // 0: the latest published version
+	Context       json.RawMessage
+	CorrelationID string
+	Title         string
 	// OverrideTrigger lets an admin start a template whose start trigger is not manual (its form, API or crontab
 	// trigger is skipped); the history records it.
-	OverrideTrigger bool `json:"override_trigger"`
+	OverrideTrigger bool
 	// Initiator starts the instance on behalf of this user (API tokens only); the history records the token.
-	Initiator string `json:"initiator"`
+	Initiator string
 }
 
 // checkStart validates the fields every start shares and returns the context as a compact JSON object.
@@ -55,7 +55,7 @@ func checkStart(ctxDoc json.RawMessage, corr, title string) (json.RawMessage, er
 // members, an API trigger's credentials and IP allow-list), that this route must not skip; an admin may override
 // with override_trigger (403 trigger_required otherwise). An API token may start on behalf of a user, who is then
 // the initiator; the history names the token.
-func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartRequest) (*InstanceView, error) {
+func (e *Engine) Start(ctx context.Context, actor *model.Principal, req StartParams) (*InstanceView, error) {
 	if req.Template == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_template", "template is required")
 	}
@@ -140,16 +140,16 @@ type startOptions struct {
 	secrets bool           // the answer shows signed URLs (callback URLs): for admins and API tokens
 }
 
-// LinearRequest is the body of POST /instances/linear.
-type LinearRequest struct {
-	Title         string                `json:"title"`
-	Steps         []template.LinearStep `json:"steps"`
-	Context       json.RawMessage       `json:"context"`
-	CorrelationID string                `json:"correlation_id"`
+// LinearParams are what a dynamic linear process is started with (POST /instances/linear).
+type LinearParams struct {
+	Title         string
+	Steps         []template.LinearStep
+	Context       json.RawMessage
+	CorrelationID string
 }
 
 // StartLinear starts a dynamic linear process (动态线性流程): a hidden one-off version built from the steps.
-func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req LinearRequest) (*InstanceView, error) {
+func (e *Engine) StartLinear(ctx context.Context, actor *model.Principal, req LinearParams) (*InstanceView, error) {
 	doc, err := checkStart(req.Context, req.CorrelationID, req.Title)
 	if err != nil {
 		return nil, err
@@ -184,36 +184,39 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 	for k, v := range opts.info {
 		started[k] = v
 	}
-	var (
-		inst *model.Instance
-		w    *model.Work
-	)
+	began := time.Now()
 	for attempt := 0; ; attempt++ {
+		// The first step runs outside any transaction (its reads are made at once) and is inserted with the new
+		// instance.
 		now := e.clock.Now().UTC()
-		inst = &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
+		inst := &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
 			Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
-		w = &model.Work{Instance: inst}
+		w := &model.Work{Instance: inst}
 		s := e.newStep(ctx, w, c, actor)
-		if err := s.moveInstance(model.MoveStart); err != nil {
-			return nil, err
+		err := s.start(started)
+		if err == nil {
+			err = e.createInstance(ctx, w)
 		}
-		s.history("instance.started", "", "", "", started)
-		s.event("instance.started", "", nil)
-		if err := s.activate(c.Def.Start().ID, model.MoveActivate); err != nil {
-			return nil, err
-		}
-		err := e.createInstance(ctx, w)
 		if errors.Is(err, model.ErrStaleRead) && attempt < 3 {
 			continue // a queued message it consumed was taken by another step: start again from fresh reads
 		}
 		if err != nil {
-			return nil, err
+			return nil, e.stepEnded(ctx, "start", tenant, id, began, nil, err)
 		}
-		break
+		e.loaded.Store(loadedKey(tenant, c.Key, c.Version), true)
+		e.committed(w)
+		return e.view(inst, w.Tasks, opts.secrets), e.stepEnded(ctx, "start", tenant, id, began, s, nil)
 	}
-	e.loaded.Store(loadedKey(tenant, c.Key, c.Version), true)
-	e.committed(w)
-	return e.view(inst, w.Tasks, opts.secrets), nil
+}
+
+// start is an instance's first step: it starts and its start node activates (and as much follows as can).
+func (s *step) start(started map[string]any) error {
+	if err := s.moveInstance(model.MoveStart); err != nil {
+		return err
+	}
+	s.history("instance.started", "", "", "", started)
+	s.event("instance.started", "", nil)
+	return s.activate(s.c.Def.Start().ID, model.MoveActivate)
 }
 
 // StartCompiledAndWait starts an instance like StartCompiled and, unless it ended in its first step, waits up to
@@ -241,11 +244,6 @@ func (e *Engine) StartCompiledAndWait(ctx context.Context, tenant, initiator str
 	return v, inst, nil
 }
 
-// ReasonRequest is the body of terminate and withdraw.
-type ReasonRequest struct {
-	Reason string `json:"reason"`
-}
-
 // Terminate ends a running instance (admin or initiator).
 func (e *Engine) Terminate(ctx context.Context, actor *model.Principal, id, reason string) (*InstanceView, error) {
 	return e.end(ctx, actor, id, reason, model.MoveTerminate)
@@ -260,7 +258,7 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason str
 	if len(reason) > 4000 {
 		return nil, model.CodedError(model.EINVALID, "invalid_reason", "reason must be at most 4000 characters")
 	}
-	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(s *step) error {
+	w, err := e.update(ctx, string(m), actor.TenantID, id, actor.Username, func(s *step) error {
 		switch {
 		case m == model.MoveWithdraw && s.inst.Initiator != actor.Username:
 			return model.CodedError(model.EFORBIDDEN, "not_initiator", "only the initiator may withdraw an instance")

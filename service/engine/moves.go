@@ -151,46 +151,39 @@ func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, t
 	return s.returnTargets(t.NodeID), noInitiator, nil
 }
 
-// MoveRequest is the body of return and jump.
-type MoveRequest struct {
-	To      string `json:"to"`
-	Comment string `json:"comment"`
-	Reason  string `json:"reason"`
-}
-
 // Return sends the instance back to an upstream node that completed (驳回/回退): everything downstream of it is
 // cancelled and reset, and it runs again with fresh tasks; to "start" the initiator gets a resubmit task.
-func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID string, req MoveRequest) (*InstanceView, error) {
-	if req.To == "" {
+func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID, to, comment string) (*InstanceView, error) {
+	if to == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to return to")
 	}
-	w, err := e.taskAction(ctx, actor, taskID, func(s *step, t *model.Task) error {
-		target := s.c.Def.Node(req.To)
+	w, err := e.taskAction(ctx, "return", actor, taskID, func(s *step, t *model.Task) error {
+		target := s.c.Def.Node(to)
 		if target == nil {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not in this template", req.To)
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not in this template", to)
 		}
-		if !ancestors(s.c, t.NodeID)[req.To] {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not upstream of %q", req.To, t.NodeID)
+		if !ancestors(s.c, t.NodeID)[to] {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not upstream of %q", to, t.NodeID)
 		}
-		if ns := s.node(req.To); ns == nil || ns.State != model.NodeCompleted {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", req.To)
+		if ns := s.node(to); ns == nil || ns.State != model.NodeCompleted {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", to)
 		}
 		if target.Type == model.NodeStart && !personInitiator(s.inst.Initiator) {
 			return model.CodedError(model.EUNPROCESSABLE, "no_initiator",
 				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", s.inst.Initiator)
 		}
 		from := t.NodeID
-		if err := s.moveTask(t, model.MoveCancel, req.Comment); err != nil {
+		if err := s.moveTask(t, model.MoveCancel, comment); err != nil {
 			return err
 		}
-		s.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
-		if err := s.resetRegion(req.To, descendants(s.c, req.To), "returned to "+req.To); err != nil {
+		s.history("task.returned", from, t.ID, comment, map[string]any{"from": from, "to": to})
+		if err := s.resetRegion(to, descendants(s.c, to), "returned to "+to); err != nil {
 			return err
 		}
 		if target.Type == model.NodeStart {
 			return s.awaitResubmit(target)
 		}
-		return s.activate(req.To, model.MoveReenter)
+		return s.activate(to, model.MoveReenter)
 	})
 	if err != nil {
 		return nil, err
@@ -220,7 +213,7 @@ func (s *step) awaitResubmit(start *model.Node) error {
 }
 
 // resubmitted: the initiator approved (run the flow again from the start) or rejected (withdraw) a resubmit task.
-func (s *step) resubmitted(t *model.Task, d Decision) error {
+func (s *step) resubmitted(t *model.Task, d decision) error {
 	if !d.Approve {
 		return s.finish(model.MoveWithdraw, "the initiator withdrew instead of resubmitting")
 	}
@@ -232,7 +225,7 @@ func (s *step) resubmitted(t *model.Task, d Decision) error {
 // a later signer of its sequence) has been decided. The node runs again from that decision: downstream work is
 // cancelled and the task is pending again.
 func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, comment string) (*model.Task, error) {
-	instID := InstanceOf(taskID)
+	instID := instanceOf(taskID)
 	if instID == "" {
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
@@ -241,7 +234,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
 	var out *model.Task
-	_, err = e.update(ctx, actor.TenantID, instID, actor.Username, func(s *step) error {
+	_, err = e.update(ctx, "reclaim", actor.TenantID, instID, actor.Username, func(s *step) error {
 		var t *model.Task
 		for _, x := range all {
 			if x.ID == taskID {
@@ -358,21 +351,17 @@ func idSeq(id string) int {
 
 // Jump cancels every active node, task, bookmark and timer and activates any node of the version (自由流): the
 // operator's repair tool, for admins. A failed instance runs again.
-func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, req MoveRequest) (*InstanceView, error) {
+func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id, to, reason string) (*InstanceView, error) {
 	if !actor.IsAdmin() {
 		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may jump an instance")
 	}
-	if req.To == "" {
+	if to == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to jump to")
 	}
-	reason := req.Reason
-	if reason == "" {
-		reason = req.Comment
-	}
-	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(s *step) error {
-		n := s.c.Def.Node(req.To)
+	w, err := e.update(ctx, "jump", actor.TenantID, id, actor.Username, func(s *step) error {
+		n := s.c.Def.Node(to)
 		if n == nil {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_jump_target", "node %q is not in this template", req.To)
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_jump_target", "node %q is not in this template", to)
 		}
 		if s.inst.Status != model.StatusRunning && s.inst.Status != model.StatusFailed {
 			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", id, s.inst.Status)
@@ -386,10 +375,10 @@ func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, re
 				}
 			}
 		}
-		if err := s.cancelAllTasks("jumped to " + req.To); err != nil {
+		if err := s.cancelAllTasks("jumped to " + to); err != nil {
 			return err
 		}
-		s.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
+		s.history("instance.jumped", to, "", reason, map[string]any{"from": from, "to": to})
 		if s.inst.Status == model.StatusFailed {
 			// The repair: the instance runs again, and its error is history (node.failed keeps it).
 			if err := s.moveInstance(model.MoveRepair); err != nil {
@@ -397,12 +386,12 @@ func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, re
 			}
 			s.inst.EndedAt, s.inst.State.Error = nil, nil
 		}
-		region := descendants(s.c, req.To)
-		region[req.To] = true
-		if err := s.resetRegion(req.To, region, "jumped to "+req.To); err != nil {
+		region := descendants(s.c, to)
+		region[to] = true
+		if err := s.resetRegion(to, region, "jumped to "+to); err != nil {
 			return err
 		}
-		if err := s.activate(req.To, model.MoveActivate); err != nil {
+		if err := s.activate(to, model.MoveActivate); err != nil {
 			return err
 		}
 		return s.settle()

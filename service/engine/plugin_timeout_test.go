@@ -91,7 +91,7 @@ func (h *harness) goAsync(id string) *model.PluginRun {
 // asyncResult posts a plugin's result as its system would (with the signed token).
 func (h *harness) asyncResult(runID, status string) error {
 	_, err := h.eng.AsyncResult(h.ctx, admin, runID, engine.ResultToken([]byte("callback-key-for-tests"), runID),
-		engine.ResultRequest{Status: status, Data: json.RawMessage(`{"answer":42}`)})
+		status, json.RawMessage(`{"answer":42}`))
 	return err
 }
 

@@ -202,7 +202,7 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 		// An event subscription's run: nothing in an instance waits for it.
 		return e.store.FinishRunOnly(ctx, pr)
 	}
-	_, err := e.update(ctx, pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(s *step) error {
+	_, err := e.update(ctx, "plugin_result", pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(s *step) error {
 		ns := s.node(pr.NodeID)
 		if s.inst.Ended() || ns == nil || ns.Chain == nil || ns.Chain.RunID != pr.ID {
 			if strict {
@@ -303,19 +303,13 @@ func (s *step) closeAbandonedRun(ns *model.NodeVisit) {
 		Error: "its node visit ended before it", EndedAt: &now}, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}, Close: true})
 }
 
-// ResultRequest is the body of POST /plugin-runs/{id}/result.
-type ResultRequest struct {
-	Status string          `json:"status"`
-	Data   json.RawMessage `json:"data"`
-}
-
 // AsyncResult finishes a plugin run that replied {"async": true}. The caller is an admin or holds the signed
 // result token. 404 unknown run, 409 not waiting for a result.
-func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID, token string, req ResultRequest) (*model.PluginRun, error) {
-	if req.Status != model.RunSucceeded && req.Status != model.RunFailed {
+func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID, token, status string, data json.RawMessage) (*model.PluginRun, error) {
+	if status != model.RunSucceeded && status != model.RunFailed {
 		return nil, model.CodedError(model.EINVALID, "invalid_status", "status must be succeeded or failed")
 	}
-	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
+	data = json.RawMessage(strings.TrimSpace(string(data)))
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
 	}
@@ -346,8 +340,8 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		return nil, errRunClosed(runID, "it is "+run.Status+", not waiting for a result").(*model.Error).WithDetails(map[string]any{"status": run.Status})
 	}
 	now := e.clock.Now().UTC()
-	out := PluginOutcome{Status: req.Status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
-	if req.Status == model.RunSucceeded {
+	out := PluginOutcome{Status: status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
+	if status == model.RunSucceeded {
 		var ctxPatch struct {
 			Context  json.RawMessage `json:"context"`
 			Decision string          `json:"decision"`

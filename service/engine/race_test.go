@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -187,7 +186,7 @@ func TestNoPoolDeadlock(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := h.eng.Approve(ctx, as("bob"), tk, engine.DecideRequest{})
+					_, err := h.eng.Approve(ctx, as("bob"), tk, "", nil)
 					errs <- err
 				}()
 			}

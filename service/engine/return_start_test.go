@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -42,7 +41,7 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 			if got := targets(tk.ID); len(got) != 1 || got[0] != "start" {
 				t.Fatalf("targets %v", got)
 			}
-			if _, err := h.eng.Return(h.ctx, as("bob"), tk.ID, engine.MoveRequest{To: "start"}); err != nil {
+			if _, err := h.eng.Return(h.ctx, as("bob"), tk.ID, "start", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.wantTasks(id, "start", map[string]model.TaskStatus{"ann": "pending"})
@@ -60,7 +59,7 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 					t.Fatalf("targets %v, want none", got)
 				}
 				before, _ := h.get(v.ID)
-				_, err = h.eng.Return(h.ctx, as("bob"), tk.ID, engine.MoveRequest{To: "start"})
+				_, err = h.eng.Return(h.ctx, as("bob"), tk.ID, "start", "")
 				wantErr(t, err, model.EUNPROCESSABLE, "no_initiator")
 				after, _ := h.get(v.ID)
 				if after.Rev != before.Rev {

@@ -63,24 +63,6 @@ func (s *step) groupMode(n *model.Node) string {
 	return n.SignMode()
 }
 
-// newTask creates a task of a node visit by a move from model.TaskNone: open (pending) or queue (waiting).
-func (s *step) newTask(n *model.Node, ns *model.NodeVisit, assignee string, m model.Move, kind string, group, pos int, parent string) (*model.Task, error) {
-	status, err := s.newTaskStatus(m, n.ID)
-	if err != nil {
-		return nil, err
-	}
-	t := &model.Task{ID: s.nextID("t"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, NodeName: n.Label(),
-		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
-		CreatedAt: s.now, Title: s.inst.Title, Template: s.inst.Template, Initiator: s.inst.Initiator}
-	s.w.NewTasks = append(s.w.NewTasks, t)
-	s.w.Tasks = append(s.w.Tasks, t)
-	s.history("task.created", n.ID, t.ID, "", map[string]any{"assignee": assignee, "status": status, "kind": kind})
-	if status == model.TaskPending {
-		s.event("task.created", n.ID, t)
-	}
-	return t, nil
-}
-
 // task returns an open task of the instance by id, or nil.
 func (s *step) task(id string) *model.Task {
 	for _, t := range s.w.Tasks {
@@ -134,8 +116,8 @@ func (s *step) cancelTasks(ts []*model.Task, reason string) error {
 	return nil
 }
 
-// Decision is what a signer decides.
-type Decision struct {
+// decision is what a signer decides.
+type decision struct {
 	Approve bool
 	Comment string
 	Data    []byte
@@ -144,7 +126,7 @@ type Decision struct {
 }
 
 // decide applies a signer's decision to a pending task and advances the instance.
-func (s *step) decide(t *model.Task, d Decision) error {
+func (s *step) decide(t *model.Task, d decision) error {
 	ns := s.node(t.NodeID)
 	if ns == nil || ns.NodeInstanceID != t.NodeInstanceID || !ns.Active() {
 		return model.CodedError(model.ECONFLICT, "task_not_open", "task %s belongs to a node visit that is over", t.ID)
@@ -345,9 +327,9 @@ func (s *step) checkNewSigner(t *model.Task, u string) error {
 
 // Add-sign positions.
 const (
-	SignBefore   = "before"
-	SignAfter    = "after"
-	SignParallel = "parallel"
+	signBefore   = "before"
+	signAfter    = "after"
+	signParallel = "parallel"
 )
 
 // addSign adds signers to a pending task (加签).
@@ -364,7 +346,7 @@ func (s *step) addSign(t *model.Task, users []string, position, comment string) 
 	}
 	var created []*model.Task
 	switch position {
-	case SignBefore:
+	case signBefore:
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign before is only possible on a signer's own task")
 		}
@@ -378,13 +360,13 @@ func (s *step) addSign(t *model.Task, users []string, position, comment string) 
 			}
 			created = append(created, nt)
 		}
-	case SignAfter:
+	case signAfter:
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign after is only possible on a signer's own task")
 		}
 		t.AfterSigners = append(t.AfterSigners, users...)
 		s.changed(t)
-	case SignParallel:
+	case signParallel:
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign parallel is only possible on a signer's own task")
 		}

@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -250,7 +249,7 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("sequential: parallel add-sign queues the new signers last", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave"}, Position: engine.SignParallel}); err != nil {
+			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave"}, "parallel", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": P, "carol": W, "dave": W})
@@ -266,15 +265,15 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("sequential: the current signer transfers, the order goes on", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			nt, err := h.eng.Transfer(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.TransferRequest{To: "eve"})
+			nt, err := h.eng.Transfer(h.ctx, as("bob"), h.task(id, "n", "bob").ID, "eve", "")
 			if err != nil || nt.Assignee != "eve" || nt.Status != P {
 				t.Fatalf("transfer: %+v %v", nt, err)
 			}
 			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": model.TaskTransferred, "carol": W, "eve": P})
 			// A waiting signer can neither transfer nor be transferred to the same node twice.
-			_, err = h.eng.Transfer(h.ctx, as("carol"), h.task(id, "n", "carol").ID, engine.TransferRequest{To: "dave"})
+			_, err = h.eng.Transfer(h.ctx, as("carol"), h.task(id, "n", "carol").ID, "dave", "")
 			wantErr(t, err, model.ECONFLICT, "task_not_pending")
-			_, err = h.eng.Transfer(h.ctx, as("eve"), nt.ID, engine.TransferRequest{To: "carol"})
+			_, err = h.eng.Transfer(h.ctx, as("eve"), nt.ID, "carol", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "already_signer")
 			h.decide(id, "n", "eve", true)
 			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": model.TaskTransferred, "carol": P, "eve": A})
@@ -285,7 +284,7 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("sequential: add-sign before the current signer", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			res, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave"}, Position: engine.SignBefore})
+			res, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave"}, "before", "")
 			if err != nil || len(res.Created) != 1 || res.Task.Status != W {
 				t.Fatalf("add-sign: %+v %v", res, err)
 			}
@@ -301,7 +300,7 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("add-sign before: the added signer rejects", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave"}, Position: engine.SignBefore}); err != nil {
+			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave"}, "before", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.decide(id, "n", "dave", false)
@@ -320,7 +319,7 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("vote: a parallel add-sign raises the bar", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "vote2", `{}`)
-			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave", "eve"}, Position: engine.SignParallel}); err != nil {
+			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave", "eve"}, "parallel", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.decide(id, "n", "bob", true) // 1 of 4 < 0.5
@@ -354,7 +353,7 @@ func TestApprovalDataRoutes(t *testing.T) {
 				end  model.NodeState
 			}{{`{"level":5}`, "active", ""}, {`{"level":1}`, "skipped", "completed"}} {
 				id := h.start("ann", v.key, `{"level":0}`)
-				if _, err := h.eng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, engine.DecideRequest{Data: []byte(tc.data)}); err != nil {
+				if _, err := h.eng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, "", []byte(tc.data)); err != nil {
 					t.Fatal(err)
 				}
 				h.wantNodes(id, map[string]model.NodeState{"lead": "completed", "dba": tc.dba, "end": tc.end})

@@ -41,6 +41,9 @@ type step struct {
 	cause    int
 	failure  *model.NodeFailure
 	stranded *model.NodeFailure
+	// observed: the engine has a StepObserver, and moves records the step's transitions for it.
+	observed bool
+	moves    []Moved
 }
 
 func (e *Engine) newStep(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *step {
@@ -59,7 +62,7 @@ func (e *Engine) newStep(ctx context.Context, w *model.Work, c *template.Compile
 	now := e.clock.Now().UTC()
 	w.Instance.UpdatedAt = now
 	w.Instance.Rev++
-	s := &step{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor}
+	s := &step{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor, observed: e.observed}
 	s.upgradeEdges()
 	return s
 }
@@ -71,8 +74,8 @@ func (s *step) nextID(prefix string) string {
 	return s.inst.ID + "." + prefix + strconv.Itoa(s.inst.State.Seq)
 }
 
-// InstanceOf returns the instance id a task, node visit or bookmark id belongs to, or "".
-func InstanceOf(id string) string {
+// instanceOf returns the instance id a task, node visit or bookmark id belongs to, or "".
+func instanceOf(id string) string {
 	for i := len(id) - 1; i >= 0; i-- {
 		if id[i] == '.' {
 			return id[:i]

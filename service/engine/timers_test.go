@@ -341,7 +341,7 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 		var mine, theirs []string
 		for i := 0; i < 6; i++ {
 			mine = append(mine, h.start("ann", "one", due))
-			v, err := h.eng.Start(h.ctx, other, engine.StartRequest{Template: "one", Context: []byte(due)})
+			v, err := h.eng.Start(h.ctx, other, engine.StartParams{Template: "one", Context: []byte(due)})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,12 +11,18 @@ import (
 // InstanceMachine). A move the table refuses is a programming error: the step fails with an error wrapping
 // model.ErrTransition, its transaction is rolled back, and the error is logged.
 
+// Transitions. Every change of a node's state, a task's status or the instance's status in a step goes through
+// one of the functions below, checked against its table in model/states.go (model.NodeMachine, TaskMachine,
+// InstanceMachine). A move the table refuses is a programming error: the step fails with an error wrapping
+// model.ErrTransition, its transaction is rolled back, and the error is logged.
+
 // moveNode changes the state of a node's current visit.
 func (s *step) moveNode(ns *model.NodeVisit, m model.Move) error {
 	to, err := model.NodeMachine.Next(m, ns.State)
 	if err != nil {
 		return s.refused(err, "node "+ns.NodeID+" ("+ns.NodeInstanceID+")")
 	}
+	s.moved("node", ns.NodeID, m, string(ns.State), string(to))
 	ns.State = to
 	return nil
 }
@@ -32,6 +38,7 @@ func (s *step) newVisit(n *model.Node, m model.Move) (*model.NodeVisit, error) {
 	if err != nil {
 		return nil, s.refused(err, "node "+n.ID)
 	}
+	s.moved("node", n.ID, m, string(from), string(to))
 	now := s.now
 	ns := &model.NodeVisit{NodeID: n.ID, Name: n.Label(), Type: n.Type, State: to, NodeInstanceID: s.nextID("n"), Visit: visit, StartedAt: &now}
 	ns.Seq = s.inst.State.Seq
@@ -71,6 +78,25 @@ func (s *step) releaseVisit(ns *model.NodeVisit) {
 	s.cancelTimers(ns)
 }
 
+// newTask creates a task of a node visit by a move from model.TaskNone: open (pending) or queue (waiting).
+func (s *step) newTask(n *model.Node, ns *model.NodeVisit, assignee string, m model.Move, kind string, group, pos int, parent string) (*model.Task, error) {
+	status, err := model.TaskMachine.Next(m, model.TaskNone)
+	if err != nil {
+		return nil, s.refused(err, "a new task of node "+n.ID)
+	}
+	t := &model.Task{ID: s.nextID("t"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, NodeName: n.Label(),
+		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
+		CreatedAt: s.now, Title: s.inst.Title, Template: s.inst.Template, Initiator: s.inst.Initiator}
+	s.moved("task", t.ID, m, "", string(status))
+	s.w.NewTasks = append(s.w.NewTasks, t)
+	s.w.Tasks = append(s.w.Tasks, t)
+	s.history("task.created", n.ID, t.ID, "", map[string]any{"assignee": assignee, "status": status, "kind": kind})
+	if status == model.TaskPending {
+		s.event("task.created", n.ID, t)
+	}
+	return t, nil
+}
+
 // moveTask changes a task's status. A move that decides or cancels it stamps the decision time and the comment (a
 // cancellation without a comment keeps the task's own); one that opens a decided task again (reclaim, restore)
 // clears them.
@@ -80,6 +106,7 @@ func (s *step) moveTask(t *model.Task, m model.Move, comment string) error {
 	if err != nil {
 		return s.refused(err, "task "+t.ID)
 	}
+	s.moved("task", t.ID, m, string(from), string(to))
 	t.Status = to
 	switch {
 	case !to.Open():
@@ -95,21 +122,13 @@ func (s *step) moveTask(t *model.Task, m model.Move, comment string) error {
 	return nil
 }
 
-// newTaskStatus is the status a task is created in by a move from model.TaskNone (open or queue).
-func (s *step) newTaskStatus(m model.Move, nodeID string) (model.TaskStatus, error) {
-	to, err := model.TaskMachine.Next(m, model.TaskNone)
-	if err != nil {
-		return to, s.refused(err, "a new task of node "+nodeID)
-	}
-	return to, nil
-}
-
 // moveInstance changes the instance's status.
 func (s *step) moveInstance(m model.Move) error {
 	to, err := model.InstanceMachine.Next(m, s.inst.Status)
 	if err != nil {
 		return s.refused(err, "instance "+s.inst.ID)
 	}
+	s.moved("instance", s.inst.ID, m, string(s.inst.Status), string(to))
 	s.inst.Status = to
 	return nil
 }

@@ -4,91 +4,133 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"sort"
 	"strconv"
+	"time"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/template"
 )
 
-// update runs fn on a locked instance in a fresh step, and returns the instance afterwards. A step that needs
+// The transaction plumbing of a step. A public action (tasks.go, instances.go, moves.go, ...) hands update an
+// action, a function of the step; update makes a stepTx, whose apply the store calls inside the instance's
+// transaction (alone, or in a group: group.go), and after the commit tells the rest of the process (committed).
+
+// action is what a public method does in a step, on the instance locked and loaded.
+type action func(s *step) error
+
+// stepTx is one step of one instance through its transaction: the store calls apply under the row lock, again
+// after a deadlock, and update runs it again after reads outside the transaction. done is the work as written.
+type stepTx struct {
+	e        *Engine
+	ctx      context.Context
+	name     string // what the step does (StepReport.Action)
+	tenant   string
+	instance string
+	actor    string
+	act      action
+	reads    *reads
+	// fence and audit are the request's idempotency fence (its first step only) and audit entry: written with
+	// the work, used once it committed.
+	fence *model.IdempotencyFence
+	audit *model.AuditEntry
+	done  *step // the step whose work the store wrote
+}
+
+// update runs act on the locked instance in a step of its own and returns the work as committed. A step that needs
 // reads which must not happen inside the transaction (see reads) is rolled back, the reads are done with no
 // transaction open, and the step runs again with their answers.
-func (e *Engine) update(ctx context.Context, tenant, instanceID, actor string, fn func(s *step) error) (*model.Work, error) {
-	rd := newReads()
+func (e *Engine) update(ctx context.Context, name, tenant, instanceID, actor string, act action) (*model.Work, error) {
+	t := &stepTx{e: e, ctx: ctx, name: name, tenant: tenant, instance: instanceID, actor: actor, act: act, reads: newReads(),
+		audit: model.AuditFrom(ctx)}
+	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
+		t.fence = f // the first step of a request made with an Idempotency-Key carries the key's fence
+	}
+	began := time.Now()
 	for round := 0; ; round++ {
-		var done *model.Work
-		err := e.updateInstance(ctx, tenant, instanceID, func(w *model.Work) error {
-			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
-			if err != nil {
-				return err
-			}
-			s := e.newStep(ctx, w, c, actor)
-			s.reads = rd
-			err = fn(s)
-			if len(rd.pending) > 0 {
-				return errNeedRead // whatever the step did without the answers is rolled back
-			}
-			if err != nil {
-				return err
-			}
-			done = w
-			return nil
-		})
-		if errors.Is(err, model.ErrStaleRead) && round < maxReadRounds {
-			rd = newReads() // something read outside the transaction was taken meanwhile: read everything again
+		err := e.updateInstance(ctx, tenant, instanceID, t.apply)
+		switch {
+		case errors.Is(err, model.ErrStaleRead) && round < maxReadRounds:
+			t.reads = newReads() // something read outside the transaction was taken meanwhile: read everything again
 			continue
-		}
-		if errors.Is(err, errNeedRead) {
-			if round >= maxReadRounds {
-				return nil, fmt.Errorf("engine: instance %s: the step still needs reads after %d rounds", instanceID, round+1)
-			}
-			if err := rd.fetch(ctx); err != nil {
-				return nil, err
+		case errors.Is(err, errNeedRead) && round < maxReadRounds:
+			if err := t.reads.fetch(ctx); err != nil {
+				return nil, t.ended(began, err)
 			}
 			continue
+		case errors.Is(err, errNeedRead):
+			return nil, t.ended(began, fmt.Errorf("engine: instance %s: the step still needs reads after %d rounds", instanceID, round+1))
+		case err != nil:
+			return nil, t.ended(began, err)
 		}
-		if err != nil {
-			return nil, err
+		if t.fence != nil {
+			t.fence.Use()
 		}
-		e.committed(done)
-		return done, nil
+		if t.audit != nil {
+			t.audit.Stage()
+			t.audit.Committed()
+		}
+		e.committed(t.done.w)
+		return t.done.w, t.ended(began, nil)
 	}
 }
 
-// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit is off.
-// The first step of a request made with an Idempotency-Key carries the key's fence (model.IdempotencyFence).
-func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) (err error) {
-	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
-		inner := fn
-		fn = func(w *model.Work) error {
-			if err := inner(w); err != nil {
-				return err
-			}
-			w.Fence = f
-			return nil
+// ended tells the engine's observer that the step committed (err nil) or failed, and returns err.
+func (t *stepTx) ended(began time.Time, err error) error {
+	var done *step
+	if err == nil {
+		done = t.done
+	}
+	return t.e.stepEnded(t.ctx, t.name, t.tenant, t.instance, began, done, err)
+}
+
+// apply runs the step on a work the store loaded under the instance's row lock; it is the store's fn. A panic
+// becomes the step's error: apply may run on a group leader, on no request's goroutine.
+func (t *stepTx) apply(w *model.Work) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("engine: step of instance %s panicked: %v\n%s", w.Instance.ID, p, debug.Stack())
 		}
-		defer func() {
-			if err == nil {
-				f.Use()
-			}
-		}()
+	}()
+	c, err := t.e.compiledIn(t.ctx, t.reads, t.tenant, w.Instance.Template, w.Instance.Version)
+	if err != nil {
+		return err
 	}
-	if a := model.AuditFrom(ctx); a != nil {
-		fn = audited(a, fn)
-		defer func() {
-			if err == nil {
-				a.Stage()
-				a.Committed()
-			}
-		}()
+	var before map[string]any
+	if t.audit != nil {
+		before = auditState(w.Instance)
 	}
+	s := t.e.newStep(t.ctx, w, c, t.actor)
+	s.reads = t.reads
+	err = t.act(s)
+	if len(t.reads.pending) > 0 {
+		return errNeedRead // whatever the step did without the answers is rolled back
+	}
+	if err != nil {
+		return err
+	}
+	if t.fence != nil {
+		w.Fence = t.fence
+	}
+	if t.audit != nil {
+		// The request's audit entry (model.WithAudit: an admin's jump, a terminate) is written with the step, with
+		// the instance's status and active nodes before and after it.
+		t.audit.SetBefore(before)
+		t.audit.SetAfter(auditState(w.Instance))
+		w.Audit = t.audit
+	}
+	t.done = s
+	return nil
+}
+
+// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit
+// is off; a group whose transaction failed as a whole has fn run again alone.
+func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
 	if e.group == nil {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
-	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
-	e.group.submit(st)
-	err = <-st.done
+	err := e.group.update(ctx, tenant, id, fn)
 	if errors.Is(err, errGroupFailed) {
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
@@ -96,54 +138,37 @@ func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(
 }
 
 // createInstance stores a started instance like the store's CreateInstance, in a group unless group commit is off.
-func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) {
-	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
-		w.Fence = f
-		defer func() {
-			if err == nil {
-				f.Use()
-			}
-		}()
+// The request's idempotency fence and audit entry are written with it.
+func (e *Engine) createInstance(ctx context.Context, w *model.Work) error {
+	fence, audit := model.IdempotencyFenceFrom(ctx), model.AuditFrom(ctx)
+	if fence != nil && !fence.Spent() {
+		w.Fence = fence
 	}
-	if a := model.AuditFrom(ctx); a != nil {
+	if audit != nil {
 		// A start recorded as a change (an admin's override_trigger): its target is the new instance.
-		if a.Target == "" {
-			a.Target = w.Instance.ID
+		if audit.Target == "" {
+			audit.Target = w.Instance.ID
 		}
-		a.Fill(nil, auditState(w.Instance))
-		w.Audit = a
-		defer func() {
-			if err == nil {
-				a.Stage()
-				a.Committed()
-			}
-		}()
+		audit.Fill(nil, auditState(w.Instance))
+		w.Audit = audit
 	}
+	var err error
 	if e.group == nil {
-		return e.store.CreateInstance(ctx, w)
+		err = e.store.CreateInstance(ctx, w)
+	} else if err = e.group.create(ctx, w); errors.Is(err, errGroupFailed) {
+		err = e.store.CreateInstance(ctx, w)
 	}
-	st := &groupStep{ctx: ctx, tenant: w.Instance.TenantID, id: w.Instance.ID, create: w, done: make(chan error, 1)}
-	e.group.submit(st)
-	err = <-st.done
-	if errors.Is(err, errGroupFailed) {
-		return e.store.CreateInstance(ctx, w)
+	if err != nil {
+		return err
 	}
-	return err
-}
-
-// audited makes a step write the request's audit entry (model.WithAudit: an admin's jump, a terminate) with its
-// other writes, in its transaction, with the instance's status and active nodes before and after the step.
-func audited(a *model.AuditEntry, fn func(w *model.Work) error) func(w *model.Work) error {
-	return func(w *model.Work) error {
-		before := auditState(w.Instance)
-		if err := fn(w); err != nil {
-			return err
-		}
-		a.SetBefore(before)
-		a.SetAfter(auditState(w.Instance))
-		w.Audit = a
-		return nil
+	if w.Fence != nil {
+		w.Fence.Use()
 	}
+	if audit != nil {
+		audit.Stage()
+		audit.Committed()
+	}
+	return nil
 }
 
 // auditState is what the audit log shows of an instance.

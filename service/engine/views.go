@@ -251,7 +251,7 @@ func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id 
 	}
 	b, err := e.store.GetBookmark(ctx, actor.TenantID, id)
 	if err != nil {
-		if instID := InstanceOf(id); instID != "" {
+		if instID := instanceOf(id); instID != "" {
 			// Approval waits have no row: they are resumed by deciding their tasks.
 			if inst, _, gerr := e.store.GetInstance(ctx, actor.TenantID, instID); gerr == nil {
 				for _, ns := range inst.State.Nodes {
@@ -280,7 +280,7 @@ func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, i
 	if !signed && !systemPrincipal(actor) {
 		return nil, errSystemWait
 	}
-	if InstanceOf(nodeInstanceID) != instanceID {
+	if instanceOf(nodeInstanceID) != instanceID {
 		return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no callback %s/%s", instanceID, nodeInstanceID)
 	}
 	if actor != nil {
@@ -311,7 +311,7 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 	if err := model.CheckDocumentDepth("data", data); err != nil {
 		return nil, err
 	}
-	w, err := e.update(ctx, tn, instID, who, func(s *step) error {
+	w, err := e.update(ctx, "resume", tn, instID, who, func(s *step) error {
 		var ns *model.NodeVisit
 		for _, x := range s.inst.State.Nodes {
 			if x.NodeInstanceID == nodeInstanceID {
@@ -335,7 +335,7 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 		return nil, model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over")
 	}
 	if err != nil {
-		if model.IsKind(err, model.ENOTFOUND) && !strings.Contains(err.Error(), "wait") && !strings.Contains(err.Error(), "callback") {
+		if errors.Is(err, model.ErrNoInstance) {
 			return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no instance %s", instID)
 		}
 		return nil, err

@@ -18,7 +18,7 @@ import (
 )
 
 // timerID names a node visit's timer: <node instance id>-<kind>[-<attempt>]. It carries the instance id (see
-// InstanceOf), so a firing timer locks its instance without another read.
+// instanceOf), so a firing timer locks its instance without another read.
 func timerID(ns *model.NodeVisit, kind string, attempt int) string {
 	id := ns.NodeInstanceID + "-" + kind
 	if attempt > 0 {

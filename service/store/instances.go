@@ -370,7 +370,7 @@ func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w
 			return err
 		}
 		if len(ws) == 0 {
-			return s.goneIfArchived(ctx, tenant, id, model.Errorf(model.ENOTFOUND, "instance %q not found", id))
+			return s.goneIfArchived(ctx, tenant, id, noInstance(id))
 		}
 		w := ws[0]
 		if err := fn(w); err != nil {
@@ -378,6 +378,11 @@ func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w
 		}
 		return s.saveWorks(tx, nil, w)
 	})
+}
+
+// noInstance is the ENOTFOUND of a step on an instance that does not exist; it wraps model.ErrNoInstance.
+func noInstance(id string) error {
+	return model.Errorf(model.ENOTFOUND, "instance %q not found", id).Wrapping(model.ErrNoInstance)
 }
 
 var _ model.BatchInstanceStore = (*Store)(nil)
@@ -397,7 +402,7 @@ func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string
 			return err
 		}
 		for _, id := range ids {
-			out[id] = model.Errorf(model.ENOTFOUND, "instance %q not found", id)
+			out[id] = noInstance(id)
 		}
 		keep := ws[:0:0]
 		for _, w := range ws {
