@@ -23,6 +23,7 @@ import (
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/template"
@@ -453,15 +454,7 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	})
 	// The second executor is another process's: its own engine on its own connections, its own plugin cache
 	// (files come from the database).
-	files, err := plugin.NewCache(t.TempDir(), s2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng2, err := engine.New(engine.Deps{Store: s2, Templates: template.New(s2, e.clock.Now), Directory: s2, Events: noEvents{}, Outbox: nobody{},
-		PluginFiles: files, Executor: engine.NoExecutor}, engine.Options{Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng2 := enginetest.New(t, s2, template.New(s2, e.clock.Now), s2, engine.Options{Clock: e.clock})
 	runExecutor(t, newExecutor(t, s2, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
 	if err := os.WriteFile(count, nil, 0o644); err != nil {

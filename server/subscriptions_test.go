@@ -21,6 +21,7 @@ import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
@@ -333,7 +334,7 @@ func TestPluginSubscription(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
 		clk := clock.NewFake(time.Now().UTC())
-		eventPlugins, err := engine.NewEventPlugins(s, nobody{}) // the executor polls: no wake-up needed
+		eventPlugins, err := engine.NewEventPlugins(s, enginetest.Nobody{}) // the executor polls: no wake-up needed
 		if err != nil {
 			t.Fatal(err)
 		}

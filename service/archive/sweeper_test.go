@@ -16,10 +16,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/archive"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -31,16 +31,6 @@ var (
 	t0    = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	admin = &model.Principal{TenantID: model.DefaultTenant, Username: "admin", Roles: []string{model.RoleAdmin}}
 )
-
-// noEvents: nobody subscribed to any event.
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-// nobody drains the outbox (the tests look at its rows).
-type nobody struct{}
-
-func (nobody) Notify() {}
 
 // harness is an engine on a real store with a fake clock, and a sweeper on the same store and clock.
 type harness struct {
@@ -57,15 +47,7 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 	clk := clock.NewFake(t0)
 	s.SetNow(clk.Now)
 	tpl := template.New(s, clk.Now)
-	files, err := plugin.NewCache(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor}, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := enginetest.New(t, s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})
 	h := &harness{t: t, s: s, clk: clk, tpl: tpl, dir: t.TempDir(), eng: eng}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost})
 	for _, u := range []string{"admin", "bob"} {

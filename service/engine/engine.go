@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
@@ -99,6 +98,17 @@ type Deps struct {
 	PluginFiles PluginFiles
 	// Executor is this process's plugin executor (see LocalExecutor); NoExecutor when the process runs none.
 	Executor LocalExecutor
+	// URLs builds the URLs the engine hands out (server.URLs, from the router's own routes).
+	URLs URLs
+}
+
+// URLs builds the addresses the engine hands to outside systems. The engine signs them (the token); where they
+// point is the HTTP layer's business, so the composition root gives it the router's own (server.URLs).
+type URLs interface {
+	// Callback is the URL that resumes a callback node's visit (POST), with its token.
+	Callback(instanceID, nodeInstanceID, token string) string
+	// PluginResult is the URL an async plugin run's result is posted to, with its token.
+	PluginResult(runID, token string) string
 }
 
 // NoExecutor is the LocalExecutor of a process that executes no plugin runs itself: every run is queued for a
@@ -121,10 +131,8 @@ func (noExecutor) StopRuns(map[string]string) {}
 type Options struct {
 	Clock  clock.Clock  // default clock.Real{}
 	Logger *slog.Logger // default slog.Default()
-	// CallbackKey signs callback URLs (derived from HALLEY_SECRET).
+	// CallbackKey signs callback and plugin result URLs (derived from HALLEY_SECRET).
 	CallbackKey []byte
-	// PublicURL is the base of callback URLs, e.g. https://halley.example.com.
-	PublicURL string
 	// NoGroupCommit runs every step in a transaction of its own (see group.go).
 	NoGroupCommit bool
 	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
@@ -145,7 +153,7 @@ type Engine struct {
 	clock       clock.Clock
 	log         *slog.Logger
 	callbackKey []byte
-	publicURL   string
+	urls        URLs
 	events      EventSink
 	outbox      Notifier
 	plugins     *PluginQueue
@@ -171,7 +179,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 		missing bool
 	}{
 		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Events", d.Events == nil},
-		{"Outbox", d.Outbox == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Executor", d.Executor == nil},
+		{"Outbox", d.Outbox == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Executor", d.Executor == nil}, {"URLs", d.URLs == nil},
 	} {
 		if m.missing {
 			return nil, fmt.Errorf("engine: %s is required", m.name)
@@ -184,7 +192,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		publicURL: strings.TrimRight(opts.PublicURL, "/"), events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
+		urls: d.URLs, events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
 		noBatchTimers: opts.NoBatchTimers, users: newUserCache(opts.UserCacheTTL), observer: opts.Observer, observed: opts.Observer != nil}
 	if e.observer == nil {
 		e.observer = noObserver{}

@@ -14,9 +14,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/template"
@@ -54,32 +54,11 @@ func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts eng
 }
 
 // newEngine is an engine over st (a real store, or a test's wrapper of one) as the composition root builds it,
-// minus what these tests do not use: nobody subscribed to events, an outbox that nobody drains (tests look at
-// its rows), and no plugin executor in the process.
+// minus what these tests do not use (enginetest).
 func newEngine(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Directory, opts engine.Options) *engine.Engine {
 	t.Helper()
-	// Every store of these tests is a *store.Store or wraps one: it holds the plugin files.
-	files, err := plugin.NewCache(t.TempDir(), st.(plugin.BlobSource))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Deps{Store: st, Templates: tpl, Directory: dir, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return eng
+	return enginetest.New(t, st, tpl, dir, opts)
 }
-
-// noEvents is an engine.EventSink with no subscriptions.
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-// nobody is an engine.Notifier that nobody listens to.
-type nobody struct{}
-
-func (nobody) Notify() {}
 
 // sub returns the harness for a subtest (same engine and store, the subtest's t).
 func (h *harness) sub(t *testing.T) *harness {

@@ -95,7 +95,7 @@ func (s *step) queueRun(ns *model.NodeVisit) error {
 	id := s.nextID("r")
 	cb := ns.CallbackURL
 	if cb == "" {
-		cb = fmt.Sprintf("%s/api/v1/plugin-runs/%s/result?token=%s", s.e.publicURL, id, ResultToken(s.e.callbackKey, id))
+		cb = s.e.urls.PluginResult(id, ResultToken(s.e.callbackKey, id))
 	}
 	node, _ := json.Marshal(s.c.Def.Node(ns.NodeID))
 	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": s.inst.ID, "node_id": ns.NodeID, "phase": ch.Phase,

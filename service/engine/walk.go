@@ -45,7 +45,7 @@ func (s *step) activate(id string, m model.Move) error {
 	if n.Type == model.NodeCallback {
 		// Known before the node's pre plugins run, so that they can hand it to the system that calls back.
 		tok := CallbackToken(s.e.callbackKey, s.inst.ID, ns.NodeInstanceID)
-		ns.CallbackURL = fmt.Sprintf("%s/api/v1/callback/%s/%s?token=%s", s.e.publicURL, s.inst.ID, ns.NodeInstanceID, tok)
+		ns.CallbackURL = s.e.urls.Callback(s.inst.ID, ns.NodeInstanceID, tok)
 	}
 	if len(n.Plugins.Pre) > 0 && n.Type != model.NodeAuto {
 		return s.startChain(ns, PhasePre, n.Plugins.Pre, thenRun)

@@ -4,22 +4,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
-
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-type nobody struct{}
-
-func (nobody) Notify() {}
 
 // TestNewNamesTheMissingDependency: the publisher needs a store and a scheduler, the service its four
 // dependencies; a missing one is an error naming it, not a nil at the first crontab fire.
@@ -38,15 +30,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 		t.Fatal(err)
 	}
 	tpl := template.New(s, nil, template.WithPublishers(pub))
-	files, err := plugin.NewCache(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor}, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := enginetest.New(t, s, tpl, s, engine.Options{})
 	full := func() trigger.Deps { return trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub} }
 	if _, err := trigger.New(full(), nil, nil); err != nil {
 		t.Fatalf("complete deps: %v", err)
