@@ -3,6 +3,7 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
 )
 
@@ -258,11 +259,24 @@ type Timer struct {
 
 // Outbox kinds.
 const (
-	OutboxTimerArm    = "timer.arm"    // Ref = timer id; Payload = {"due": unix ms}
+	OutboxTimerArm    = "timer.arm"    // Ref = timer id; Payload = TimerArm
 	OutboxTimerCancel = "timer.cancel" // Ref = timer id
 	OutboxPluginRun   = "plugin.run"   // Ref = plugin run id
 	OutboxEvent       = "event"        // Payload = the event
 )
+
+// TimerArm is the payload of a timer.arm outbox item: when the timer is due, in unix milliseconds.
+type TimerArm struct {
+	Due int64 `json:"due"`
+}
+
+// TimerArmPayload is the payload of a timer.arm outbox item for a timer due at due (whole milliseconds).
+func TimerArmPayload(due time.Time) json.RawMessage {
+	return json.RawMessage(`{"due":` + strconv.FormatInt(due.UnixMilli(), 10) + `}`)
+}
+
+// DueAt is the due time a timer.arm payload carries.
+func (a TimerArm) DueAt() time.Time { return time.UnixMilli(a.Due) }
 
 // OutboxItem is a side effect written in the engine's transaction and dispatched after it commits.
 type OutboxItem struct {

@@ -2,14 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/scheduler"
 )
 
@@ -176,29 +174,4 @@ func (e *Engine) fireOne(ctx context.Context, t *model.Timer) error {
 		e.log.Error("engine: timer failed; it will be retried", "timer_id", t.ID, "instance_id", t.InstanceID, "err", err)
 	}
 	return err
-}
-
-// TimerOutbox returns the outbox handlers that arm and cancel timers in the scheduler.
-func TimerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
-	arm = func(ctx context.Context, items []model.OutboxItem) error {
-		its := make([]scheduler.Item, 0, len(items))
-		for _, it := range items {
-			var p struct {
-				Due int64 `json:"due"`
-			}
-			if err := json.Unmarshal(it.Payload, &p); err != nil {
-				return fmt.Errorf("engine: bad timer.arm payload for %s: %w", it.Ref, err)
-			}
-			its = append(its, scheduler.Item{ID: it.Ref, Due: time.UnixMilli(p.Due)})
-		}
-		return s.Schedule(ctx, its...)
-	}
-	cancel = func(ctx context.Context, items []model.OutboxItem) error {
-		ids := make([]string, len(items))
-		for i, it := range items {
-			ids[i] = it.Ref
-		}
-		return s.Cancel(ctx, ids...)
-	}
-	return arm, cancel
 }

@@ -426,8 +426,10 @@ func TestTimersNeverEarly(t *testing.T) {
 		if _, err := s.DispatchOutbox(h.ctx, 100, func(_ context.Context, items []model.OutboxItem) error {
 			for _, it := range items {
 				if it.Kind == model.OutboxTimerArm && it.Ref == row.ID {
-					var p struct{ Due int64 }
-					_ = json.Unmarshal(it.Payload, &p)
+					var p model.TimerArm
+					if err := json.Unmarshal(it.Payload, &p); err != nil {
+						t.Fatalf("timer.arm payload %s: %v", it.Payload, err)
+					}
 					armed = append(armed, p.Due)
 				}
 			}
@@ -438,12 +440,12 @@ func TestTimersNeverEarly(t *testing.T) {
 		if len(armed) != 1 || armed[0] != want.UnixMilli() {
 			t.Fatalf("armed at %v, want %d", armed, want.UnixMilli())
 		}
-		// The scheduler armed from that item delivers it at 2 ms, not at 1.3 ms (when a probe due at 1 ms goes).
+		// The scheduler armed from that item (as the composition root's timer.arm handler does) delivers it at 2 ms,
+		// not at 1.3 ms (when a probe due at 1 ms goes).
 		sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 		defer sched.Close()
-		arm, _ := engine.TimerOutbox(sched)
-		if err := arm(h.ctx, []model.OutboxItem{{Kind: model.OutboxTimerArm, Ref: row.ID, Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, armed[0]))},
-			{Kind: model.OutboxTimerArm, Ref: "probe", Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, t0.Add(time.Millisecond).UnixMilli()))}}); err != nil {
+		if err := sched.Schedule(h.ctx, scheduler.Item{ID: row.ID, Due: model.TimerArm{Due: armed[0]}.DueAt()},
+			scheduler.Item{ID: "probe", Due: t0.Add(time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
 		fired := make(chan string, 4)

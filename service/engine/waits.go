@@ -51,7 +51,7 @@ func (s *step) armTimer(ns *model.NodeVisit, kind string, due time.Time, payload
 	s.w.NewTimers = append(s.w.NewTimers, t)
 	ns.Timers = append(ns.Timers, t.ID)
 	s.w.Outbox = append(s.w.Outbox, model.OutboxItem{TenantID: s.inst.TenantID, Kind: model.OutboxTimerArm, Ref: t.ID,
-		Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, due.UnixMilli()))})
+		Payload: model.TimerArmPayload(due)})
 }
 
 // ceilMillisecond rounds t up to a whole millisecond.

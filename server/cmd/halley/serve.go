@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -58,7 +59,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
-	arm, cancelTimers := engine.TimerOutbox(sched)
+	arm, cancelTimers := timerOutbox(sched)
 	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: subs.OutboxHandler(), model.OutboxTimerArm: arm,
 		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
 		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }}) // deliveries are visible once their batch committed
@@ -220,6 +221,30 @@ func outboundClient(cfg *config.Config, lg *slog.Logger) *outbound.Client {
 // derive is a key for one purpose, derived from HALLEY_SECRET.
 func derive(cfg *config.Config, purpose string) []byte {
 	return identity.DeriveKey([]byte(cfg.Secret), purpose)
+}
+
+// timerOutbox returns the outbox handlers that arm and cancel timers in the scheduler: the timer.arm and
+// timer.cancel rows a step wrote are carried out once it committed.
+func timerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
+	arm = func(ctx context.Context, items []model.OutboxItem) error {
+		its := make([]scheduler.Item, 0, len(items))
+		for _, it := range items {
+			var p model.TimerArm
+			if err := json.Unmarshal(it.Payload, &p); err != nil {
+				return fmt.Errorf("bad timer.arm payload for %s: %w", it.Ref, err)
+			}
+			its = append(its, scheduler.Item{ID: it.Ref, Due: p.DueAt()})
+		}
+		return s.Schedule(ctx, its...)
+	}
+	cancel = func(ctx context.Context, items []model.OutboxItem) error {
+		ids := make([]string, len(items))
+		for i, it := range items {
+			ids[i] = it.Ref
+		}
+		return s.Cancel(ctx, ids...)
+	}
+	return arm, cancel
 }
 
 // wake is the outbox handler of plugin runs queued for a claim: it wakes the executor, which claims them.
