@@ -372,7 +372,7 @@ func (s *Server) returnTask(c *gin.Context) {
 }
 
 func (s *Server) returnTargets(c *gin.Context) {
-	ts, noInitiator, err := s.engine.ReturnTargetsWhy(c.Request.Context(), principal(c), c.Param("id"))
+	ts, noInitiator, err := s.engine.ReturnTargets(c.Request.Context(), principal(c), c.Param("id"))
 	if err != nil {
 		fail(c, err)
 		return

@@ -47,25 +47,15 @@ type grouper struct {
 	mu       sync.Mutex
 	queue    []*groupStep
 	inflight int
-	stats    GroupStats
+	stats    groupStats
 }
 
-// GroupStats counts group commits since the engine started.
-type GroupStats struct {
+// groupStats counts group commits since the engine started (the engine's tests read them).
+type groupStats struct {
 	Submitted int64 // steps that went through the group queue
 	Groups    int64 // transactions of two or more steps
 	Steps     int64 // steps that ran in them
 	Fallbacks int64 // groups whose transaction failed, their steps then run alone
-}
-
-// GroupStats returns the group-commit counters (zero with Options.NoGroupCommit).
-func (e *Engine) GroupStats() GroupStats {
-	if e.group == nil {
-		return GroupStats{}
-	}
-	e.group.mu.Lock()
-	defer e.group.mu.Unlock()
-	return e.group.stats
 }
 
 // update runs fn on instance id in the next group it fits and returns its outcome; errGroupFailed when the

@@ -304,13 +304,6 @@ func (e *Engine) ended(id string) (*endWaiter, func()) {
 	}
 }
 
-// WaitEnd waits until the instance ends or ctx is done, and returns it.
-func (e *Engine) WaitEnd(ctx context.Context, tenant, id string) (*model.Instance, error) {
-	x, cancel := e.ended(id)
-	defer cancel()
-	return e.waitEnd(ctx, tenant, id, x, true)
-}
-
 // Polling for an end committed by another replica starts at waitPollFirst and grows by half at every read up to
 // waitPollMax: a sync call that is answered quickly (the usual case, and then by this process's own signal) costs
 // no read, and one waiting for minutes costs a read every few seconds, not four a second.

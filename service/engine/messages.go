@@ -141,7 +141,7 @@ func (e *Engine) claimMessageID(ctx context.Context, tenant, id string) (*Messag
 // sendMessage does the work of SendMessage: resume, start, or queue.
 func (e *Engine) sendMessage(ctx context.Context, actor *model.Principal, req MessageParams, data json.RawMessage, ttl time.Duration) (*MessageResult, error) {
 	res := &MessageResult{Started: []string{}, Conflicts: []string{}}
-	hash := MessageHash(req.Name, req.CorrelationID)
+	hash := messageHash(req.Name, req.CorrelationID)
 	resumed, err := e.deliver(ctx, actor, hash, data, req.Name)
 	res.Resumed = resumed
 	if err != nil {

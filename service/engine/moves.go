@@ -119,15 +119,10 @@ func (s *step) returnTargets(nodeID string) []ReturnTarget {
 	return out
 }
 
-// ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets).
-func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, error) {
-	ts, _, err := e.ReturnTargetsWhy(ctx, actor, taskID)
-	return ts, err
-}
-
-// ReturnTargetsWhy is ReturnTargets that also says whether the start would have been a target but is left out
-// because the instance has no person as its initiator (no_initiator).
-func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, bool, error) {
+// ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets), and says whether
+// the start would have been a target but is left out because the instance has no person as its initiator
+// (no_initiator).
+func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, bool, error) {
 	t, err := e.GetTask(ctx, actor, taskID)
 	if err != nil {
 		return nil, false, err

@@ -20,9 +20,9 @@ import (
 
 // Plugin phases.
 const (
-	PhasePre   = "pre"
-	PhaseAuto  = "auto"
-	PhaseAfter = "after"
+	phasePre   = "pre"
+	phaseAuto  = "auto"
+	phaseAfter = "after"
 )
 
 // What happens when a plugin chain is through.
@@ -46,16 +46,16 @@ func pluginRef(ref string) (string, int, error) {
 	return name, n, nil
 }
 
-// ResultToken signs a plugin run's result URL.
-func ResultToken(key []byte, runID string) string {
+// resultToken signs a plugin run's result URL.
+func resultToken(key []byte, runID string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("plugin-run/" + runID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// CheckResultToken reports whether token signs the run id.
-func (e *Engine) CheckResultToken(runID, token string) bool {
-	return token != "" && hmac.Equal([]byte(token), []byte(ResultToken(e.callbackKey, runID)))
+// checkResultToken reports whether token signs the run id.
+func (e *Engine) checkResultToken(runID, token string) bool {
+	return token != "" && hmac.Equal([]byte(token), []byte(resultToken(e.callbackKey, runID)))
 }
 
 // startChain runs a node visit's plugins one after another, then does what `then` says.
@@ -95,7 +95,7 @@ func (s *step) queueRun(ns *model.NodeVisit) error {
 	id := s.nextID("r")
 	cb := ns.CallbackURL
 	if cb == "" {
-		cb = s.e.urls.PluginResult(id, ResultToken(s.e.callbackKey, id))
+		cb = s.e.urls.PluginResult(id, resultToken(s.e.callbackKey, id))
 	}
 	node, _ := json.Marshal(s.c.Def.Node(ns.NodeID))
 	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": s.inst.ID, "node_id": ns.NodeID, "phase": ch.Phase,
@@ -156,8 +156,8 @@ func (s *step) chainNext(ns *model.NodeVisit) error {
 	return s.complete(ns.NodeID)
 }
 
-// PluginOutcome is what became of a plugin run.
-type PluginOutcome struct {
+// pluginOutcome is what became of a plugin run.
+type pluginOutcome struct {
 	Status   string          // model.RunSucceeded, RunFailed, RunTimedOut or RunWaiting (async)
 	Context  json.RawMessage // merged into the instance context on success
 	Decision string
@@ -171,21 +171,16 @@ type PluginOutcome struct {
 	From []string
 }
 
-// PluginResult applies a plugin run's outcome to its instance, recording the run in the same transaction, so a
-// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect (the
-// executor reports every run it finished; one the engine closed already — timed out, cancelled — is ECONFLICT).
-func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome) error {
-	return e.pluginResult(ctx, pr, out, false)
-}
-
 // errRunClosed answers a result for a run that no longer counts: 409 run_closed, and nothing changes.
 func errRunClosed(id, why string) error {
 	return model.CodedError(model.ECONFLICT, "run_closed", "plugin run %s is closed: %s", id, why)
 }
 
-// pluginResult is PluginResult; strict (a result posted by the plugin's system) refuses a run whose node visit
-// is over with run_closed instead of recording it.
-func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome, strict bool) error {
+// pluginResult applies a plugin run's outcome to its instance, recording the run in the same transaction, so a
+// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect (the
+// executor reports every run it finished; one the engine closed already — timed out, cancelled — is ECONFLICT);
+// strict (a result posted by the plugin's system) refuses them with run_closed instead.
+func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out pluginOutcome, strict bool) error {
 	pr.Status, pr.Error, pr.ExitCode, pr.Stdout, pr.Stderr = out.Status, out.Error, out.ExitCode, out.Stdout, out.Stderr
 	if out.Started != nil {
 		pr.StartedAt = out.Started
@@ -226,7 +221,7 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 			if err := s.mergeContext(out.Context); err != nil {
 				return err
 			}
-			if ns.Chain.Phase == PhaseAuto && out.Decision != "" {
+			if ns.Chain.Phase == phaseAuto && out.Decision != "" {
 				ns.Chain.Decision = out.Decision
 			}
 			return s.chainNext(ns)
@@ -322,7 +317,7 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		(d.Type != gjson.String || (d.Str != "" && d.Str != "approve" && d.Str != "reject")) {
 		return nil, model.CodedError(model.EINVALID, "invalid_decision", `decision must be "approve", "reject" or empty, not %s`, d.Raw)
 	}
-	if !e.CheckResultToken(runID, token) && !actor.IsAdmin() {
+	if !e.checkResultToken(runID, token) && !actor.IsAdmin() {
 		if actor == nil {
 			return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_result_token", "the result token is missing or wrong")
 		}
@@ -340,7 +335,7 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		return nil, errRunClosed(runID, "it is "+run.Status+", not waiting for a result").(*model.Error).WithDetails(map[string]any{"status": run.Status})
 	}
 	now := e.clock.Now().UTC()
-	out := PluginOutcome{Status: status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
+	out := pluginOutcome{Status: status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
 	if status == model.RunSucceeded {
 		var ctxPatch struct {
 			Context  json.RawMessage `json:"context"`
@@ -371,8 +366,8 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 	return e.store.GetRun(ctx, tenant, runID)
 }
 
-// PhaseEvent is the phase of a plugin run for an event subscription.
-const PhaseEvent = "event"
+// phaseEvent is the phase of a plugin run for an event subscription.
+const phaseEvent = "event"
 
 // EventPluginStore is what EventPlugins keeps: plugin versions to look up and the runs it queues.
 type EventPluginStore interface {
@@ -405,12 +400,12 @@ func (q *EventPlugins) QueueEventPlugin(ctx context.Context, tenant, name, insta
 		return "", err
 	}
 	id := "event-" + uuid.Must(uuid.NewV7()).String()
-	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": instanceID, "node_id": "", "phase": PhaseEvent,
+	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": instanceID, "node_id": "", "phase": phaseEvent,
 		"context": event, "node": nil, "callback_url": ""})
 	if err != nil {
 		return "", err
 	}
-	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: PhaseEvent, Input: input}
+	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: phaseEvent, Input: input}
 	if err := q.store.CreatePluginRun(ctx, run); err != nil {
 		return "", err
 	}

@@ -23,7 +23,7 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 			t.Fatal(err)
 		}
 		targets := func(taskID string) []string {
-			ts, err := h.eng.ReturnTargets(h.ctx, as("bob"), taskID)
+			ts, _, err := h.eng.ReturnTargets(h.ctx, as("bob"), taskID)
 			if err != nil {
 				t.Fatal(err)
 			}

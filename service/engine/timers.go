@@ -47,9 +47,9 @@ func (e *Engine) FireTimers(ctx context.Context, timers []*model.Timer) []error 
 	return errs
 }
 
-// FireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
+// fireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
 // already handled, do nothing.
-func (e *Engine) FireTimer(ctx context.Context, tenant string, t *model.Timer) error {
+func (e *Engine) fireTimer(ctx context.Context, tenant string, t *model.Timer) error {
 	_, err := e.update(ctx, "timer", tenant, t.InstanceID, model.ActorSystem, firing(t))
 	if model.IsKind(err, model.ENOTFOUND) {
 		return nil
@@ -169,7 +169,7 @@ func (ts stepTxs) apply(w *model.Work) error { return ts[w.Instance.ID].apply(w)
 
 // fireOne fires one timer in a transaction of its own.
 func (e *Engine) fireOne(ctx context.Context, t *model.Timer) error {
-	err := e.FireTimer(ctx, t.TenantID, t)
+	err := e.fireTimer(ctx, t.TenantID, t)
 	if err != nil {
 		e.log.Error("engine: timer failed; it will be retried", "timer_id", t.ID, "instance_id", t.InstanceID, "err", err)
 	}

@@ -82,14 +82,14 @@ func (s *step) bookmark(ns *model.NodeVisit, kind, message string, payload any) 
 	b := &model.Bookmark{ID: ns.NodeInstanceID, TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: ns.NodeID, NodeInstanceID: ns.NodeInstanceID,
 		Kind: kind, MessageName: message, CorrelationID: s.inst.CorrelationID, Payload: raw, CreatedAt: s.now}
 	if message != "" {
-		b.Hash = MessageHash(message, s.inst.CorrelationID)
+		b.Hash = messageHash(message, s.inst.CorrelationID)
 	}
 	s.w.NewBookmarks = append(s.w.NewBookmarks, b)
 	return b
 }
 
-// MessageHash is how a message finds the bookmarks waiting for it: SHA-256 of name and correlation id.
-func MessageHash(name, correlationID string) string {
+// messageHash is how a message finds the bookmarks waiting for it: SHA-256 of name and correlation id.
+func messageHash(name, correlationID string) string {
 	h := sha256.Sum256([]byte("message\x00" + name + "\x00" + correlationID))
 	return hex.EncodeToString(h[:])
 }
@@ -159,7 +159,7 @@ func (s *step) startCallback(n *model.Node, ns *model.NodeVisit) error {
 		s.armTimer(ns, model.TimerCallbackTimeout, s.now.Add(n.Timeout.Std()), nil)
 	}
 	if n.Message != "" && s.inst.CorrelationID != "" {
-		hash := MessageHash(n.Message, s.inst.CorrelationID)
+		hash := messageHash(n.Message, s.inst.CorrelationID)
 		v, err := s.read("message\x00"+hash, func(ctx context.Context) (any, error) {
 			return s.e.store.FindMessage(ctx, s.inst.TenantID, hash, s.now)
 		})

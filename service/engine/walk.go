@@ -48,7 +48,7 @@ func (s *step) activate(id string, m model.Move) error {
 		ns.CallbackURL = s.e.urls.Callback(s.inst.ID, ns.NodeInstanceID, tok)
 	}
 	if len(n.Plugins.Pre) > 0 && n.Type != model.NodeAuto {
-		return s.startChain(ns, PhasePre, n.Plugins.Pre, thenRun)
+		return s.startChain(ns, phasePre, n.Plugins.Pre, thenRun)
 	}
 	return s.runNode(n, ns)
 }
@@ -68,7 +68,7 @@ func (s *step) runNode(n *model.Node, ns *model.NodeVisit) error {
 		// An auto node's work is its plugins: pre then after, in phase "auto"; a "reject" decision rejects it.
 		if names := append(append([]string{}, n.Plugins.Pre...), n.Plugins.After...); len(names) > 0 {
 			s.armPluginTimeout(n, ns)
-			return s.startChain(ns, PhaseAuto, names, thenAuto)
+			return s.startChain(ns, phaseAuto, names, thenAuto)
 		}
 		return s.complete(id)
 	case model.NodeApproval:
@@ -87,7 +87,7 @@ func (s *step) runNode(n *model.Node, ns *model.NodeVisit) error {
 func (s *step) complete(id string) error {
 	ns := s.node(id)
 	if n := s.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone && n.Type != model.NodeAuto {
-		return s.startChain(ns, PhaseAfter, n.Plugins.After, thenComplete)
+		return s.startChain(ns, phaseAfter, n.Plugins.After, thenComplete)
 	}
 	s.releaseVisit(ns)
 	s.history("node.completed", id, "", "", nil)
@@ -155,7 +155,7 @@ func (s *step) reject(id, reason string) error {
 	ns := s.node(id)
 	if n := s.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone {
 		s.cancelNodeTasks(ns.NodeInstanceID, reason)
-		return s.startChain(ns, PhaseAfter, n.Plugins.After, thenReject)
+		return s.startChain(ns, phaseAfter, n.Plugins.After, thenReject)
 	}
 	if err := s.endVisit(ns, model.MoveReject); err != nil {
 		return err
