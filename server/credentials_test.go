@@ -513,7 +513,7 @@ type replica struct {
 func newReplica(t *testing.T, s *store.Store, attempts ratelimit.Counter) *replica {
 	t.Helper()
 	clk := &testClock{t: time.Now()}
-	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost, Now: clk.Now, Attempts: attempts})
+	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost, Clock: clk, Attempts: attempts})
 	e := newEnvWith(t, s, wiring{clock: clk}, func(d *server.Deps) { d.Identity = ids })
 	return &replica{url: e.url, clock: clk}
 }

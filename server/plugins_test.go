@@ -454,7 +454,7 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	})
 	// The second executor is another process's: its own engine on its own connections, its own plugin cache
 	// (files come from the database).
-	eng2 := enginetest.New(t, s2, template.New(s2, e.clock.Now), s2, engine.Options{Clock: e.clock})
+	eng2 := enginetest.New(t, s2, template.New(s2, template.Options{Clock: e.clock}), s2, engine.Options{Clock: e.clock})
 	runExecutor(t, newExecutor(t, s2, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
 	if err := os.WriteFile(count, nil, 0o644); err != nil {

@@ -82,7 +82,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 		e.clock = &testClock{t: time.Now()}
 	}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), TokenTTL: 24 * time.Hour,
-		BcryptCost: bcrypt.MinCost, Now: e.clock.Now})
+		BcryptCost: bcrypt.MinCost, Clock: e.clock})
 	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1", false); err != nil {
 		t.Fatal(err)
 	}
@@ -92,11 +92,11 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	}
 	sched := scheduler.NewMemory(scheduler.Options{Clock: opts.Clock}) // crontab fires are armed here; tests fire them with fireDue
 	t.Cleanup(func() { sched.Close() })
-	pub, err := trigger.NewPublisher(s, sched, opts.Clock, nil)
+	pub, err := trigger.NewPublisher(s, sched, trigger.Options{Clock: opts.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, opts.Clock.Now, template.WithPublishers(pub))
+	tpl := template.New(s, template.Options{Clock: opts.Clock, Publishers: []template.Publisher{pub}})
 	deps := enginetest.Deps(t, s, tpl, s)
 	deps.URLs = server.NewURLs(publicURL) // the router's own: tests follow the callback and result URLs the engine hands out
 	if w.subs != nil {
@@ -109,14 +109,14 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	trg, err := trigger.New(trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub}, opts.Clock, nil)
+	trg, err := trigger.New(trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub}, trigger.Options{Clock: opts.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.engine, e.triggers = eng, trg
 	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
-		Audit: audit.New(s, opts.Clock.Now, quietLogger())}
+		Audit: audit.New(s, audit.Options{Clock: opts.Clock, Logger: quietLogger()})}
 	if mod != nil {
 		mod(&d)
 	}

@@ -46,7 +46,7 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	s.SetNow(clk.Now)
-	tpl := template.New(s, clk.Now)
+	tpl := template.New(s, template.Options{Clock: clk})
 	eng := enginetest.New(t, s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})
 	h := &harness{t: t, s: s, clk: clk, tpl: tpl, dir: t.TempDir(), eng: eng}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost})
@@ -59,7 +59,7 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 }
 
 func (h *harness) sweeper(opts archive.Options) *archive.Sweeper {
-	opts.Dir, opts.Now = h.dir, h.clk.Now
+	opts.Dir, opts.Clock = h.dir, h.clk
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}

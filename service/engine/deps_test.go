@@ -19,7 +19,7 @@ import (
 // New that names it, not a nil dereferenced on the first step that needs it.
 func TestNewNamesTheMissingDependency(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
-	full := func() engine.Deps { return enginetest.Deps(t, s, template.New(s, nil), s) }
+	full := func() engine.Deps { return enginetest.Deps(t, s, template.New(s, template.Options{}), s) }
 	if _, err := engine.New(full(), engine.Options{}); err != nil {
 		t.Fatalf("complete deps: %v", err)
 	}

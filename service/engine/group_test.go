@@ -69,7 +69,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 		storetest.Each(t, func(t *testing.T, s *store.Store) {
 			gs := &gatedStore{Store: s, gate: make(chan struct{})}
 			h := newHarness(t, s)
-			h.eng = newEngine(t, gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+			h.eng = newEngine(t, gs, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk})
 			gs.failGroups.Store(fail)
 			h.users("ann", "bob", "eve")
 			h.publish("g", oneNode(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))

@@ -45,7 +45,7 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts engine.Options) *harness {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	tpl := template.New(s, clk.Now)
+	tpl := template.New(s, template.Options{Clock: clk})
 	opts.Clock, opts.CallbackKey = clk, []byte("callback-key-for-tests")
 	h := &harness{t: t, ctx: context.Background(), s: s, tpl: tpl, clk: clk,
 		eng: newEngine(t, s, tpl, dir, opts),

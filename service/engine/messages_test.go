@@ -156,11 +156,11 @@ func TestMessageStart(t *testing.T) {
 		// engine are built with it, as the composition root builds them.
 		sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 		t.Cleanup(func() { sched.Close() })
-		pub, err := trigger.NewPublisher(s, sched, h.clk, nil)
+		pub, err := trigger.NewPublisher(s, sched, trigger.Options{Clock: h.clk})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.tpl = template.New(s, h.clk.Now, template.WithPublishers(pub))
+		h.tpl = template.New(s, template.Options{Clock: h.clk, Publishers: []template.Publisher{pub}})
 		h.eng = newEngine(t, s, h.tpl, s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 		h.users("ann", "fin")
 		h.publish("onpaid", onPaidDef)

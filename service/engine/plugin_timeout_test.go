@@ -216,7 +216,7 @@ func TestAutoNodeTimeout(t *testing.T) {
 			id := h.start("ann", "call-throw", `{}`)
 			h.goAsync(id)
 			// A restart: nothing of the first engine is used; the timer exists only as a row.
-			eng2 := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+			eng2 := newEngine(t, s, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 			sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 			defer sched.Close()
 			if n, err := scheduler.Rearm(h.ctx, s, sched, 0); err != nil || n == 0 {

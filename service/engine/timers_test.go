@@ -123,8 +123,8 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			h1, h2 := twoEngines(t, d)
 			cs1, cs2 := &countingStore{Store: h1.s}, &countingStore{Store: h2.s}
-			h1.eng = newEngine(t, cs1, template.New(h1.s, h1.clk.Now), h1.s, engine.Options{Clock: h1.clk})
-			h2.eng = newEngine(t, cs2, template.New(h2.s, h2.clk.Now), h2.s, engine.Options{Clock: h2.clk})
+			h1.eng = newEngine(t, cs1, template.New(h1.s, template.Options{Clock: h1.clk}), h1.s, engine.Options{Clock: h1.clk})
+			h2.eng = newEngine(t, cs2, template.New(h2.s, template.Options{Clock: h2.clk}), h2.s, engine.Options{Clock: h2.clk})
 			h1.users("ann", "bob")
 			h1.publish("one", delayDef)
 			h1.publish("two", parDef)
@@ -188,7 +188,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+		h.eng = newEngine(t, cs, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk})
 		h.users("ann")
 		h.publish("one", delayDef)
 		due := `{"due":"` + t0.Add(time.Minute).Format(time.RFC3339) + `"}`
@@ -326,8 +326,8 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
-		h.tpl = template.New(s, h.clk.Now)
+		h.eng = newEngine(t, cs, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk})
+		h.tpl = template.New(s, template.Options{Clock: h.clk})
 		h.users("ann")
 		h.publish("one", delayDef)
 		other := &model.Principal{TenantID: "acme", Username: "root", Roles: []string{model.RoleAdmin}}

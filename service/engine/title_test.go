@@ -40,7 +40,7 @@ func TestTitleDefaultsToTheTemplateName(t *testing.T) {
 		if got := title(h.eng, engine.StartParams{Template: "leave", Context: json.RawMessage(`{}`)}); got != "请假申请" {
 			t.Fatalf("title %q, want the template's name", got)
 		}
-		replica := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+		replica := newEngine(t, s, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 		if got := title(replica, engine.StartParams{Template: "leave", Context: json.RawMessage(`{}`)}); got != "请假申请" {
 			t.Fatalf("title %q on a replica that compiled the version from the store, want the template's name", got)
 		}

@@ -31,7 +31,7 @@ func TestStartCompiledAndWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replica := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+		replica := newEngine(t, s, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 
 		type result struct {
 			v    *engine.InstanceView

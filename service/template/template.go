@@ -16,6 +16,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/condition"
 	"github.com/halley-bpm/halley/service/graph"
 )
@@ -67,33 +68,30 @@ type Service struct {
 	secretKey []byte
 }
 
-// Option configures the service.
-type Option func(*Service)
-
-// WithPublishers gives the service the publishers told about every version published, in order.
-func WithPublishers(ps ...Publisher) Option {
-	return func(s *Service) { s.listeners = append(s.listeners, ps...) }
+// Options tune the service; the zero value is the default.
+type Options struct {
+	Clock clock.Clock // default clock.Real{}
+	// Publishers are told about every version published, in order.
+	Publishers []Publisher
+	// SecretKey is the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
+	// development key is used: tests and tools only.
+	SecretKey []byte
 }
-
-// WithSecretKey sets the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
-// development key is used: tests and tools only.
-func WithSecretKey(key []byte) Option { return func(s *Service) { s.secretKey = key } }
 
 type cacheKey struct {
 	tenant, key string
 	version     int
 }
 
-// New returns the service. now defaults to time.Now.
-func New(store Store, now func() time.Time, opts ...Option) *Service {
-	if now == nil {
-		now = time.Now
+// New returns the service.
+func New(store Store, opts Options) *Service {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
-	s := &Service{store: store, now: now, secretKey: []byte("halley-development-trigger-secret-key")}
-	for _, o := range opts {
-		o(s)
+	if opts.SecretKey == nil {
+		opts.SecretKey = []byte("halley-development-trigger-secret-key")
 	}
-	return s
+	return &Service{store: store, now: opts.Clock.Now, listeners: opts.Publishers, secretKey: opts.SecretKey}
 }
 
 // ValidationOptions wires the MongoDB-style condition compiler into graph validation.

@@ -19,20 +19,20 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
 	sched := scheduler.NewMemory(scheduler.Options{})
 	defer sched.Close()
-	if _, err := trigger.NewPublisher(nil, sched, nil, nil); err == nil {
+	if _, err := trigger.NewPublisher(nil, sched, trigger.Options{}); err == nil {
 		t.Error("NewPublisher accepted no store")
 	}
-	if _, err := trigger.NewPublisher(s, nil, nil, nil); err == nil {
+	if _, err := trigger.NewPublisher(s, nil, trigger.Options{}); err == nil {
 		t.Error("NewPublisher accepted no scheduler")
 	}
-	pub, err := trigger.NewPublisher(s, sched, nil, nil)
+	pub, err := trigger.NewPublisher(s, sched, trigger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, nil, template.WithPublishers(pub))
+	tpl := template.New(s, template.Options{Publishers: []template.Publisher{pub}})
 	eng := enginetest.New(t, s, tpl, s, engine.Options{})
 	full := func() trigger.Deps { return trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub} }
-	if _, err := trigger.New(full(), nil, nil); err != nil {
+	if _, err := trigger.New(full(), trigger.Options{}); err != nil {
 		t.Fatalf("complete deps: %v", err)
 	}
 	for name, drop := range map[string]func(*trigger.Deps){
@@ -43,7 +43,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 	} {
 		d := full()
 		drop(&d)
-		if svc, err := trigger.New(d, nil, nil); err == nil || svc != nil || !strings.Contains(err.Error(), name) {
+		if svc, err := trigger.New(d, trigger.Options{}); err == nil || svc != nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("without %s: New = %v, %v; want an error naming it", name, svc, err)
 		}
 	}

@@ -49,7 +49,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		return err
 	}
 	defer sched.Close() //nolint:errcheck // shutting down: the scheduler's close error has no one to tell
-	auditLog := audit.New(st, clk.Now, lg)
+	auditLog := audit.New(st, audit.Options{Clock: clk, Logger: lg})
 
 	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
 	runLog, errRunLog := plugin.NewDBLog(st)               // every attempt's record, readable from any replica
@@ -63,14 +63,14 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: subs.OutboxHandler(), model.OutboxTimerArm: arm,
 		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
 		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }}) // deliveries are visible once their batch committed
-	publisher, errPublisher := trigger.NewPublisher(st, sched, clk, lg)
-	templates := template.New(st, clk.Now, template.WithPublishers(publisher), template.WithSecretKey(derive(cfg, "trigger-secret")))
+	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
+	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher}, SecretKey: derive(cfg, "trigger-secret")})
 	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: subs, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url")})
-	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, clk, lg)
+	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, trigger.Options{Clock: clk, Logger: lg})
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, lg, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
