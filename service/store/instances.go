@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -362,22 +363,16 @@ func instanceArgs(r *instanceRow) []any {
 		r.UpdatedAt, r.EndedAt}
 }
 
-// UpdateInstance locks, loads, calls fn and writes back, in one transaction.
+// UpdateInstance locks, loads, calls fn and writes back, in one transaction: UpdateInstances of one instance.
 func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
-	return s.hotTx(ctx, func(tx *gorm.DB) error {
-		ws, err := s.lockWorks(tx, tenant, []string{id})
-		if err != nil {
-			return err
-		}
-		if len(ws) == 0 {
-			return s.goneIfArchived(ctx, tenant, id, noInstance(id))
-		}
-		w := ws[0]
-		if err := fn(w); err != nil {
-			return err
-		}
-		return s.saveWorks(tx, nil, w)
-	})
+	u := &instancesTx{s: s, tenant: tenant, ids: []string{id}, fn: fn}
+	if err := s.hotTx(ctx, u.run); err != nil {
+		return err
+	}
+	if err := u.out[id]; errors.Is(err, model.ErrNoInstance) {
+		return s.goneIfArchived(ctx, tenant, id, err)
+	}
+	return u.out[id]
 }
 
 // noInstance is the ENOTFOUND of a step on an instance that does not exist; it wraps model.ErrNoInstance.
@@ -394,30 +389,42 @@ func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string
 			return nil, fmt.Errorf("store: instance %s to create is of tenant %q, not %q", w.Instance.ID, w.Instance.TenantID, tenant)
 		}
 	}
-	var out map[string]error
-	err := s.hotTx(ctx, func(tx *gorm.DB) error {
-		out = make(map[string]error, len(ids)) // afresh for every attempt
-		ws, err := s.lockWorks(tx, tenant, ids)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			out[id] = noInstance(id)
-		}
-		keep := ws[:0:0]
-		for _, w := range ws {
-			err := fn(w)
-			out[w.Instance.ID] = err
-			if err == nil {
-				keep = append(keep, w)
-			}
-		}
-		return s.saveWorks(tx, creates, keep...)
-	})
-	if err != nil {
+	u := &instancesTx{s: s, tenant: tenant, ids: ids, fn: fn, creates: creates}
+	if err := s.hotTx(ctx, u.run); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return u.out, nil
+}
+
+// instancesTx is the transaction of UpdateInstance and UpdateInstances: lock the instances, run fn on each one
+// found, write back the works fn accepted (and insert creates). hotTx runs it again after a deadlock.
+type instancesTx struct {
+	s       *Store
+	tenant  string
+	ids     []string
+	fn      func(w *model.Work) error
+	creates []*model.Work
+	out     map[string]error // each id's outcome, afresh for every attempt
+}
+
+func (u *instancesTx) run(tx *gorm.DB) error {
+	u.out = make(map[string]error, len(u.ids))
+	ws, err := u.s.lockWorks(tx, u.tenant, u.ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range u.ids {
+		u.out[id] = noInstance(id)
+	}
+	keep := ws[:0:0]
+	for _, w := range ws {
+		err := u.fn(w)
+		u.out[w.Instance.ID] = err
+		if err == nil {
+			keep = append(keep, w)
+		}
+	}
+	return u.s.saveWorks(tx, u.creates, keep...)
 }
 
 // lockWorks locks the instance rows with these ids (of one tenant) in id order, and loads each with its open
