@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/identity"
@@ -195,7 +196,7 @@ func (e *env) audit(query string) ([]auditItem, resp) {
 // route changes or deletes an entry.
 func TestAuditHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		subs := subscription.New(s, subscription.Options{Logger: quietLogger(), SecretKey: []byte("subscription-key-subscription-key")})
+		subs := subscription.New(s, subscription.Options{Logger: testkit.Quiet(), SecretKey: []byte("subscription-key-subscription-key")})
 		e := newEnvWith(t, s, wiring{subs: subs}, withPlugins(t, nil))
 		bob := e.mkUser("bob")
 		do := func(method, path string, body any, want int) resp {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
@@ -77,7 +78,7 @@ func newExecutorWith(t *testing.T, st plugin.RunLogStore, rec *runs, worker stri
 	}
 	ex, err := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
-			Logs: logs, Logger: quietLogger(), Now: now})
+			Logs: logs, Logger: testkit.Quiet(), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -730,7 +731,7 @@ func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
 		}
 	}
 	cfg.WorkRoot = filepath.Join(work, "work")
-	cfg.Logger = quietLogger()
+	cfg.Logger = testkit.Quiet()
 	sb, err := plugin.NewSandbox(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,6 +16,7 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/audit"
@@ -116,7 +116,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	e.engine, e.triggers = eng, trg
 	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
-		Audit: audit.New(s, audit.Options{Clock: opts.Clock, Logger: quietLogger()})}
+		Audit: audit.New(s, audit.Options{Clock: opts.Clock, Logger: testkit.Quiet()})}
 	if mod != nil {
 		mod(&d)
 	}
@@ -464,8 +464,6 @@ func TestOperations(t *testing.T) {
 }
 
 var ctx0 = context.Background()
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // TestNewNamesTheMissingDependency: the server's required dependencies are checked when it is built; a missing
 // one is an error naming it, not a nil dereferenced by the first request that needs it.

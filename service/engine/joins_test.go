@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
@@ -16,15 +17,7 @@ import (
 const (
 	// leaveDef is the leave template of issue 19: manager → [days > 3] director → end, plus a default edge
 	// manager → end. Both reach End, whose join is the default "and".
-	leaveDef = `{"nodes":[
-		{"id":"start","type":"start","trigger":{"kind":"manual"}},
-		{"id":"manager","type":"approval","approvers":{"users":["mia"]}},
-		{"id":"director","type":"approval","approvers":{"users":["dan"]}},
-		{"id":"end","type":"end"}],
-	 "edges":[{"from":"start","to":"manager"},
-		{"from":"manager","to":"director","condition":{"days":{"$gt":3}}},
-		{"from":"manager","to":"end","default":true},
-		{"from":"director","to":"end"}]}`
+	leaveDef = testkit.LeaveDef
 
 	// contractDef is the Definition example of API.md: dba only for level >= 3, grant joins with "and".
 	contractDef = `{"nodes":[

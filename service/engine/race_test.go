@@ -2,12 +2,11 @@ package engine_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
@@ -71,7 +70,7 @@ func twoEngines(t *testing.T, dialect string) (*harness, *harness) {
 	t.Helper()
 	u := storetest.URL(t, dialect)
 	open := func() *store.Store {
-		s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: testkit.Quiet()})
 		if err != nil {
 			t.Fatalf("open %s: %v", dialect, err)
 		}
@@ -155,7 +154,7 @@ func TestNoPoolDeadlock(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			u := storetest.URL(t, d)
 			s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), MaxOpenConns: 2,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				Logger: testkit.Quiet()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -17,7 +17,7 @@ func TestTimerOutbox(t *testing.T) {
 	t0 := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	clk := clock.NewFake(t0)
 	sched := scheduler.NewMemory(scheduler.Options{Clock: clk})
-	defer sched.Close() //nolint:errcheck // the in-process scheduler's close cannot fail
+	defer sched.Close()
 	arm, cancel := timerOutbox(sched)
 	ctx := context.Background()
 	if err := arm(ctx, []model.OutboxItem{
