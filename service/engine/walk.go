@@ -154,7 +154,9 @@ func (s *step) complete(id string) error {
 func (s *step) reject(id, reason string) error {
 	ns := s.node(id)
 	if n := s.c.Def.Node(id); len(n.Plugins.After) > 0 && !ns.AfterDone {
-		s.cancelNodeTasks(ns.NodeInstanceID, reason)
+		if err := s.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+			return err
+		}
 		return s.startChain(ns, phaseAfter, n.Plugins.After, thenReject)
 	}
 	if err := s.endVisit(ns, model.MoveReject); err != nil {
