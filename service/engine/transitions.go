@@ -11,11 +11,6 @@ import (
 // InstanceMachine). A move the table refuses is a programming error: the step fails with an error wrapping
 // model.ErrTransition, its transaction is rolled back, and the error is logged.
 
-// Transitions. Every change of a node's state, a task's status or the instance's status in a step goes through
-// one of the functions below, checked against its table in model/states.go (model.NodeMachine, TaskMachine,
-// InstanceMachine). A move the table refuses is a programming error: the step fails with an error wrapping
-// model.ErrTransition, its transaction is rolled back, and the error is logged.
-
 // moveNode changes the state of a node's current visit.
 func (s *step) moveNode(ns *model.NodeVisit, m model.Move) error {
 	to, err := model.NodeMachine.Next(m, ns.State)
