@@ -41,7 +41,7 @@ func (URLs) PluginResult(runID, token string) string {
 
 // Deps are an engine's dependencies over st (a *store.Store, or a test's wrapper of one: it holds the plugin
 // files), the template service and the directory, with the stand-ins above and no local executor.
-func Deps(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Directory) engine.Deps {
+func Deps(t testing.TB, st engine.Store, tpl *template.Service, dir engine.Directory) engine.Deps {
 	t.Helper()
 	src, ok := st.(plugin.BlobSource)
 	if !ok {
@@ -56,7 +56,7 @@ func Deps(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Direc
 }
 
 // New returns an engine over Deps(t, st, tpl, dir) with the options, failing the test when New does.
-func New(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Directory, opts engine.Options) *engine.Engine {
+func New(t testing.TB, st engine.Store, tpl *template.Service, dir engine.Directory, opts engine.Options) *engine.Engine {
 	t.Helper()
 	eng, err := engine.New(Deps(t, st, tpl, dir), opts)
 	if err != nil {
