@@ -137,9 +137,9 @@ type Outcome string
 
 // Outcomes of a signer group.
 const (
-	Undecided Outcome = ""
-	Approved  Outcome = "approved"
-	Rejected  Outcome = "rejected"
+	OutcomeUndecided Outcome = ""
+	OutcomeApproved  Outcome = "approved"
+	OutcomeRejected  Outcome = "rejected"
 )
 
 // Active reports whether the node is running or waiting.

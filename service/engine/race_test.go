@@ -126,7 +126,7 @@ func TestRaceTwoEnginesOneDatabase(t *testing.T) {
 					}
 				}
 				inst, _ := h1.get(id)
-				if g := inst.State.Nodes["n"].Groups[0]; g.Approved != 2 || g.Outcome != model.Approved {
+				if g := inst.State.Nodes["n"].Groups[0]; g.Approved != 2 || g.Outcome != model.OutcomeApproved {
 					t.Fatalf("tally %+v", g)
 				}
 			}

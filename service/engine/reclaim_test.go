@@ -39,7 +39,7 @@ func TestReclaim(t *testing.T) {
 			h.wantNodes(id, map[string]model.NodeState{"n": model.NodeActive, "m": model.NodeReset})
 			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": model.TaskPending, "carol": model.TaskPending})
 			h.wantTasks(id, "m", map[string]model.TaskStatus{"dave": model.TaskCancelled})
-			if inst, _ := h.get(id); inst.State.Nodes["n"].EndedAt != nil || inst.State.Nodes["n"].Groups[0].Outcome != model.Undecided {
+			if inst, _ := h.get(id); inst.State.Nodes["n"].EndedAt != nil || inst.State.Nodes["n"].Groups[0].Outcome != model.OutcomeUndecided {
 				t.Fatalf("the reopened visit: %+v", inst.State.Nodes["n"])
 			}
 
@@ -92,7 +92,7 @@ func TestReclaim(t *testing.T) {
 				t.Fatalf("reclaim of a rejection: %+v, %v", got, err)
 			}
 			h.wantNodes(id, map[string]model.NodeState{"a": model.NodeActive, "b": model.NodeActive, "j": model.NodeNone})
-			if inst, _ := h.get(id); inst.State.Nodes["b"].Groups[0].Rejected != 0 || inst.State.Nodes["b"].Groups[0].Outcome != model.Undecided {
+			if inst, _ := h.get(id); inst.State.Nodes["b"].Groups[0].Rejected != 0 || inst.State.Nodes["b"].Groups[0].Outcome != model.OutcomeUndecided {
 				t.Fatalf("tally after the reclaim: %+v", inst.State.Nodes["b"].Groups[0])
 			}
 			h.decide(id, "b", "carol", true)

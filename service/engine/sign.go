@@ -218,19 +218,19 @@ func (s *step) credit(t *model.Task, approved bool) error {
 	g.Outcome = outcome(mode, n.PassRatio, *g)
 	inGroup := func(x *model.Task) bool { return x.Group == t.Group }
 	switch g.Outcome {
-	case model.Undecided:
+	case model.OutcomeUndecided:
 		if mode == model.SignSequential && approved {
 			return s.promoteNext(ns.NodeInstanceID, t.Group)
 		}
 		return nil
-	case model.Rejected:
+	case model.OutcomeRejected:
 		return s.reject(n.ID, "rejected")
 	}
 	if err := s.cancelTasks(s.openTasks(ns.NodeInstanceID, inGroup), "the signer group is decided"); err != nil {
 		return err
 	}
 	for _, og := range ns.Groups {
-		if og.Outcome != model.Approved {
+		if og.Outcome != model.OutcomeApproved {
 			return nil
 		}
 	}
@@ -264,30 +264,30 @@ func outcome(mode string, ratio float64, g model.SignTally) model.Outcome {
 	switch mode {
 	case model.SignOr:
 		if g.Approved > 0 {
-			return model.Approved
+			return model.OutcomeApproved
 		}
 		if g.Rejected > 0 || g.Total == 0 {
-			return model.Rejected
+			return model.OutcomeRejected
 		}
 	case model.SignVote:
 		if g.Total == 0 {
-			return model.Rejected
+			return model.OutcomeRejected
 		}
 		if float64(g.Approved)/float64(g.Total) >= ratio-eps {
-			return model.Approved
+			return model.OutcomeApproved
 		}
 		if float64(g.Total-g.Rejected)/float64(g.Total) < ratio-eps {
-			return model.Rejected
+			return model.OutcomeRejected
 		}
 	default: // all, sequential
 		if g.Rejected > 0 {
-			return model.Rejected
+			return model.OutcomeRejected
 		}
 		if g.Approved >= g.Total {
-			return model.Approved
+			return model.OutcomeApproved
 		}
 	}
-	return model.Undecided
+	return model.OutcomeUndecided
 }
 
 // transfer hands a pending task to another user (转签).
