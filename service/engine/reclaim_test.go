@@ -158,3 +158,74 @@ func TestRefusedMoveFailsTheStep(t *testing.T) {
 		h.wantStatus(id, model.StatusCompleted)
 	})
 }
+
+// A jump resets every visit of its region, whatever state it ended in (skipped, rejected, active), and runs its
+// target again from there.
+func TestJumpResetsTheRegion(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("ann", "bob", "carol")
+		// a chooses y and z (x's condition is false); z rejects, but the or join still waits for y.
+		h.publish("region", `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+			{"id":"a","type":"approval","approvers":{"users":["ann"]}},
+			{"id":"x","type":"approval","approvers":{"users":["ann"]}},{"id":"y","type":"approval","approvers":{"users":["bob"]}},
+			{"id":"z","type":"approval","approvers":{"users":["carol"]}},{"id":"j","type":"auto","join":"or"},{"id":"end","type":"end"}],
+			"edges":[{"from":"start","to":"a"},{"from":"a","to":"x","condition":{"go":true}},{"from":"a","to":"y"},{"from":"a","to":"z"},
+			{"from":"x","to":"j"},{"from":"y","to":"j"},{"from":"z","to":"j"},{"from":"j","to":"end"}]}`)
+		id := h.start("ann", "region", `{}`)
+		h.decide(id, "a", "ann", true)
+		h.decide(id, "z", "carol", false)
+		h.wantStatus(id, model.StatusRunning)
+		h.wantNodes(id, map[string]model.NodeState{"a": model.NodeCompleted, "x": model.NodeSkipped, "y": model.NodeActive, "z": model.NodeRejected})
+
+		if _, err := h.eng.Jump(h.ctx, admin, id, "a", "ann approved the wrong request"); err != nil {
+			t.Fatal(err)
+		}
+		h.wantStatus(id, model.StatusRunning)
+		h.wantNodes(id, map[string]model.NodeState{"a": model.NodeActive, "x": model.NodeReset, "y": model.NodeReset, "z": model.NodeReset})
+		h.wantTasks(id, "y", map[string]model.TaskStatus{"bob": model.TaskCancelled})
+		v, err := h.eng.Get(h.ctx, admin, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range v.Nodes {
+			if n.State == model.NodeReset {
+				t.Fatalf("the API shows a reset node: %+v", n)
+			}
+		}
+		// The flow runs again from a: this time z approves.
+		h.decide(id, "a", "ann", true)
+		h.decide(id, "z", "carol", true)
+		h.wantStatus(id, model.StatusCompleted)
+	})
+}
+
+// A callback whose timeout fails it while it waits, with a retry handler, waits again (waiting → waiting) for the
+// retry back-off; the retry then fails that visit and runs a new one.
+func TestWaitingNodeRetries(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("ann")
+		h.publish("hook-retry", `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+			{"id":"hook","type":"callback","timeout":"1h","error_handler":{"operation":"retry","retry":{"count":1,"period":"5s"}}},
+			{"id":"end","type":"end"}],"edges":[{"from":"start","to":"hook"},{"from":"hook","to":"end"}]}`)
+		id := h.start("ann", "hook-retry", `{}`)
+		first, _ := h.get(id)
+		visit := first.State.Nodes["hook"].NodeInstanceID
+		h.clk.Advance(time.Hour + time.Second)
+		h.fireDue()
+		inst, _ := h.get(id)
+		if ns := inst.State.Nodes["hook"]; ns.State != model.NodeWaiting || ns.WaitingFor != "retry" || ns.NodeInstanceID != visit || ns.Attempt != 1 {
+			t.Fatalf("after the timeout: %+v", ns)
+		}
+		h.clk.Advance(6 * time.Second)
+		h.fireDue()
+		inst, _ = h.get(id)
+		if ns := inst.State.Nodes["hook"]; ns.State != model.NodeWaiting || ns.WaitingFor != "callback" || ns.NodeInstanceID == visit || ns.Attempt != 1 {
+			t.Fatalf("after the retry: %+v", ns)
+		}
+		if h.count(id, "node.retry_scheduled", "hook") != 1 || h.count(id, "node.activated", "hook") != 2 {
+			t.Fatalf("history %v", h.actions(id))
+		}
+	})
+}
