@@ -9,15 +9,15 @@ import (
 // deleted: GET of the instance answers 410 archived, and File names the archive file (relative to the archive
 // directory) that holds its line.
 type ArchivedInstance struct {
-	ID         string    `json:"id"`
-	TenantID   string    `json:"-"`
-	Template   string    `json:"template"`
-	Version    int       `json:"version"`
-	Status     string    `json:"status"`
-	EndedAt    time.Time `json:"ended_at"`
-	ArchivedAt time.Time `json:"archived_at"`
-	File       string    `json:"file"`
-	BatchID    string    `json:"batch_id"`
+	ID         string         `json:"id"`
+	TenantID   string         `json:"-"`
+	Template   string         `json:"template"`
+	Version    int            `json:"version"`
+	Status     InstanceStatus `json:"status"`
+	EndedAt    time.Time      `json:"ended_at"`
+	ArchivedAt time.Time      `json:"archived_at"`
+	File       string         `json:"file"`
+	BatchID    string         `json:"batch_id"`
 }
 
 // ArchiveRecord is one archived instance, one line of the archive: the instance's row and the rows of every table
@@ -29,7 +29,7 @@ type ArchiveRecord struct {
 	TenantID   string                      `json:"tenant_id"`
 	Template   string                      `json:"template"`
 	Version    int                         `json:"version"`
-	Status     string                      `json:"status"`
+	Status     InstanceStatus              `json:"status"`
 	EndedAt    time.Time                   `json:"ended_at"`
 	ArchivedAt time.Time                   `json:"archived_at"`
 	BatchID    string                      `json:"batch_id"`

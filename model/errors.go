@@ -32,6 +32,9 @@ type Error struct {
 	Code    string
 	Message string
 	Details map[string]any
+	// Err is a sentinel the error wraps (errors.Is finds it), such as ErrNoInstance, so that callers tell
+	// errors of one kind apart without reading their text.
+	Err error
 }
 
 func (e *Error) Error() string {
@@ -52,6 +55,16 @@ func CodedError(kind, code, format string, args ...any) *Error {
 	return &Error{Kind: kind, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
+// Unwrap returns the sentinel e wraps, if any.
+func (e *Error) Unwrap() error { return e.Err }
+
+// Wrapping returns a copy of e that wraps the sentinel err.
+func (e *Error) Wrapping(err error) *Error {
+	c := *e
+	c.Err = err
+	return &c
+}
+
 // WithDetails returns a copy of e with details set.
 func (e *Error) WithDetails(d map[string]any) *Error {
 	c := *e
@@ -70,6 +83,11 @@ func ErrorKind(err error) string {
 
 // IsKind reports whether err wraps an *Error of the given kind.
 func IsKind(err error, kind string) bool { return err != nil && ErrorKind(err) == kind }
+
+// ErrNoInstance is wrapped by the ENOTFOUND of a store asked to lock or change an instance that does not exist
+// (InstanceStore.UpdateInstance, BatchInstanceStore.UpdateInstances): the engine tells it from a not-found raised
+// inside its own step.
+var ErrNoInstance = errors.New("no such instance")
 
 // ErrStaleRead says a step acted on something another step took first (e.g. a queued message it consumed): the
 // step is run again from fresh reads.

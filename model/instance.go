@@ -3,38 +3,8 @@ package model
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"time"
-)
-
-// Instance statuses.
-const (
-	StatusRunning    = "running"
-	StatusCompleted  = "completed"
-	StatusRejected   = "rejected"
-	StatusTerminated = "terminated"
-	StatusFailed     = "failed"
-	StatusWithdrawn  = "withdrawn"
-)
-
-// Node states within an instance.
-const (
-	NodeActive    = "active"    // running: tasks open, plugins running
-	NodeWaiting   = "waiting"   // parked on a bookmark: delay, callback, retry back-off, async plugin
-	NodeCompleted = "completed" // passed
-	NodeRejected  = "rejected"  // an approval node that was rejected
-	NodeSkipped   = "skipped"   // its join can no longer be satisfied (dead-path elimination)
-	NodeFailed    = "failed"    // an error that was not ignored
-	NodeCancelled = "cancelled" // stopped by terminate, withdraw, reject of the instance, return or jump
-)
-
-// Task statuses.
-const (
-	TaskPending     = "pending"
-	TaskWaiting     = "waiting" // not yet its turn (sequential sign, add-sign before)
-	TaskApproved    = "approved"
-	TaskRejected    = "rejected"
-	TaskTransferred = "transferred"
-	TaskCancelled   = "cancelled"
 )
 
 // Task kinds.
@@ -90,7 +60,7 @@ type Instance struct {
 	Template      string          `json:"template"`
 	Version       int             `json:"version"`
 	Title         string          `json:"title"`
-	Status        string          `json:"status"`
+	Status        InstanceStatus  `json:"status"`
 	Initiator     string          `json:"initiator"`
 	CorrelationID string          `json:"correlation_id"`
 	Context       json.RawMessage `json:"context"`
@@ -102,12 +72,12 @@ type Instance struct {
 }
 
 // Ended reports whether the instance reached a final status.
-func (i *Instance) Ended() bool { return i.Status != StatusRunning }
+func (i *Instance) Ended() bool { return i.Status.Ended() }
 
 // InstanceState is the engine's state of an instance: where each node is and which edges were taken. It is
 // stored as one JSON document in the instance row, so that one step reads and writes one row.
 type InstanceState struct {
-	Nodes map[string]*NodeState `json:"nodes"`
+	Nodes map[string]*NodeVisit `json:"nodes"`
 	// Edges holds one EdgeUnknown/EdgeTaken/EdgeDead per edge of the definition, in definition order.
 	Edges []byte `json:"edges"`
 	// Seq numbers node visits and tasks; ids are derived from it (see NodeInstanceID, TaskID).
@@ -116,12 +86,12 @@ type InstanceState struct {
 	Error *NodeFailure `json:"error,omitempty"`
 }
 
-// NodeState is one node of an instance at its current visit.
-type NodeState struct {
+// NodeVisit is one node of an instance at its current visit.
+type NodeVisit struct {
 	NodeID         string     `json:"node_id"`
 	Name           string     `json:"name"`
 	Type           string     `json:"type"`
-	State          string     `json:"state"`
+	State          NodeState  `json:"state"`
 	NodeInstanceID string     `json:"node_instance_id"`
 	Visit          int        `json:"visit"`
 	StartedAt      *time.Time `json:"started_at"`
@@ -156,14 +126,24 @@ type PluginChain struct {
 
 // SignTally counts the decisions of one signer group of an approval node.
 type SignTally struct {
-	Total    int    `json:"total"`
-	Approved int    `json:"approved"`
-	Rejected int    `json:"rejected"`
-	Outcome  string `json:"outcome,omitempty"` // "", approved, rejected
+	Total    int     `json:"total"`
+	Approved int     `json:"approved"`
+	Rejected int     `json:"rejected"`
+	Outcome  Outcome `json:"outcome,omitempty"`
 }
 
+// Outcome is what a signer group decided.
+type Outcome string
+
+// Outcomes of a signer group.
+const (
+	OutcomeUndecided Outcome = ""
+	OutcomeApproved  Outcome = "approved"
+	OutcomeRejected  Outcome = "rejected"
+)
+
 // Active reports whether the node is running or waiting.
-func (n *NodeState) Active() bool { return n.State == NodeActive || n.State == NodeWaiting }
+func (n *NodeVisit) Active() bool { return n.State.Open() }
 
 // Task is an approval work item.
 type Task struct {
@@ -174,7 +154,7 @@ type Task struct {
 	NodeName       string          `json:"node_name"`
 	NodeInstanceID string          `json:"node_instance_id"`
 	Assignee       string          `json:"assignee"`
-	Status         string          `json:"status"`
+	Status         TaskStatus      `json:"status"`
 	Kind           string          `json:"kind"`
 	Group          int             `json:"group"`    // parallel-sign group index (0 without groups)
 	Position       int             `json:"position"` // order within the node visit (sequential sign)
@@ -192,7 +172,7 @@ type Task struct {
 }
 
 // Open reports whether the task is still to be decided.
-func (t *Task) Open() bool { return t.Status == TaskPending || t.Status == TaskWaiting }
+func (t *Task) Open() bool { return t.Status.Open() }
 
 // HistoryEvent is one line of an instance's history.
 type HistoryEvent struct {
@@ -279,11 +259,24 @@ type Timer struct {
 
 // Outbox kinds.
 const (
-	OutboxTimerArm    = "timer.arm"    // Ref = timer id; Payload = {"due": unix ms}
+	OutboxTimerArm    = "timer.arm"    // Ref = timer id; Payload = TimerArm
 	OutboxTimerCancel = "timer.cancel" // Ref = timer id
 	OutboxPluginRun   = "plugin.run"   // Ref = plugin run id
 	OutboxEvent       = "event"        // Payload = the event
 )
+
+// TimerArm is the payload of a timer.arm outbox item: when the timer is due, in unix milliseconds.
+type TimerArm struct {
+	Due int64 `json:"due"`
+}
+
+// TimerArmPayload is the payload of a timer.arm outbox item for a timer due at due (whole milliseconds).
+func TimerArmPayload(due time.Time) json.RawMessage {
+	return json.RawMessage(`{"due":` + strconv.FormatInt(due.UnixMilli(), 10) + `}`)
+}
+
+// DueAt is the due time a timer.arm payload carries.
+func (a TimerArm) DueAt() time.Time { return time.UnixMilli(a.Due) }
 
 // OutboxItem is a side effect written in the engine's transaction and dispatched after it commits.
 type OutboxItem struct {
@@ -306,9 +299,9 @@ type CCRecord struct {
 	ReadAt     *time.Time `json:"read_at"`
 	Read       bool       `json:"read"`
 	// Filled when listing.
-	Title    string `json:"title"`
-	Template string `json:"template"`
-	Status   string `json:"status"`
+	Title    string         `json:"title"`
+	Template string         `json:"template"`
+	Status   InstanceStatus `json:"status"`
 }
 
 // Work is one engine transaction on one instance: the instance and its open tasks as read under the row lock,
@@ -388,7 +381,7 @@ type PluginRun struct {
 // InstanceFilter selects instances for GET /instances.
 type InstanceFilter struct {
 	TenantID      string
-	Status        string
+	Status        InstanceStatus
 	Template      string
 	Initiator     string
 	CorrelationID string
@@ -400,8 +393,8 @@ type InstanceFilter struct {
 // TaskFilter selects tasks for GET /tasks.
 type TaskFilter struct {
 	TenantID   string
-	Assignee   string // "" = any
-	Status     string // "" = any
+	Assignee   string     // "" = any
+	Status     TaskStatus // "" = any
 	InstanceID string
 	Page       Page
 }
@@ -411,7 +404,8 @@ type InstanceStore interface {
 	// CreateInstance writes a new instance and the work of its first step in one transaction.
 	CreateInstance(ctx context.Context, w *Work) error
 	// UpdateInstance locks the instance row, loads it and its open tasks, calls fn, and writes back what fn
-	// changed, all in one transaction (retried on deadlocks). ENOTFOUND when there is no such instance.
+	// changed, all in one transaction (retried on deadlocks). ENOTFOUND wrapping ErrNoInstance when there is no
+	// such instance (EGONE when it was archived).
 	UpdateInstance(ctx context.Context, tenant, id string, fn func(w *Work) error) error
 	// GetInstance reads an instance (without locking) and all its tasks.
 	GetInstance(ctx context.Context, tenant, id string) (*Instance, []*Task, error)
@@ -440,7 +434,8 @@ type InstanceStore interface {
 type BatchInstanceStore interface {
 	// UpdateInstances locks the instances with these distinct ids (all of tenant) in id order, loads each with its
 	// open tasks, calls fn for each one found, and writes back, in one transaction, the works for which fn returned
-	// nil. It answers each id's outcome: nil (written), fn's error (that work was not written) or ENOTFOUND. The
+	// nil. It answers each id's outcome: nil (written), fn's error (that work was not written) or ENOTFOUND
+	// wrapping ErrNoInstance. The
 	// transaction is retried on deadlocks, fn then running again on fresh works. An error of the whole call (a
 	// database error, ErrStaleRead, ECONFLICT for a plugin run finished twice) means nothing was written.
 	//

@@ -8,11 +8,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin"
 )
 
@@ -27,29 +27,6 @@ wait
 `, pidFile))
 	spec.Timeout = 5 * time.Minute
 	return spec
-}
-
-// waitPids waits for a plugin's pid file (a real process must be observed: polled, with a deadline).
-func waitPids(t *testing.T, pidFile string) []int {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if b, err := os.ReadFile(pidFile); err == nil {
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				pid, err := strconv.Atoi(f)
-				if err != nil {
-					t.Fatalf("pid file %q: %v", b, err)
-				}
-				pids = append(pids, pid)
-			}
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the plugin never wrote %s", pidFile)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // sleeperQueue is a queue holding one run of sleeperSpec.
@@ -92,7 +69,7 @@ func TestExecutorStopsRunItNoLongerHolds(t *testing.T) {
 	logs := &plugin.LogStore{Dir: filepath.Join(t.TempDir(), "logs")}
 	done, _, _ := startExecutor(t, q, newRunner(t), plugin.ExecutorOptions{Workers: 1, Lease: 30 * time.Millisecond,
 		PollInterval: time.Hour, Logs: logs})
-	pids := waitPids(t, pidFile)
+	pids := testkit.WaitPids(t, pidFile)
 	for _, pid := range pids {
 		if !alive(pid) {
 			t.Fatalf("process %d is not running", pid)
@@ -121,7 +98,7 @@ func TestExecutorStopRuns(t *testing.T) {
 	// No heartbeat within the test: only StopRuns can stop the run.
 	done, ex, _ := startExecutor(t, q, newRunner(t), plugin.ExecutorOptions{Workers: 1, Lease: time.Hour,
 		PollInterval: time.Hour, Logs: logs})
-	pids := waitPids(t, pidFile)
+	pids := testkit.WaitPids(t, pidFile)
 	marker := filepath.Join(dir, "offered-ran")
 	offered := shellSpec(t, fmt.Sprintf("touch %q\necho '{}'\n", marker))
 	ex.Offer(plugin.Job{RunID: "offered-1", Attempt: 1, Spec: offered, Input: plugin.Input{RunID: "offered-1"}})
@@ -166,7 +143,7 @@ echo '{"context":{"done":true}}'
 	q.queued[0].Spec.Timeout = 5 * time.Minute
 	done, _, _ := startExecutor(t, q, newRunner(t), plugin.ExecutorOptions{Workers: 1, Lease: 30 * time.Millisecond,
 		PollInterval: time.Hour})
-	pids := waitPids(t, pidFile)
+	pids := testkit.WaitPids(t, pidFile)
 	for n := 0; n < 5; {
 		if <-q.extendedCh == "run-000" {
 			n++

@@ -8,21 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin"
 )
 
 // requirePython fails under CI and skips elsewhere when no python3 is on the plugins' PATH.
 func requirePython(t *testing.T) {
 	t.Helper()
-	for _, dir := range filepath.SplitList(plugin.DefaultPath) {
-		if fi, err := os.Stat(filepath.Join(dir, "python3")); err == nil && fi.Mode()&0o111 != 0 {
-			return
-		}
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("python3 is not on " + plugin.DefaultPath)
-	}
-	t.Skip("python3 is not on " + plugin.DefaultPath)
+	testkit.RequirePython(t, plugin.DefaultPath)
 }
 
 // writeFile writes a plugin file into a fresh temp dir and returns its absolute path.

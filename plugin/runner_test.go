@@ -11,16 +11,15 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin"
 )
 
@@ -69,13 +68,9 @@ hp.write_output(context={
 	}
 }
 
-// buildBinary compiles a tiny Go plugin into a temp dir: a real ELF binary, not a script.
-func buildBinary(t *testing.T) string {
+// buildPlugin compiles a tiny Go plugin into a temp dir: a real ELF binary, not a script.
+func buildPlugin(t *testing.T) string {
 	t.Helper()
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("go toolchain not found: %v", err)
-	}
 	dir := t.TempDir()
 	src := `package main
 
@@ -108,18 +103,11 @@ func main() {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	bin := filepath.Join(dir, "plugin-bin")
-	cmd := exec.Command(goBin, "build", "-o", bin, "main.go")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-buildvcs=false")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testkit.GoBuild(t, dir, "main.go", "plugin-bin")
 }
 
 func TestBinaryPlugin(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildPlugin(t)
 	spec := plugin.Spec{Name: "go-bin", Version: 2, Runtime: plugin.RuntimeBinary, Path: bin}
 	r := newRunner(t)
 
@@ -176,22 +164,12 @@ func waitDead(t *testing.T, pids []int) {
 	}
 }
 
+// readPids reads the plugin's pid file, which must hold want pids; they are killed at the test's end.
 func readPids(t *testing.T, file string, want int) []int {
 	t.Helper()
-	b, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatalf("plugin wrote no pid file: %v", err)
-	}
-	var pids []int
-	for _, f := range strings.Fields(string(b)) {
-		pid, err := strconv.Atoi(f)
-		if err != nil {
-			t.Fatalf("pid file %q: %v", b, err)
-		}
-		pids = append(pids, pid)
-	}
+	pids := testkit.WaitPids(t, file)
 	if len(pids) != want {
-		t.Fatalf("pid file has %d pids (%q), want %d", len(pids), b, want)
+		t.Fatalf("pid file has %d pids (%v), want %d", len(pids), pids, want)
 	}
 	t.Cleanup(func() {
 		for _, pid := range pids {

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin"
 )
 
@@ -34,7 +35,7 @@ func BenchmarkRun(b *testing.B) {
 	cfg := plugin.DefaultSandboxConfig(1)
 	cfg.UID, cfg.GID = testUIDBase+16*15, testUIDBase+16*15
 	cfg.WorkRoot = filepath.Join(dir, "sandboxed")
-	cfg.Logger = quietLog()
+	cfg.Logger = testkit.Quiet()
 	sb := newSandbox(b, cfg)
 	if !sb.Report().Protection(plugin.ProtectUser).InForce {
 		b.Skip("the sandbox needs root here")

@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -19,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin"
 )
 
@@ -48,8 +47,6 @@ func newSandbox(t testing.TB, cfg plugin.SandboxConfig) *plugin.Sandbox {
 	return sb
 }
 
-func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // sandboxConfig is the production default with the test's own uid range and work root.
 func sandboxConfig(t *testing.T, slot int) plugin.SandboxConfig {
 	t.Helper()
@@ -57,7 +54,7 @@ func sandboxConfig(t *testing.T, slot int) plugin.SandboxConfig {
 	c.UID = testUIDBase + 16*slot
 	c.GID = c.UID
 	c.WorkRoot = filepath.Join(reachableDir(t), "work")
-	c.Logger = quietLog()
+	c.Logger = testkit.Quiet()
 	return c
 }
 
@@ -501,7 +498,7 @@ hp.write_output(context={"level": inp["context"]["level"] + 1, "env": sorted(os.
 		}
 	})
 	t.Run("a Go binary needs more than 512 MiB of address space", func(t *testing.T) {
-		spec := plugin.Spec{Name: "go-bin", Version: 1, Runtime: plugin.RuntimeBinary, Path: buildBinary(t)}
+		spec := plugin.Spec{Name: "go-bin", Version: 1, Runtime: plugin.RuntimeBinary, Path: buildPlugin(t)}
 		res := run(t, r, spec, input("run-go", `{"a":1}`))
 		mustFailWith(t, res, "exited with code 2")
 		if !strings.Contains(string(res.Stderr), "failed to reserve page summary memory") {

@@ -11,6 +11,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/tidwall/gjson"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/store"
@@ -668,7 +669,7 @@ func TestSecurityDocCoversEveryRoute(t *testing.T) {
 	var router *gin.Engine
 	s := storetest.Open(t, store.SQLite)
 	newEnv(t, s, func(d *server.Deps) {
-		d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger()})
+		d.Subscriptions = subscription.New(s, subscription.Options{Logger: testkit.Quiet()})
 		twin, err := server.New(*d)
 		if err != nil {
 			t.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/identity"
@@ -195,7 +196,7 @@ func (e *env) audit(query string) ([]auditItem, resp) {
 // route changes or deletes an entry.
 func TestAuditHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		subs := subscription.New(s, subscription.Options{Logger: quietLogger(), SecretKey: []byte("subscription-key-subscription-key")})
+		subs := subscription.New(s, subscription.Options{Logger: testkit.Quiet(), SecretKey: []byte("subscription-key-subscription-key")})
 		e := newEnvWith(t, s, wiring{subs: subs}, withPlugins(t, nil))
 		bob := e.mkUser("bob")
 		do := func(method, path string, body any, want int) resp {
@@ -513,7 +514,7 @@ type replica struct {
 func newReplica(t *testing.T, s *store.Store, attempts ratelimit.Counter) *replica {
 	t.Helper()
 	clk := &testClock{t: time.Now()}
-	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost, Now: clk.Now, Attempts: attempts})
+	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost, Clock: clk, Attempts: attempts})
 	e := newEnvWith(t, s, wiring{clock: clk}, func(d *server.Deps) { d.Identity = ids })
 	return &replica{url: e.url, clock: clk}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/tidwall/gjson"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -68,9 +69,9 @@ func TestFuzzPublicAPI(t *testing.T) {
 		var router *gin.Engine
 		e := newEnv(t, s, func(d *server.Deps) {
 			withPlugins(t, nil)(d)
-			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger(), Outbound: loopbackOutbound(t)})
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: testkit.Quiet(), Outbound: loopbackOutbound(t)})
 			d.BodyLimit = 1 << 20 // the production default
-			d.Logger = quietLogger()
+			d.Logger = testkit.Quiet()
 			twin, err := server.New(*d) // a twin of the env's server, for its route table
 			if err != nil {
 				t.Fatal(err)
@@ -710,9 +711,9 @@ func TestFuzzWellFormedWrites(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		e := newEnv(t, s, func(d *server.Deps) {
 			withPlugins(t, nil)(d)
-			d.Subscriptions = subscription.New(s, subscription.Options{Logger: quietLogger(), Outbound: loopbackOutbound(t)})
+			d.Subscriptions = subscription.New(s, subscription.Options{Logger: testkit.Quiet(), Outbound: loopbackOutbound(t)})
 			d.BodyLimit = 1 << 20
-			d.Logger = quietLogger()
+			d.Logger = testkit.Quiet()
 		})
 		f := newFuzzer(t, e, seed)
 		f.fixtures()

@@ -11,17 +11,77 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/template"
 )
 
+// startRequest is the body of POST /instances (engine.StartParams).
+type startRequest struct {
+	Template        string          `json:"template"`
+	Version         int             `json:"version"`
+	Context         json.RawMessage `json:"context"`
+	CorrelationID   string          `json:"correlation_id"`
+	Title           string          `json:"title"`
+	OverrideTrigger bool            `json:"override_trigger"`
+	Initiator       string          `json:"initiator"`
+}
+
+// linearRequest is the body of POST /instances/linear (engine.LinearParams).
+type linearRequest struct {
+	Title         string                `json:"title"`
+	Steps         []template.LinearStep `json:"steps"`
+	Context       json.RawMessage       `json:"context"`
+	CorrelationID string                `json:"correlation_id"`
+}
+
+// reasonRequest is the body of terminate and withdraw.
+type reasonRequest struct {
+	Reason string `json:"reason"`
+}
+
+// decideRequest is the body of approve, reject and reclaim.
+type decideRequest struct {
+	Comment string          `json:"comment"`
+	Data    json.RawMessage `json:"data"`
+}
+
+// transferRequest is the body of POST /tasks/{id}/transfer.
+type transferRequest struct {
+	To      string `json:"to"`
+	Comment string `json:"comment"`
+}
+
+// addSignRequest is the body of POST /tasks/{id}/add-sign.
+type addSignRequest struct {
+	Users    []string `json:"users"`
+	Position string   `json:"position"`
+	Comment  string   `json:"comment"`
+}
+
+// moveRequest is the body of return and jump.
+type moveRequest struct {
+	To      string `json:"to"`
+	Comment string `json:"comment"`
+	Reason  string `json:"reason"`
+}
+
+// messageRequest is the body of POST /messages (engine.MessageParams).
+type messageRequest struct {
+	Name          string          `json:"name"`
+	CorrelationID string          `json:"correlation_id"`
+	Data          json.RawMessage `json:"data"`
+	TTL           string          `json:"ttl"`
+	MessageID     string          `json:"message_id"`
+}
+
 func (s *Server) startInstance(c *gin.Context) {
-	var req engine.StartRequest
+	var req startRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
 	var v *engine.InstanceView
 	start := func(ctx context.Context, _ *model.AuditEntry) (err error) {
-		v, err = s.engine.Start(ctx, principal(c), req)
+		v, err = s.engine.Start(ctx, principal(c), engine.StartParams(req))
 		return err
 	}
 	var err error
@@ -40,12 +100,12 @@ func (s *Server) startInstance(c *gin.Context) {
 }
 
 func (s *Server) startLinear(c *gin.Context) {
-	var req engine.LinearRequest
+	var req linearRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.StartLinear(c.Request.Context(), principal(c), req)
+	v, err := s.engine.StartLinear(c.Request.Context(), principal(c), engine.LinearParams(req))
 	if err != nil {
 		fail(c, err)
 		return
@@ -59,7 +119,7 @@ func (s *Server) listInstances(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	items, next, err := s.engine.List(c.Request.Context(), principal(c), model.InstanceFilter{Status: c.Query("status"), Template: c.Query("template"),
+	items, next, err := s.engine.List(c.Request.Context(), principal(c), model.InstanceFilter{Status: model.InstanceStatus(c.Query("status")), Template: c.Query("template"),
 		Initiator: c.Query("initiator"), CorrelationID: c.Query("correlation_id"), Page: pg})
 	if err != nil {
 		fail(c, err)
@@ -99,7 +159,7 @@ func (s *Server) instanceDiagram(c *gin.Context) {
 }
 
 func (s *Server) terminate(c *gin.Context) {
-	var req engine.ReasonRequest
+	var req reasonRequest
 	if err := bindOptionalJSON(c, &req); err != nil {
 		fail(c, err)
 		return
@@ -118,7 +178,7 @@ func (s *Server) terminate(c *gin.Context) {
 }
 
 func (s *Server) withdraw(c *gin.Context) {
-	var req engine.ReasonRequest
+	var req reasonRequest
 	if err := bindOptionalJSON(c, &req); err != nil {
 		fail(c, err)
 		return
@@ -137,7 +197,7 @@ func (s *Server) listTasks(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	items, next, err := s.engine.ListTasks(c.Request.Context(), principal(c), model.TaskFilter{Assignee: c.Query("assignee"), Status: c.Query("status"),
+	items, next, err := s.engine.ListTasks(c.Request.Context(), principal(c), model.TaskFilter{Assignee: c.Query("assignee"), Status: model.TaskStatus(c.Query("status")),
 		InstanceID: c.Query("instance_id"), Page: pg})
 	if err != nil {
 		fail(c, err)
@@ -159,7 +219,7 @@ func (s *Server) approve(c *gin.Context) { s.decide(c, true) }
 func (s *Server) reject(c *gin.Context)  { s.decide(c, false) }
 
 func (s *Server) decide(c *gin.Context, approve bool) {
-	var req engine.DecideRequest
+	var req decideRequest
 	if err := bindOptionalJSON(c, &req); err != nil {
 		fail(c, err)
 		return
@@ -169,9 +229,9 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 		err error
 	)
 	if approve {
-		t, err = s.engine.Approve(c.Request.Context(), principal(c), c.Param("id"), req)
+		t, err = s.engine.Approve(c.Request.Context(), principal(c), c.Param("id"), req.Comment, req.Data)
 	} else {
-		t, err = s.engine.Reject(c.Request.Context(), principal(c), c.Param("id"), req)
+		t, err = s.engine.Reject(c.Request.Context(), principal(c), c.Param("id"), req.Comment, req.Data)
 	}
 	if err != nil {
 		fail(c, err)
@@ -181,12 +241,12 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 }
 
 func (s *Server) transfer(c *gin.Context) {
-	var req engine.TransferRequest
+	var req transferRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	t, err := s.engine.Transfer(c.Request.Context(), principal(c), c.Param("id"), req)
+	t, err := s.engine.Transfer(c.Request.Context(), principal(c), c.Param("id"), req.To, req.Comment)
 	if err != nil {
 		fail(c, err)
 		return
@@ -195,12 +255,12 @@ func (s *Server) transfer(c *gin.Context) {
 }
 
 func (s *Server) addSign(c *gin.Context) {
-	var req engine.AddSignRequest
+	var req addSignRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	r, err := s.engine.AddSign(c.Request.Context(), principal(c), c.Param("id"), req)
+	r, err := s.engine.AddSign(c.Request.Context(), principal(c), c.Param("id"), req.Users, req.Position, req.Comment)
 	if err != nil {
 		fail(c, err)
 		return
@@ -258,12 +318,12 @@ func (s *Server) callback(c *gin.Context) {
 }
 
 func (s *Server) sendMessage(c *gin.Context) {
-	var req engine.MessageRequest
+	var req messageRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	r, err := s.engine.SendMessage(c.Request.Context(), principal(c), req)
+	r, err := s.engine.SendMessage(c.Request.Context(), principal(c), engine.MessageParams(req))
 	if err != nil {
 		fail(c, err)
 		return
@@ -298,12 +358,12 @@ func (s *Server) readCC(c *gin.Context) {
 }
 
 func (s *Server) returnTask(c *gin.Context) {
-	var req engine.MoveRequest
+	var req moveRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	v, err := s.engine.Return(c.Request.Context(), principal(c), c.Param("id"), req)
+	v, err := s.engine.Return(c.Request.Context(), principal(c), c.Param("id"), req.To, req.Comment)
 	if err != nil {
 		fail(c, err)
 		return
@@ -312,7 +372,7 @@ func (s *Server) returnTask(c *gin.Context) {
 }
 
 func (s *Server) returnTargets(c *gin.Context) {
-	ts, noInitiator, err := s.engine.ReturnTargetsWhy(c.Request.Context(), principal(c), c.Param("id"))
+	ts, noInitiator, err := s.engine.ReturnTargets(c.Request.Context(), principal(c), c.Param("id"))
 	if err != nil {
 		fail(c, err)
 		return
@@ -322,7 +382,7 @@ func (s *Server) returnTargets(c *gin.Context) {
 }
 
 func (s *Server) reclaim(c *gin.Context) {
-	var req engine.DecideRequest
+	var req decideRequest
 	if err := bindOptionalJSON(c, &req); err != nil {
 		fail(c, err)
 		return
@@ -336,15 +396,19 @@ func (s *Server) reclaim(c *gin.Context) {
 }
 
 func (s *Server) jump(c *gin.Context) {
-	var req engine.MoveRequest
+	var req moveRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
+	reason := req.Reason // the history's; a comment stands in for it
+	if reason == "" {
+		reason = req.Comment
+	}
 	var v *engine.InstanceView
 	err := s.record(c, model.AuditInstanceJump, c.Param("id"), func(ctx context.Context, e *model.AuditEntry) (err error) {
 		e.Reason = strings.TrimSpace(req.Reason + " " + req.Comment)
-		v, err = s.engine.Jump(ctx, principal(c), c.Param("id"), req)
+		v, err = s.engine.Jump(ctx, principal(c), c.Param("id"), req.To, reason)
 		return err
 	})
 	if err != nil {

@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
@@ -69,35 +69,12 @@ func stopExecutor(t *testing.T, st plugin.RunLogStore, rec *stops, worker string
 		t.Fatal(err)
 	}
 	ex, err := plugin.NewExecutor(&plugin.ProcessRunner{WorkRoot: t.TempDir()}, plugin.ExecutorOptions{Workers: 2,
-		PollInterval: 10 * time.Millisecond, Lease: lease, WorkerID: worker, Logs: logs, Logger: quietLogger(), Now: now, ShutdownTimeout: time.Second,
+		PollInterval: 10 * time.Millisecond, Lease: lease, WorkerID: worker, Logs: logs, Logger: testkit.Quiet(), Now: now, ShutdownTimeout: time.Second,
 		OnComplete: func(job plugin.Job, res plugin.Result, err error) { rec.ch <- completionOf{job, res, err} }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return ex
-}
-
-// readPids waits for the plugin's pid file (a real process is observed: polled, with a deadline).
-func readPids(t *testing.T, file string) []int {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if b, err := os.ReadFile(file); err == nil {
-			var pids []int
-			for _, f := range strings.Fields(string(b)) {
-				pid, err := strconv.Atoi(f)
-				if err != nil {
-					t.Fatalf("pid file %q", b)
-				}
-				pids = append(pids, pid)
-			}
-			return pids
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the plugin never wrote %s", file)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // processAlive reports whether pid runs (a zombie waiting for its reaper counts as gone).
@@ -178,7 +155,7 @@ func TestClosedRunsProcessesAreKilled(t *testing.T) {
 				publishSleeper(e)
 				pidFile := filepath.Join(t.TempDir(), "pids")
 				id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "slow", "context": M{"pidfile": pidFile}}, nil).JSON["id"].(string)
-				pids := readPids(t, pidFile)
+				pids := testkit.WaitPids(t, pidFile)
 				for _, pid := range pids {
 					if !processAlive(pid) {
 						t.Fatalf("process %d does not run", pid)
@@ -286,7 +263,7 @@ func TestRunningPluginOutlivesItsLeaseRenewals(t *testing.T) {
 		dir := t.TempDir()
 		pidFile, goFile := filepath.Join(dir, "pids"), filepath.Join(dir, "go")
 		id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "long", "context": M{"pidfile": pidFile, "gofile": goFile}}, nil).JSON["id"].(string)
-		pids := readPids(t, pidFile)
+		pids := testkit.WaitPids(t, pidFile)
 		runs := e.do("GET", "/api/v1/plugins/sleeper/runs?instance_id="+id, e.admin, nil, nil).JSON["items"].([]any)
 		runID := runs[0].(M)["id"].(string)
 		deadline := time.After(30 * time.Second) // a guard against a hung test

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
@@ -11,7 +12,6 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
-	"github.com/halley-bpm/halley/service/engine"
 )
 
 // SandboxReporter tells what confines plugin runs; *plugin.Sandbox is one.
@@ -173,14 +173,20 @@ func (s *Server) pluginRuns(c *gin.Context) {
 	c.JSON(http.StatusOK, List[*model.PluginRun]{Items: runs, NextCursor: next})
 }
 
+// resultRequest is the body of POST /plugin-runs/{id}/result.
+type resultRequest struct {
+	Status string          `json:"status"`
+	Data   json.RawMessage `json:"data"`
+}
+
 // pluginResult finishes an async plugin run; authenticated by the signed token of its result URL or an admin.
 func (s *Server) pluginResult(c *gin.Context) {
-	var req engine.ResultRequest
+	var req resultRequest
 	if err := bindJSON(c, &req); err != nil {
 		fail(c, err)
 		return
 	}
-	run, err := s.engine.AsyncResult(c.Request.Context(), principal(c), c.Param("id"), c.Query("token"), req)
+	run, err := s.engine.AsyncResult(c.Request.Context(), principal(c), c.Param("id"), c.Query("token"), req.Status, req.Data)
 	if err != nil {
 		fail(c, err)
 		return

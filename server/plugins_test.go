@@ -19,10 +19,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/template"
@@ -76,7 +78,7 @@ func newExecutorWith(t *testing.T, st plugin.RunLogStore, rec *runs, worker stri
 	}
 	ex, err := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: 2, PollInterval: 10 * time.Millisecond, Lease: 30 * time.Second, WorkerID: worker, OnComplete: rec.complete,
-			Logs: logs, Logger: quietLogger(), Now: now})
+			Logs: logs, Logger: testkit.Quiet(), Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -453,15 +455,7 @@ func TestTwoExecutorsAndRescue(t *testing.T) {
 	})
 	// The second executor is another process's: its own engine on its own connections, its own plugin cache
 	// (files come from the database).
-	files, err := plugin.NewCache(t.TempDir(), s2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng2, err := engine.New(engine.Deps{Store: s2, Templates: template.New(s2, e.clock.Now), Directory: s2, Events: noEvents{}, Outbox: nobody{},
-		PluginFiles: files, Executor: engine.NoExecutor}, engine.Options{Clock: e.clock})
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng2 := enginetest.New(t, s2, template.New(s2, template.Options{Clock: e.clock}), s2, engine.Options{Clock: e.clock})
 	runExecutor(t, newExecutor(t, s2, rec, "w2", e.clock.Now), eng2.PluginQueue())
 	count := filepath.Join(t.TempDir(), "count")
 	if err := os.WriteFile(count, nil, 0o644); err != nil {
@@ -737,7 +731,7 @@ func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
 		}
 	}
 	cfg.WorkRoot = filepath.Join(work, "work")
-	cfg.Logger = quietLogger()
+	cfg.Logger = testkit.Quiet()
 	sb, err := plugin.NewSandbox(cfg)
 	if err != nil {
 		t.Fatal(err)

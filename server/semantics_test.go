@@ -3,8 +3,6 @@ package server_test
 import (
 	"context"
 	"encoding/json"
-	"io"
-	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/tidwall/gjson"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
@@ -21,21 +20,11 @@ import (
 // The semantics of issue 19 through HTTP: joins, errors with codes, node timeouts and closed runs, approvers
 // that do not exist, message ids and message starts, return to start.
 
-const leaveHTTPDef = `{"nodes":[
-	{"id":"start","type":"start","trigger":{"kind":"manual"}},
-	{"id":"manager","type":"approval","approvers":{"users":["mia"]}},
-	{"id":"director","type":"approval","approvers":{"users":["dan"]}},
-	{"id":"end","type":"end"}],
- "edges":[{"from":"start","to":"manager"},
-	{"from":"manager","to":"director","condition":{"days":{"$gt":3}}},
-	{"from":"manager","to":"end","default":true},
-	{"from":"director","to":"end"}]}`
-
 func TestJoinsHTTP(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		f := newFlowEnv(t, s)
 		f.users("ann", "mia", "dan", "bob", "dora")
-		f.publish("leave", leaveHTTPDef)
+		f.publish("leave", testkit.LeaveDef)
 
 		t.Run("the leave template of the issue completes, short and long", func(t *testing.T) {
 			f := f.sub(t)
@@ -147,7 +136,7 @@ func TestNodeErrorsHTTP(t *testing.T) {
 		// The instance.failed webhook carries the code.
 		ignore := func(context.Context, []model.OutboxItem) error { return nil }
 		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler(), model.OutboxTimerArm: ignore, model.OutboxTimerCancel: ignore},
-			outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			outbox.Options{Logger: testkit.Quiet()})
 		dispatch(t, d)
 		if _, err := svc.DeliverOnce(context.Background()); err != nil {
 			t.Fatal(err)

@@ -149,7 +149,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metricsHandler)
 
-	api := r.Group("/api/v1", bodyLimit(func(c *gin.Context) int64 {
+	api := r.Group(apiBase, bodyLimit(func(c *gin.Context) int64 {
 		if isPluginUpload(c) {
 			return s.pluginMax + 1<<20 // the file plus the multipart envelope; the file itself is checked exactly
 		}
@@ -160,14 +160,14 @@ func (s *Server) routes() *gin.Engine {
 	api.GET(strings.TrimPrefix(formFramePath, "/api/v1"), s.formFrame)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
-	api.POST("/callback/:execution_id/:appinst_id", s.authenticateOptional, s.callback)
+	api.POST(callbackRoute, s.authenticateOptional, s.callback)
 
 	// Triggers authenticate as each trigger says; forms may be anonymous when their template allows it.
 	api.Any("/trigger/sync/:module/:function", s.limitTriggers, s.triggerSync)
 	api.Any("/trigger/async/:module/:function", s.limitTriggers, s.triggerAsync)
 	api.GET("/forms/:key", s.authenticateOptional, s.getForm)
 	api.POST("/forms/:key/submit", s.authenticateOptional, s.idempotent, s.submitForm)
-	api.POST("/plugin-runs/:id/result", s.authenticateOptional, s.pluginResult)
+	api.POST(pluginResultRoute, s.authenticateOptional, s.pluginResult)
 
 	authed := api.Group("", s.authenticate, s.idempotent)
 	authed.GET("/me", s.me)

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -17,12 +16,13 @@ import (
 
 	"golang.org/x/crypto/bcrypt"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -64,8 +64,8 @@ func newEnv(t *testing.T, s *store.Store, mod func(*server.Deps)) *env {
 type wiring struct {
 	// clock, when set, is the env's clock (a local executor built before the env reads it too).
 	clock *testClock
-	// engine, when set, replaces the engine's default options (the env's clock, a test callback key and
-	// http://halley.test as the public URL); the template service runs on the same clock.
+	// engine, when set, replaces the engine's default options (the env's clock, a test callback key) and the
+	// public URL http://halley.test with none; the template service runs on the same clock.
 	engine *engine.Options
 	// subs is the subscription service: the engine asks it which events are wanted, the server serves it.
 	subs *subscription.Service
@@ -82,44 +82,41 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 		e.clock = &testClock{t: time.Now()}
 	}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), TokenTTL: 24 * time.Hour,
-		BcryptCost: bcrypt.MinCost, Now: e.clock.Now})
+		BcryptCost: bcrypt.MinCost, Clock: e.clock})
 	if _, err := ids.Bootstrap(context.Background(), "admin-pw-1", false); err != nil {
 		t.Fatal(err)
 	}
-	opts := engine.Options{Clock: e.clock, CallbackKey: []byte("test-callback-key"), PublicURL: "http://halley.test"}
+	opts, publicURL := engine.Options{Clock: e.clock, CallbackKey: []byte("test-callback-key")}, "http://halley.test"
 	if w.engine != nil {
-		opts = *w.engine
-	}
-	var events engine.EventSink = noEvents{}
-	if w.subs != nil {
-		events = w.subs
-	}
-	if w.executor == nil {
-		w.executor = engine.NoExecutor
-	}
-	files, err := plugin.NewCache(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
+		opts, publicURL = *w.engine, ""
 	}
 	sched := scheduler.NewMemory(scheduler.Options{Clock: opts.Clock}) // crontab fires are armed here; tests fire them with fireDue
 	t.Cleanup(func() { sched.Close() })
-	pub, err := trigger.NewPublisher(s, sched, opts.Clock, nil)
+	pub, err := trigger.NewPublisher(s, sched, trigger.Options{Clock: opts.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, opts.Clock.Now, template.WithPublishers(pub))
-	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: events, Outbox: nobody{}, PluginFiles: files, Executor: w.executor}, opts)
+	tpl := template.New(s, template.Options{Clock: opts.Clock, Publishers: []template.Publisher{pub}})
+	deps := enginetest.Deps(t, s, tpl, s)
+	deps.URLs = server.NewURLs(publicURL) // the router's own: tests follow the callback and result URLs the engine hands out
+	if w.subs != nil {
+		deps.Events = w.subs
+	}
+	if w.executor != nil {
+		deps.Executor = w.executor
+	}
+	eng, err := engine.New(deps, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	trg, err := trigger.New(trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub}, opts.Clock, nil)
+	trg, err := trigger.New(trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub}, trigger.Options{Clock: opts.Clock})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.engine, e.triggers = eng, trg
 	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
-		Audit: audit.New(s, opts.Clock.Now, quietLogger())}
+		Audit: audit.New(s, audit.Options{Clock: opts.Clock, Logger: testkit.Quiet()})}
 	if mod != nil {
 		mod(&d)
 	}
@@ -137,16 +134,6 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	e.admin = r.JSON["token"].(string)
 	return e
 }
-
-// noEvents is an engine.EventSink with no subscriptions.
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-// nobody is an engine.Notifier that nobody listens to: tests dispatch the outbox themselves.
-type nobody struct{}
-
-func (nobody) Notify() {}
 
 func (e *env) do(method, path, token string, body any, hdr map[string]string) resp {
 	e.t.Helper()
@@ -477,8 +464,6 @@ func TestOperations(t *testing.T) {
 }
 
 var ctx0 = context.Background()
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // TestNewNamesTheMissingDependency: the server's required dependencies are checked when it is built; a missing
 // one is an error naming it, not a nil dereferenced by the first request that needs it.

@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -18,9 +17,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
@@ -32,7 +33,7 @@ import (
 func subsEnv(t *testing.T, s *store.Store) (*env, *subscription.Service, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(time.Now().UTC())
-	svc := subscription.New(s, subscription.Options{Clock: clk, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Jitter: func() float64 { return 0 },
+	svc := subscription.New(s, subscription.Options{Clock: clk, Logger: testkit.Quiet(), Jitter: func() float64 { return 0 },
 		Outbound: loopbackOutbound(t)})
 	e := newEnvWith(t, s, wiring{subs: svc}, nil)
 	return e, svc, clk
@@ -233,7 +234,7 @@ func TestWebhookEndToEnd(t *testing.T) {
 		}
 		ignore := func(context.Context, []model.OutboxItem) error { return nil }
 		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler(), model.OutboxTimerArm: ignore, model.OutboxTimerCancel: ignore},
-			outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			outbox.Options{Logger: testkit.Quiet()})
 		dispatch(t, d)
 
 		deliver := func() {
@@ -310,7 +311,7 @@ func TestDeliveryLogShowsFailures(t *testing.T) {
 		id := r.JSON["id"].(string)
 		e.do("POST", "/api/v1/instances", e.admin, M{"template": "leave"}, nil)
 		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler()},
-			outbox.Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+			outbox.Options{Logger: testkit.Quiet()})
 		dispatch(t, d)
 		for range 8 {
 			if n, err := svc.DeliverOnce(context.Background()); err != nil || n != 1 {
@@ -333,11 +334,11 @@ func TestPluginSubscription(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
 		clk := clock.NewFake(time.Now().UTC())
-		eventPlugins, err := engine.NewEventPlugins(s, nobody{}) // the executor polls: no wake-up needed
+		eventPlugins, err := engine.NewEventPlugins(s, enginetest.Nobody{}) // the executor polls: no wake-up needed
 		if err != nil {
 			t.Fatal(err)
 		}
-		svc := subscription.New(s, subscription.Options{Clock: clk, Logger: quietLogger(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: eventPlugins,
+		svc := subscription.New(s, subscription.Options{Clock: clk, Logger: testkit.Quiet(), Jitter: func() float64 { return 0 }, Plugins: s, PluginRuns: eventPlugins,
 			Outbound: loopbackOutbound(t)})
 		e := newEnvWith(t, s, wiring{subs: svc}, withPlugins(t, rec))
 		marker := filepath.Join(t.TempDir(), "events")
@@ -352,7 +353,7 @@ print("{}")
 		assertError(t, e.do("POST", "/api/v1/subscriptions", e.admin, M{"event": "instance.completed", "plugin": "nope"}, nil), 422, "")
 		e.publish("quick", []any{start(M{"kind": "manual"}), M{"id": "end", "type": "end"}}, []any{edge("start", "end")})
 		inst := e.do("POST", "/api/v1/instances", e.admin, M{"template": "quick"}, nil).JSON["id"].(string)
-		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler()}, outbox.Options{Logger: quietLogger()})
+		d := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.OutboxHandler()}, outbox.Options{Logger: testkit.Quiet()})
 		dispatch(t, d)
 		if _, err := svc.DeliverOnce(context.Background()); err != nil {
 			t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 )
 
 // LeaseName is the name of the retention sweep's leader lease.
@@ -41,8 +42,8 @@ type Options struct {
 	Duty float64
 	// Owner names this process in the lease; default host-pid-random.
 	Owner  string
-	Now    func() time.Time
-	Logger *slog.Logger
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
 	// AfterStep, when set, is called after each step of a batch: "begun" (marker stored), "written" (lines
 	// synced to the file), "finished" (tombstones written, rows deleted). An error stops the sweep right there,
 	// as a crash would: fault tests use it.
@@ -108,8 +109,8 @@ func New(st model.ArchiveStore, opts Options) (*Sweeper, error) {
 		_, _ = rand.Read(b[:])
 		opts.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -223,7 +224,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (res Result, err error) {
 		if keep <= 0 {
 			continue
 		}
-		cutoff := s.opts.Now().Add(-keep)
+		cutoff := s.opts.Clock.Now().Add(-keep)
 		var after model.DueInstance
 		for {
 			want := s.opts.BatchSize - len(batch)
@@ -265,7 +266,7 @@ func pause(ctx context.Context, d time.Duration) {
 }
 
 func (s *Sweeper) renew(ctx context.Context) (model.Lease, bool, error) {
-	now := s.opts.Now()
+	now := s.opts.Clock.Now()
 	return s.st.AcquireLease(ctx, LeaseName, s.opts.Owner, now, now.Add(s.opts.Lease))
 }
 
@@ -292,7 +293,7 @@ func (s *Sweeper) retentionOf(ctx context.Context, g model.RetentionGroup, cache
 
 // archive writes a new batch of ids and deletes it; it returns how many instances it archived.
 func (s *Sweeper) archive(ctx context.Context, lease model.Lease, ids []string) (int, error) {
-	now := s.opts.Now().UTC()
+	now := s.opts.Clock.Now().UTC()
 	name := FileName(now)
 	off, err := size(s.opts.Dir, name)
 	if err != nil {
@@ -316,7 +317,7 @@ func (s *Sweeper) complete(ctx context.Context, lease model.Lease, b *model.Arch
 		if err != nil {
 			return 0, err
 		}
-		now := s.opts.Now().UTC()
+		now := s.opts.Clock.Now().UTC()
 		for _, r := range recs {
 			r.ArchivedAt, r.BatchID = now, b.ID
 		}

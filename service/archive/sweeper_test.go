@@ -16,10 +16,10 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/archive"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -31,16 +31,6 @@ var (
 	t0    = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 	admin = &model.Principal{TenantID: model.DefaultTenant, Username: "admin", Roles: []string{model.RoleAdmin}}
 )
-
-// noEvents: nobody subscribed to any event.
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-// nobody drains the outbox (the tests look at its rows).
-type nobody struct{}
-
-func (nobody) Notify() {}
 
 // harness is an engine on a real store with a fake clock, and a sweeper on the same store and clock.
 type harness struct {
@@ -56,16 +46,8 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 	t.Helper()
 	clk := clock.NewFake(t0)
 	s.SetNow(clk.Now)
-	tpl := template.New(s, clk.Now)
-	files, err := plugin.NewCache(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor}, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpl := template.New(s, template.Options{Clock: clk})
+	eng := enginetest.New(t, s, tpl, s, engine.Options{Clock: clk, CallbackKey: []byte("callback-key-for-tests")})
 	h := &harness{t: t, s: s, clk: clk, tpl: tpl, dir: t.TempDir(), eng: eng}
 	ids := identity.New(s, identity.Options{Secret: []byte("test-secret-test-secret-test-secret"), BcryptCost: bcrypt.MinCost})
 	for _, u := range []string{"admin", "bob"} {
@@ -77,7 +59,7 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 }
 
 func (h *harness) sweeper(opts archive.Options) *archive.Sweeper {
-	opts.Dir, opts.Now = h.dir, h.clk.Now
+	opts.Dir, opts.Clock = h.dir, h.clk
 	if opts.Logger == nil {
 		opts.Logger = quiet
 	}
@@ -100,7 +82,7 @@ func (h *harness) publish(key, def string) {
 
 func (h *harness) start(key string) string {
 	h.t.Helper()
-	v, err := h.eng.Start(ctx, admin, engine.StartRequest{Template: key, Context: json.RawMessage(`{"amount":12,"note":"<b>&</b>"}`)})
+	v, err := h.eng.Start(ctx, admin, engine.StartParams{Template: key, Context: json.RawMessage(`{"amount":12,"note":"<b>&</b>"}`)})
 	if err != nil {
 		h.t.Fatalf("start %s: %v", key, err)
 	}
@@ -115,7 +97,7 @@ func (h *harness) approveAll(id string) {
 	}
 	for _, tk := range tasks {
 		if tk.Status == model.TaskPending {
-			if _, err := h.eng.Approve(ctx, admin, tk.ID, engine.DecideRequest{Comment: "ok"}); err != nil {
+			if _, err := h.eng.Approve(ctx, admin, tk.ID, "ok", nil); err != nil {
 				h.t.Fatalf("approve %s: %v", tk.ID, err)
 			}
 		}
@@ -179,7 +161,7 @@ func TestSweepArchivesAndDeletes(t *testing.T) {
 		done, running := h.start("approve"), h.start("approve")
 		h.approveAll(done)
 		keep, short := h.start("keep"), h.start("short")
-		lin, err := h.eng.StartLinear(ctx, admin, engine.LinearRequest{Title: "one-off", Context: json.RawMessage(`{"note":"<b>&</b>"}`), Steps: []template.LinearStep{{Name: "ok", Approvers: model.Approvers{Users: []string{"admin"}}}}})
+		lin, err := h.eng.StartLinear(ctx, admin, engine.LinearParams{Title: "one-off", Context: json.RawMessage(`{"note":"<b>&</b>"}`), Steps: []template.LinearStep{{Name: "ok", Approvers: model.Approvers{Users: []string{"admin"}}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,7 +374,7 @@ func TestSweepLeavesChangedInstances(t *testing.T) {
 		sw := h.sweeper(archive.Options{Retention: time.Hour, AfterStep: func(name string, b *model.ArchiveBatch) error {
 			if name == "written" && !revived {
 				revived = true
-				if _, err := h.eng.Jump(ctx, admin, failed, engine.MoveRequest{To: "end", Reason: "fixed by hand"}); err != nil {
+				if _, err := h.eng.Jump(ctx, admin, failed, "end", "fixed by hand"); err != nil {
 					t.Fatalf("jump: %v", err)
 				}
 			}
@@ -414,7 +396,7 @@ func TestSweepLeavesChangedInstances(t *testing.T) {
 			t.Fatalf("later sweep: %+v, %v", r, err)
 		}
 		seen, recs := h.lines()
-		if seen[failed] != 1 || recs[failed]["status"] != model.StatusCompleted {
+		if seen[failed] != 1 || recs[failed]["status"] != string(model.StatusCompleted) {
 			t.Fatalf("the revived instance's line: %d, %v", seen[failed], recs[failed]["status"])
 		}
 	})

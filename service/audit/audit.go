@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 )
 
 // Recorder records changes and serves the log.
@@ -21,15 +22,21 @@ type Recorder struct {
 	log   *slog.Logger
 }
 
-// New returns a recorder on store; now defaults to time.Now.
-func New(store model.AuditStore, now func() time.Time, log *slog.Logger) *Recorder {
-	if now == nil {
-		now = time.Now
+// Options tune the recorder; the zero value is the default.
+type Options struct {
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
+}
+
+// New returns a recorder on store.
+func New(store model.AuditStore, opts Options) *Recorder {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
-	if log == nil {
-		log = slog.Default()
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
 	}
-	return &Recorder{store: store, now: now, log: log}
+	return &Recorder{store: store, now: opts.Clock.Now, log: opts.Logger}
 }
 
 // Meta is what the HTTP layer knows of a request, for the entry.

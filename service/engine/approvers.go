@@ -3,10 +3,14 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -73,12 +77,12 @@ func (c *userCache) put(tenant string, names []string, states map[string]bool) {
 
 // presentUsers keeps the users who exist and are enabled, in order, and notes each one dropped in the history
 // of node (as approver.dropped with the user and the reason).
-func (r *run) presentUsers(node string, users []string) ([]string, error) {
-	tenant := r.inst.TenantID
+func (s *step) presentUsers(node string, users []string) ([]string, error) {
+	tenant := s.inst.TenantID
 	states := make(map[string]userState, len(users))
 	var missing []string
 	for _, u := range users {
-		if st, ok := r.e.users.get(tenant, u); ok {
+		if st, ok := s.e.users.get(tenant, u); ok {
 			states[u] = st
 		} else {
 			missing = append(missing, u)
@@ -87,10 +91,10 @@ func (r *run) presentUsers(node string, users []string) ([]string, error) {
 	if len(missing) > 0 {
 		slices.Sort(missing)
 		missing = slices.Compact(missing)
-		v, err := r.read("users\x00"+strings.Join(missing, "\x00"), func(ctx context.Context) (any, error) {
-			m, err := r.e.dir.UserStates(ctx, tenant, missing)
+		v, err := s.read("users\x00"+strings.Join(missing, "\x00"), func(ctx context.Context) (any, error) {
+			m, err := s.e.dir.UserStates(ctx, tenant, missing)
 			if err == nil {
-				r.e.users.put(tenant, missing, m)
+				s.e.users.put(tenant, missing, m)
 			}
 			return m, err
 		})
@@ -108,9 +112,9 @@ func (r *run) presentUsers(node string, users []string) ([]string, error) {
 		st := states[u]
 		switch {
 		case !st.exists:
-			r.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropUnknown})
+			s.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropUnknown})
 		case st.disabled:
-			r.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropDisabled})
+			s.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropDisabled})
 		default:
 			out = append(out, u)
 		}
@@ -136,4 +140,185 @@ func (e *Engine) checkAssignable(ctx context.Context, tenant, name string) error
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// resolveGroups returns the signer groups of an approval node (one group unless it uses parallel sign).
+func (s *step) resolveGroups(n *model.Node) ([][]string, error) {
+	a := n.Approvers
+	var groups [][]string
+	switch {
+	case len(a.Groups) > 0:
+		for _, g := range a.Groups {
+			groups = append(groups, dedupe(g))
+		}
+	case a.GroupsContext != "":
+		v := s.contextValue(a.GroupsContext)
+		if !v.IsArray() {
+			return nil, fmt.Errorf("groups_context %q does not name an array of groups in the context", a.GroupsContext)
+		}
+		for _, g := range v.Array() {
+			users, err := usersOf(g)
+			if err != nil {
+				return nil, fmt.Errorf("groups_context %q: %v", a.GroupsContext, err)
+			}
+			groups = append(groups, dedupe(users))
+		}
+	default:
+		users, err := s.resolveUsers(a)
+		if err != nil {
+			return nil, err
+		}
+		groups = [][]string{users}
+	}
+	for i, g := range groups {
+		if len(g) == 0 {
+			return nil, fmt.Errorf("signer group %d of node %q is empty", i+1, n.ID)
+		}
+	}
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("no approver could be resolved for node %q", n.ID)
+	}
+	return groups, nil
+}
+
+// resolveUsers resolves users, roles, a context path and a relation to a list of usernames, in that order,
+// without duplicates.
+func (s *step) resolveUsers(a model.Approvers) ([]string, error) {
+	users := append([]string{}, a.Users...)
+	for _, role := range a.Roles {
+		us, err := s.usersWithRole(role)
+		if err != nil {
+			return nil, err
+		}
+		users = append(users, us...)
+	}
+	if a.Context != "" {
+		v := s.contextValue(a.Context)
+		if !v.Exists() {
+			return nil, fmt.Errorf("approvers context path %q is not in the instance context", a.Context)
+		}
+		us, err := usersOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("approvers context path %q: %v", a.Context, err)
+		}
+		users = append(users, us...)
+	}
+	switch a.Relation {
+	case "":
+	case model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader:
+		u, err := s.getUser(s.inst.Initiator)
+		if errors.Is(err, errNeedRead) {
+			return nil, err
+		}
+		if err != nil {
+			return nil, fmt.Errorf("relation %s: the initiator %q is not a user", a.Relation, s.inst.Initiator)
+		}
+		if a.Relation == model.RelationInitiatorManager {
+			if u.Manager == "" {
+				return nil, fmt.Errorf("relation %s: %q has no manager", a.Relation, u.Username)
+			}
+			users = append(users, u.Manager)
+			break
+		}
+		if u.Department == "" {
+			return nil, fmt.Errorf("relation %s: %q has no department", a.Relation, u.Username)
+		}
+		d, err := s.getDepartment(u.Department)
+		if errors.Is(err, errNeedRead) {
+			return nil, err
+		}
+		if err != nil || d.Leader == "" {
+			return nil, fmt.Errorf("relation %s: department %q has no leader", a.Relation, u.Department)
+		}
+		users = append(users, d.Leader)
+	default:
+		return nil, fmt.Errorf("unknown relation %q", a.Relation)
+	}
+	users = dedupe(users)
+	if len(users) == 0 {
+		// Say what was tried: "roles are all empty" would be wrong when a role simply has no holder.
+		var tried []string
+		if len(a.Roles) > 0 {
+			tried = append(tried, fmt.Sprintf("roles %s have no users", strings.Join(a.Roles, ", ")))
+		}
+		if a.Context != "" {
+			tried = append(tried, fmt.Sprintf("context path %q names nobody", a.Context))
+		}
+		if len(tried) == 0 {
+			tried = append(tried, "users, roles, context and relation are all empty")
+		}
+		return nil, fmt.Errorf("no approver could be resolved: %s", strings.Join(tried, "; "))
+	}
+	return users, nil
+}
+
+// usersWithRole, getUser and getDepartment ask the directory through r.read: never inside the transaction.
+func (s *step) usersWithRole(role string) ([]string, error) {
+	tenant := s.inst.TenantID
+	v, err := s.read("role\x00"+role, func(ctx context.Context) (any, error) { return s.e.dir.UsersWithRole(ctx, tenant, role) })
+	us, _ := v.([]string)
+	return us, err
+}
+
+func (s *step) getUser(name string) (*model.User, error) {
+	tenant := s.inst.TenantID
+	v, err := s.read("user\x00"+name, func(ctx context.Context) (any, error) { return s.e.dir.GetUser(ctx, tenant, name) })
+	u, _ := v.(*model.User)
+	if err == nil && u == nil {
+		err = model.Errorf(model.ENOTFOUND, "user %q not found", name)
+	}
+	return u, err
+}
+
+func (s *step) getDepartment(name string) (*model.Department, error) {
+	tenant := s.inst.TenantID
+	v, err := s.read("department\x00"+name, func(ctx context.Context) (any, error) { return s.e.dir.GetDepartment(ctx, tenant, name) })
+	d, _ := v.(*model.Department)
+	if err == nil && d == nil {
+		err = model.Errorf(model.ENOTFOUND, "department %q not found", name)
+	}
+	return d, err
+}
+
+func usersOf(v gjson.Result) ([]string, error) {
+	switch {
+	case v.Type == gjson.String && v.Str != "":
+		return []string{v.Str}, nil
+	case v.IsArray():
+		var out []string
+		for _, x := range v.Array() {
+			if x.Type != gjson.String || x.Str == "" {
+				return nil, fmt.Errorf("expected usernames, found %s", x.Raw)
+			}
+			out = append(out, x.Str)
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("expected a username or a list of usernames, found %s", v.Raw)
+}
+
+func dedupe(in []string) []string {
+	out := make([]string, 0, len(in))
+	for _, s := range in {
+		s = strings.TrimSpace(s)
+		if s != "" && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// copyTo writes CC records for a node's cc people (抄送).
+func (s *step) copyTo(n *model.Node, ns *model.NodeVisit) error {
+	users, err := s.resolveUsers(n.CC)
+	if err != nil {
+		// A cc list that resolves to nobody must not stop the flow; it is recorded.
+		s.history("cc.unresolved", n.ID, "", err.Error(), nil)
+		return nil
+	}
+	for _, u := range users {
+		s.w.CC = append(s.w.CC, &model.CCRecord{ID: s.nextID("c"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, Username: u, CreatedAt: s.now})
+	}
+	s.history("cc.sent", n.ID, "", "", map[string]any{"users": users})
+	return nil
 }

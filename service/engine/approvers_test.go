@@ -58,7 +58,7 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 		t.Run("an unknown static user and an unknown context user are dropped with a note", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "drop", `{"extra":["eve","nobody"]}`)
-			h.wantTasks(id, "a", map[string]string{"dan": "pending", "eve": "pending"})
+			h.wantTasks(id, "a", map[string]model.TaskStatus{"dan": "pending", "eve": "pending"})
 			if got := h.dropped(id); len(got) != 2 || got[0] != "ghost:unknown_user" || got[1] != "nobody:unknown_user" {
 				t.Fatalf("dropped %v", got)
 			}
@@ -72,7 +72,7 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			h := h.sub(t)
 			h.disable("fay")
 			id := h.start("ann", "drop", `{"extra":"fay"}`)
-			h.wantTasks(id, "a", map[string]string{"dan": "pending"})
+			h.wantTasks(id, "a", map[string]model.TaskStatus{"dan": "pending"})
 			if got := h.dropped(id); len(got) != 2 || got[1] != "fay:disabled" {
 				t.Fatalf("dropped %v", got)
 			}
@@ -98,14 +98,14 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			if err := h.s.DB().Exec("UPDATE users SET disabled = ? WHERE username = ?", false, "dan").Error; err != nil {
 				t.Fatal(err)
 			}
-			if _, err := h.eng.Jump(h.ctx, admin, id, engine.MoveRequest{To: "a", Reason: "dan is back"}); err != nil {
+			if _, err := h.eng.Jump(h.ctx, admin, id, "a", "dan is back"); err != nil {
 				t.Fatal(err)
 			}
 			h.wantStatus(id, model.StatusRunning)
 			if inst, _ := h.get(id); inst.State.Error != nil {
 				t.Fatalf("error after the repair: %+v", inst.State.Error)
 			}
-			h.wantTasks(id, "a", map[string]string{"dan": "pending"})
+			h.wantTasks(id, "a", map[string]model.TaskStatus{"dan": "pending"})
 			if h.count(id, "node.failed", "a") != 1 {
 				t.Fatalf("history lost the failure: %v", h.actions(id))
 			}
@@ -118,11 +118,11 @@ func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 			id := h.start("ann", "drop", `{"extra":"gus"}`)
 			tk := h.task(id, "a", "gus")
 			h.disable("eve")
-			_, err := h.eng.Transfer(h.ctx, as("gus"), tk.ID, engine.TransferRequest{To: "eve"})
+			_, err := h.eng.Transfer(h.ctx, as("gus"), tk.ID, "eve", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "user_disabled")
-			_, err = h.eng.AddSign(h.ctx, as("gus"), tk.ID, engine.AddSignRequest{Users: []string{"eve"}, Position: engine.SignParallel})
+			_, err = h.eng.AddSign(h.ctx, as("gus"), tk.ID, []string{"eve"}, "parallel", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "user_disabled")
-			_, err = h.eng.Transfer(h.ctx, as("gus"), tk.ID, engine.TransferRequest{To: "zed"})
+			_, err = h.eng.Transfer(h.ctx, as("gus"), tk.ID, "zed", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "unknown_user")
 		})
 	})

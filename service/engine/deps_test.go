@@ -9,6 +9,7 @@ import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/template"
@@ -18,14 +19,7 @@ import (
 // New that names it, not a nil dereferenced on the first step that needs it.
 func TestNewNamesTheMissingDependency(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
-	files, err := plugin.NewCache(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := func() engine.Deps {
-		return engine.Deps{Store: s, Templates: template.New(s, nil), Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-			Executor: engine.NoExecutor}
-	}
+	full := func() engine.Deps { return enginetest.Deps(t, s, template.New(s, template.Options{}), s) }
 	if _, err := engine.New(full(), engine.Options{}); err != nil {
 		t.Fatalf("complete deps: %v", err)
 	}
@@ -37,6 +31,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 		"Outbox":      func(d *engine.Deps) { d.Outbox = nil },
 		"PluginFiles": func(d *engine.Deps) { d.PluginFiles = nil },
 		"Executor":    func(d *engine.Deps) { d.Executor = nil },
+		"URLs":        func(d *engine.Deps) { d.URLs = nil },
 	} {
 		d := full()
 		drop(&d)
@@ -45,7 +40,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 			t.Errorf("without %s: New = %v, %v; want an error naming it", name, eng, err)
 		}
 	}
-	if _, err := engine.NewEventPlugins(nil, nobody{}); err == nil {
+	if _, err := engine.NewEventPlugins(nil, enginetest.Nobody{}); err == nil {
 		t.Error("NewEventPlugins accepted no store")
 	}
 	if _, err := engine.NewEventPlugins(s, nil); err == nil {
@@ -64,15 +59,12 @@ func (w *wakes) Notify() { w.n++ }
 func TestEngineWakesWhomItWasGiven(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
-		files, err := plugin.NewCache(t.TempDir(), s)
-		if err != nil {
-			t.Fatal(err)
-		}
 		out := &wakes{}
 		local := &offers{}
-		h.eng, err = engine.New(engine.Deps{Store: s, Templates: h.tpl, Directory: s, Events: noEvents{}, Outbox: out, PluginFiles: files,
-			Executor: local}, engine.Options{Clock: h.clk})
-		if err != nil {
+		d := enginetest.Deps(t, s, h.tpl, s)
+		d.Outbox, d.Executor = out, local
+		var err error
+		if h.eng, err = engine.New(d, engine.Options{Clock: h.clk}); err != nil {
 			t.Fatal(err)
 		}
 		h.users("ann", "bob")
@@ -140,14 +132,11 @@ func (o *offers) StopRuns(runs map[string]string) {
 func TestEngineStopsTheRunsItCloses(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
-		files, err := plugin.NewCache(t.TempDir(), s)
-		if err != nil {
-			t.Fatal(err)
-		}
 		local := &offers{}
-		h.eng, err = engine.New(engine.Deps{Store: s, Templates: h.tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-			Executor: local}, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
-		if err != nil {
+		d := enginetest.Deps(t, s, h.tpl, s)
+		d.Executor = local
+		var err error
+		if h.eng, err = engine.New(d, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")}); err != nil {
 			t.Fatal(err)
 		}
 		h.users("ann")

@@ -31,15 +31,15 @@ func TestCometExample(t *testing.T) {
 		t.Run("and join: reject C rejects the instance", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "comet-and", `{}`)
-			h.wantNodes(id, map[string]string{"A": "completed", "B": "active", "C": "active", "D": "", "E": ""})
-			h.wantTasks(id, "B", map[string]string{"bob": "pending"})
-			h.wantTasks(id, "C", map[string]string{"carol": "pending"})
+			h.wantNodes(id, map[string]model.NodeState{"A": "completed", "B": "active", "C": "active", "D": "", "E": ""})
+			h.wantTasks(id, "B", map[string]model.TaskStatus{"bob": "pending"})
+			h.wantTasks(id, "C", map[string]model.TaskStatus{"carol": "pending"})
 
 			h.decide(id, "C", "carol", false)
 			h.wantStatus(id, model.StatusRejected)
-			h.wantNodes(id, map[string]string{"A": "completed", "B": "cancelled", "C": "rejected", "D": "skipped", "E": "skipped"})
-			h.wantTasks(id, "B", map[string]string{"bob": "cancelled"})
-			h.wantTasks(id, "C", map[string]string{"carol": "rejected"})
+			h.wantNodes(id, map[string]model.NodeState{"A": "completed", "B": "cancelled", "C": "rejected", "D": "skipped", "E": "skipped"})
+			h.wantTasks(id, "B", map[string]model.TaskStatus{"bob": "cancelled"})
+			h.wantTasks(id, "C", map[string]model.TaskStatus{"carol": "rejected"})
 			if n := len(h.tasksOf(id, "D")); n != 0 {
 				t.Fatalf("skipped D has %d tasks", n)
 			}
@@ -60,19 +60,19 @@ func TestCometExample(t *testing.T) {
 			h.wantStatus(id, model.StatusRunning)
 			h.decide(id, "C", "carol", false)
 			h.wantStatus(id, model.StatusRejected)
-			h.wantNodes(id, map[string]string{"B": "completed", "C": "rejected", "D": "skipped", "E": "skipped"})
+			h.wantNodes(id, map[string]model.NodeState{"B": "completed", "C": "rejected", "D": "skipped", "E": "skipped"})
 		})
 
 		t.Run("and join: both approved", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "comet-and", `{}`)
 			h.decide(id, "B", "bob", true)
-			h.wantNodes(id, map[string]string{"D": ""}) // waits for C
+			h.wantNodes(id, map[string]model.NodeState{"D": ""}) // waits for C
 			h.decide(id, "C", "carol", true)
-			h.wantNodes(id, map[string]string{"D": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"D": "active"})
 			h.decide(id, "D", "dave", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"A": "completed", "B": "completed", "C": "completed", "D": "completed", "E": "completed"})
+			h.wantNodes(id, map[string]model.NodeState{"A": "completed", "B": "completed", "C": "completed", "D": "completed", "E": "completed"})
 		})
 
 		t.Run("or join: reject C and the instance runs on through B", func(t *testing.T) {
@@ -80,14 +80,14 @@ func TestCometExample(t *testing.T) {
 			id := h.start("ann", "comet-or", `{}`)
 			h.decide(id, "C", "carol", false)
 			h.wantStatus(id, model.StatusRunning)
-			h.wantNodes(id, map[string]string{"B": "active", "C": "rejected", "D": ""})
-			h.wantTasks(id, "B", map[string]string{"bob": "pending"})
+			h.wantNodes(id, map[string]model.NodeState{"B": "active", "C": "rejected", "D": ""})
+			h.wantTasks(id, "B", map[string]model.TaskStatus{"bob": "pending"})
 
 			h.decide(id, "B", "bob", true)
-			h.wantNodes(id, map[string]string{"B": "completed", "D": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"B": "completed", "D": "active"})
 			h.decide(id, "D", "dave", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"A": "completed", "B": "completed", "C": "rejected", "D": "completed", "E": "completed"})
+			h.wantNodes(id, map[string]model.NodeState{"A": "completed", "B": "completed", "C": "rejected", "D": "completed", "E": "completed"})
 			if h.count(id, "node.activated", "D") != 1 {
 				t.Fatalf("D activated %d times", h.count(id, "node.activated", "D"))
 			}
@@ -99,7 +99,7 @@ func TestCometExample(t *testing.T) {
 			h.decide(id, "C", "carol", false)
 			h.decide(id, "B", "bob", false)
 			h.wantStatus(id, model.StatusRejected)
-			h.wantNodes(id, map[string]string{"B": "rejected", "C": "rejected", "D": "skipped", "E": "skipped"})
+			h.wantNodes(id, map[string]model.NodeState{"B": "rejected", "C": "rejected", "D": "skipped", "E": "skipped"})
 		})
 	})
 }
@@ -133,13 +133,13 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "route", `{"amount":50}`)
 			h.wantStatus(id, model.StatusRunning)
-			h.wantNodes(id, map[string]string{"check": "completed", "big": "skipped", "cfo": "skipped", "lead": "active", "merge": ""})
+			h.wantNodes(id, map[string]model.NodeState{"check": "completed", "big": "skipped", "cfo": "skipped", "lead": "active", "merge": ""})
 			if n := len(h.tasksOf(id, "cfo")); n != 0 {
 				t.Fatalf("skipped cfo has %d tasks", n)
 			}
 			h.decide(id, "lead", "lead", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"big": "skipped", "cfo": "skipped", "lead": "completed", "merge": "completed", "end": "completed"})
+			h.wantNodes(id, map[string]model.NodeState{"big": "skipped", "cfo": "skipped", "lead": "completed", "merge": "completed", "end": "completed"})
 			if h.count(id, "node.activated", "big") != 0 || h.count(id, "node.activated", "cfo") != 0 {
 				t.Fatalf("skipped nodes were activated: %v", h.actions(id))
 			}
@@ -149,13 +149,13 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "route", `{"amount":5000}`)
 			h.wantStatus(id, model.StatusRunning)
-			h.wantNodes(id, map[string]string{"check": "completed", "big": "completed", "cfo": "active", "lead": "skipped", "merge": ""})
+			h.wantNodes(id, map[string]model.NodeState{"check": "completed", "big": "completed", "cfo": "active", "lead": "skipped", "merge": ""})
 			if n := len(h.tasksOf(id, "lead")); n != 0 {
 				t.Fatalf("skipped lead has %d tasks", n)
 			}
 			h.decide(id, "cfo", "cfo", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"lead": "skipped", "merge": "completed", "end": "completed"})
+			h.wantNodes(id, map[string]model.NodeState{"lead": "skipped", "merge": "completed", "end": "completed"})
 		})
 
 		t.Run("or join activates exactly once when both branches arrive", func(t *testing.T) {
@@ -169,13 +169,13 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			 "edges":[{"from":"start","to":"a"},{"from":"start","to":"b"},{"from":"a","to":"j"},{"from":"b","to":"j"},{"from":"j","to":"end"}]}`)
 			id := h.start("ann", "orjoin", `{}`)
 			h.decide(id, "a", "bob", true)
-			h.wantNodes(id, map[string]string{"a": "completed", "b": "active", "j": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"a": "completed", "b": "active", "j": "active"})
 			h.decide(id, "b", "carol", true)
-			h.wantNodes(id, map[string]string{"b": "completed", "j": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"b": "completed", "j": "active"})
 			if n := h.count(id, "node.activated", "j"); n != 1 {
 				t.Fatalf("j activated %d times", n)
 			}
-			h.wantTasks(id, "j", map[string]string{"lead": "pending"})
+			h.wantTasks(id, "j", map[string]model.TaskStatus{"lead": "pending"})
 			if n := len(h.tasksOf(id, "j")); n != 1 {
 				t.Fatalf("j has %d tasks, want 1", n)
 			}
@@ -199,7 +199,7 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 				{"from":"x","to":"end"},{"from":"y","to":"end"}]}`)
 			id := h.start("ann", "noroute", `{"kind":"z"}`)
 			h.wantStatus(id, model.StatusFailed)
-			h.wantNodes(id, map[string]string{"gate": "failed", "x": "", "y": ""})
+			h.wantNodes(id, map[string]model.NodeState{"gate": "failed", "x": "", "y": ""})
 			inst, tasks := h.get(id)
 			if len(tasks) != 0 {
 				t.Fatalf("tasks after no route: %v", tasks)
@@ -209,7 +209,7 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			}
 			// The route that matches still works.
 			ok := h.start("ann", "noroute", `{"kind":"y"}`)
-			h.wantNodes(ok, map[string]string{"gate": "completed", "x": "skipped", "y": "active"})
+			h.wantNodes(ok, map[string]model.NodeState{"gate": "completed", "x": "skipped", "y": "active"})
 		})
 
 		t.Run("no route out of a node: the error node's path runs with context.error", func(t *testing.T) {
@@ -227,7 +227,7 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			id := h.start("ann", "noroute-caught", `{"kind":"z"}`)
 			h.wantStatus(id, model.StatusRunning)
 			// The failed node's outgoing edges are killed, as a catch would: x and end are skipped.
-			h.wantNodes(id, map[string]string{"gate": "failed", "x": "skipped", "end": "skipped", "oops": "completed", "fix": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"gate": "failed", "x": "skipped", "end": "skipped", "oops": "completed", "fix": "active"})
 			if got := h.contextValue(id, "error.node_id").String(); got != "gate" {
 				t.Fatalf("context.error.node_id = %q", got)
 			}
@@ -239,7 +239,7 @@ func TestConditionsAndDeadPaths(t *testing.T) {
 			}
 			h.decide(id, "fix", "ops", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"fix": "completed", "end2": "completed", "end": "skipped"})
+			h.wantNodes(id, map[string]model.NodeState{"fix": "completed", "end2": "completed", "end": "skipped"})
 		})
 	})
 }
@@ -285,7 +285,7 @@ func TestNoRouteWithErrorHandlers(t *testing.T) {
 			{"from":"main","to":"end"},{"from":"side","to":"end"}]}`)
 		id := h.start("ann", "side-ignore", `{"side":false}`)
 		h.wantStatus(id, model.StatusRunning)
-		h.wantNodes(id, map[string]string{"gate": "completed", "side": "skipped", "main": "active"})
+		h.wantNodes(id, map[string]model.NodeState{"gate": "completed", "side": "skipped", "main": "active"})
 		if h.count(id, "node.error", "gate") != 1 || h.count(id, "node.error_ignored", "gate") != 1 {
 			t.Fatalf("history %v", h.actions(id))
 		}
@@ -302,7 +302,7 @@ func TestNoRouteWithErrorHandlers(t *testing.T) {
 		 "edges":[{"from":"start","to":"gate"},{"from":"gate","to":"x","condition":{"go":true}},{"from":"x","to":"end"},{"from":"fix","to":"end"}]}`)
 		id = h.start("ann", "catch", `{}`)
 		h.wantStatus(id, model.StatusRunning)
-		h.wantNodes(id, map[string]string{"gate": "failed", "x": "skipped", "fix": "active"})
+		h.wantNodes(id, map[string]model.NodeState{"gate": "failed", "x": "skipped", "fix": "active"})
 		if h.contextValue(id, "error.node_id").String() != "gate" || h.contextValue(id, "error.code").String() != "no_route" {
 			t.Fatalf("context.error %s", h.contextValue(id, "error").Raw)
 		}

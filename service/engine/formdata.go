@@ -47,7 +47,7 @@ func recorded(raw string) json.RawMessage {
 // applyDecisionData writes an approve's data into the context as the task's form allows, and records each
 // changed field (before and after) as a context.changed history item. 422 field_not_editable names the first
 // field the data may not change; 422 invalid_file a file field whose value is not a list of files.
-func (r *run) applyDecisionData(t *model.Task, data json.RawMessage) error {
+func (s *step) applyDecisionData(t *model.Task, data json.RawMessage) error {
 	if len(data) == 0 || string(data) == "null" {
 		return nil
 	}
@@ -62,38 +62,38 @@ func (r *run) applyDecisionData(t *model.Task, data json.RawMessage) error {
 		changes []fieldChange
 		err     error
 	)
-	switch form := r.taskForm(t); {
+	switch form := s.taskForm(t); {
 	case form != nil:
-		changes, err = r.writeFormFields(form, "", patch)
+		changes, err = s.writeFormFields(form, "", patch)
 	case t.Kind == model.TaskKindResubmit:
-		changes, err = r.writeTopLevel(patch)
+		changes, err = s.writeTopLevel(patch)
 	default:
-		changes, err = r.writeUnderNode(t.NodeID, patch)
+		changes, err = s.writeUnderNode(t.NodeID, patch)
 	}
 	if err != nil {
 		if de, ok := err.(*model.Error); ok && de.Code == "field_not_editable" {
 			// Refused, so nothing is stored; the log keeps who tried what.
-			r.e.log.Warn("engine: approve data refused", slog.String("instance_id", r.inst.ID), slog.String("task_id", t.ID),
-				slog.String("actor", r.actor), slog.Any("field", de.Details["field"]))
+			s.e.log.Warn("engine: approve data refused", slog.String("instance_id", s.inst.ID), slog.String("task_id", t.ID),
+				slog.String("actor", s.actor), slog.Any("field", de.Details["field"]))
 		}
 		return err
 	}
 	if len(changes) > 0 {
-		r.history("context.changed", t.NodeID, t.ID, "", map[string]any{"changes": changes})
+		s.history("context.changed", t.NodeID, t.ID, "", map[string]any{"changes": changes})
 	}
 	return nil
 }
 
 // taskForm is the form a task's data goes through: the start form for a resubmit task, else the node's form
 // (nil when it has none, or none with bound fields).
-func (r *run) taskForm(t *model.Task) *model.Form {
+func (s *step) taskForm(t *model.Task) *model.Form {
 	if t.Kind == model.TaskKindResubmit {
-		if tr := r.c.Def.Start().Trigger; tr.Kind == model.TriggerForm {
+		if tr := s.c.Def.Start().Trigger; tr.Kind == model.TriggerForm {
 			return model.ParseForm(tr.Form)
 		}
 		return nil
 	}
-	if n := r.c.Def.Node(t.NodeID); n != nil {
+	if n := s.c.Def.Node(t.NodeID); n != nil {
 		return model.ParseForm(n.Form)
 	}
 	return nil
@@ -107,7 +107,7 @@ func notEditable(path, why string) error {
 
 // writeFormFields sets each field of patch (nested objects are walked down to the form's paths) that the form
 // lets the filler change; any other field is refused.
-func (r *run) writeFormFields(form *model.Form, prefix string, patch map[string]json.RawMessage) ([]fieldChange, error) {
+func (s *step) writeFormFields(form *model.Form, prefix string, patch map[string]json.RawMessage) ([]fieldChange, error) {
 	var changes []fieldChange
 	for _, k := range sortedKeys(patch) {
 		v := patch[k]
@@ -127,7 +127,7 @@ func (r *run) writeFormFields(form *model.Form, prefix string, patch map[string]
 			if !validPathKey(k) {
 				return nil, notEditable(path, "it is not a field of the form")
 			}
-			c, err := r.setField(path, v)
+			c, err := s.setField(path, v)
 			if err != nil {
 				return nil, err
 			}
@@ -139,7 +139,7 @@ func (r *run) writeFormFields(form *model.Form, prefix string, patch map[string]
 			if err := json.Unmarshal(v, &sub); err != nil {
 				return nil, model.CodedError(model.EINVALID, "invalid_data", "data.%s must be a JSON object", path)
 			}
-			more, err := r.writeFormFields(form, path, sub)
+			more, err := s.writeFormFields(form, path, sub)
 			if err != nil {
 				return nil, err
 			}
@@ -152,24 +152,24 @@ func (r *run) writeFormFields(form *model.Form, prefix string, patch map[string]
 }
 
 // writeTopLevel sets top-level fields (a resubmit of a start without a form).
-func (r *run) writeTopLevel(patch map[string]json.RawMessage) ([]fieldChange, error) {
+func (s *step) writeTopLevel(patch map[string]json.RawMessage) ([]fieldChange, error) {
 	var cur map[string]json.RawMessage
-	if err := json.Unmarshal(r.inst.Context, &cur); err != nil || cur == nil {
+	if err := json.Unmarshal(s.inst.Context, &cur); err != nil || cur == nil {
 		cur = map[string]json.RawMessage{}
 	}
-	changes := r.mergeInto(cur, "", patch)
+	changes := s.mergeInto(cur, "", patch)
 	b, err := json.Marshal(cur)
 	if err != nil {
 		return nil, err
 	}
-	r.inst.Context = b
+	s.inst.Context = b
 	return changes, nil
 }
 
 // writeUnderNode merges the data into the object at context.<node_id> (without a node form).
-func (r *run) writeUnderNode(nodeID string, patch map[string]json.RawMessage) ([]fieldChange, error) {
+func (s *step) writeUnderNode(nodeID string, patch map[string]json.RawMessage) ([]fieldChange, error) {
 	var cur map[string]json.RawMessage
-	if v := gjson.GetBytes(r.inst.Context, nodeID); v.IsObject() {
+	if v := gjson.GetBytes(s.inst.Context, nodeID); v.IsObject() {
 		if err := json.Unmarshal([]byte(v.Raw), &cur); err != nil {
 			return nil, err
 		}
@@ -177,16 +177,16 @@ func (r *run) writeUnderNode(nodeID string, patch map[string]json.RawMessage) ([
 	if cur == nil {
 		cur = map[string]json.RawMessage{}
 	}
-	changes := r.mergeInto(cur, nodeID+".", patch)
+	changes := s.mergeInto(cur, nodeID+".", patch)
 	b, err := json.Marshal(cur)
 	if err != nil {
 		return nil, err
 	}
-	return changes, r.setContextPath(nodeID, b)
+	return changes, s.setContextPath(nodeID, b)
 }
 
 // mergeInto sets the keys of patch in cur and returns what changed, paths prefixed.
-func (r *run) mergeInto(cur map[string]json.RawMessage, prefix string, patch map[string]json.RawMessage) []fieldChange {
+func (s *step) mergeInto(cur map[string]json.RawMessage, prefix string, patch map[string]json.RawMessage) []fieldChange {
 	var changes []fieldChange
 	for _, k := range sortedKeys(patch) {
 		before, after := cur[k], patch[k]
@@ -200,8 +200,8 @@ func (r *run) mergeInto(cur map[string]json.RawMessage, prefix string, patch map
 
 // setField sets the value at a form path (letters, digits, '_', '-' and dots only: no gjson syntax) and returns
 // the change, or nil when the value is the same.
-func (r *run) setField(path string, v json.RawMessage) (*fieldChange, error) {
-	before := gjson.GetBytes(r.inst.Context, path).Raw
+func (s *step) setField(path string, v json.RawMessage) (*fieldChange, error) {
+	before := gjson.GetBytes(s.inst.Context, path).Raw
 	if sameJSON(json.RawMessage(before), v) {
 		return nil, nil
 	}
@@ -210,12 +210,12 @@ func (r *run) setField(path string, v json.RawMessage) (*fieldChange, error) {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data.%s is not valid JSON", path)
 	}
 	v = compact.Bytes()
-	b, err := sjson.SetRawBytes(r.inst.Context, path, v)
+	b, err := sjson.SetRawBytes(s.inst.Context, path, v)
 	if err != nil {
 		return nil, model.CodedError(model.EUNPROCESSABLE, "field_not_editable", "field %q cannot be set in this context: %v", path, err).
 			WithDetails(map[string]any{"field": path})
 	}
-	r.inst.Context = b
+	s.inst.Context = b
 	return &fieldChange{Path: path, Before: recorded(before), After: recorded(string(v))}, nil
 }
 

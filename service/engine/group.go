@@ -3,9 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
-	"runtime/debug"
-	"sort"
 	"sync"
 	"time"
 
@@ -50,127 +47,30 @@ type grouper struct {
 	mu       sync.Mutex
 	queue    []*groupStep
 	inflight int
-	stats    GroupStats
+	stats    groupStats
 }
 
-// GroupStats counts group commits since the engine started.
-type GroupStats struct {
+// groupStats counts group commits since the engine started (the engine's tests read them).
+type groupStats struct {
 	Submitted int64 // steps that went through the group queue
 	Groups    int64 // transactions of two or more steps
 	Steps     int64 // steps that ran in them
 	Fallbacks int64 // groups whose transaction failed, their steps then run alone
 }
 
-// GroupStats returns the group-commit counters (zero with Options.NoGroupCommit).
-func (e *Engine) GroupStats() GroupStats {
-	if e.group == nil {
-		return GroupStats{}
-	}
-	e.group.mu.Lock()
-	defer e.group.mu.Unlock()
-	return e.group.stats
-}
-
-// updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit is off.
-// The first step of a request made with an Idempotency-Key carries the key's fence (model.IdempotencyFence).
-func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) (err error) {
-	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
-		inner := fn
-		fn = func(w *model.Work) error {
-			if err := inner(w); err != nil {
-				return err
-			}
-			w.Fence = f
-			return nil
-		}
-		defer func() {
-			if err == nil {
-				f.Use()
-			}
-		}()
-	}
-	if a := model.AuditFrom(ctx); a != nil {
-		fn = audited(a, fn)
-		defer func() {
-			if err == nil {
-				a.Stage()
-				a.Committed()
-			}
-		}()
-	}
-	if e.group == nil {
-		return e.store.UpdateInstance(ctx, tenant, id, fn)
-	}
+// update runs fn on instance id in the next group it fits and returns its outcome; errGroupFailed when the
+// group's transaction failed as a whole (the caller runs fn again alone).
+func (g *grouper) update(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
 	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
-	e.group.submit(st)
-	err = <-st.done
-	if errors.Is(err, errGroupFailed) {
-		return e.store.UpdateInstance(ctx, tenant, id, fn)
-	}
-	return err
+	g.submit(st)
+	return <-st.done
 }
 
-// createInstance stores a started instance like the store's CreateInstance, in a group unless group commit is off.
-func (e *Engine) createInstance(ctx context.Context, w *model.Work) (err error) {
-	if f := model.IdempotencyFenceFrom(ctx); f != nil && !f.Spent() {
-		w.Fence = f
-		defer func() {
-			if err == nil {
-				f.Use()
-			}
-		}()
-	}
-	if a := model.AuditFrom(ctx); a != nil {
-		// A start recorded as a change (an admin's override_trigger): its target is the new instance.
-		if a.Target == "" {
-			a.Target = w.Instance.ID
-		}
-		a.Fill(nil, auditState(w.Instance))
-		w.Audit = a
-		defer func() {
-			if err == nil {
-				a.Stage()
-				a.Committed()
-			}
-		}()
-	}
-	if e.group == nil {
-		return e.store.CreateInstance(ctx, w)
-	}
+// create stores a started instance in the next group it fits; errGroupFailed as for update.
+func (g *grouper) create(ctx context.Context, w *model.Work) error {
 	st := &groupStep{ctx: ctx, tenant: w.Instance.TenantID, id: w.Instance.ID, create: w, done: make(chan error, 1)}
-	e.group.submit(st)
-	err = <-st.done
-	if errors.Is(err, errGroupFailed) {
-		return e.store.CreateInstance(ctx, w)
-	}
-	return err
-}
-
-// audited makes a step write the request's audit entry (model.WithAudit: an admin's jump, a terminate) with its
-// other writes, in its transaction, with the instance's status and active nodes before and after the step.
-func audited(a *model.AuditEntry, fn func(w *model.Work) error) func(w *model.Work) error {
-	return func(w *model.Work) error {
-		before := auditState(w.Instance)
-		if err := fn(w); err != nil {
-			return err
-		}
-		a.SetBefore(before)
-		a.SetAfter(auditState(w.Instance))
-		w.Audit = a
-		return nil
-	}
-}
-
-// auditState is what the audit log shows of an instance.
-func auditState(inst *model.Instance) map[string]any {
-	active := []string{}
-	for id, n := range inst.State.Nodes {
-		if n.Active() {
-			active = append(active, id)
-		}
-	}
-	sort.Strings(active)
-	return map[string]any{"status": inst.Status, "active_nodes": active}
+	g.submit(st)
+	return <-st.done
 }
 
 func (g *grouper) submit(st *groupStep) {
@@ -229,11 +129,11 @@ func (g *grouper) run(steps []*groupStep) {
 		if st.create != nil {
 			st.done <- g.store.CreateInstance(st.ctx, st.create)
 		} else {
-			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, safeFn(st.fn))
+			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, st.fn)
 		}
 		return
 	}
-	byID := make(map[string]*groupStep, len(steps))
+	byID := make(groupSteps, len(steps))
 	var (
 		ids     []string
 		creates []*model.Work
@@ -248,9 +148,7 @@ func (g *grouper) run(steps []*groupStep) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
 	defer cancel()
-	res, err := g.store.UpdateInstances(ctx, steps[0].tenant, ids, func(w *model.Work) error {
-		return safeFn(byID[w.Instance.ID].fn)(w)
-	}, creates...)
+	res, err := g.store.UpdateInstances(ctx, steps[0].tenant, ids, byID.apply, creates...)
 	g.mu.Lock()
 	g.stats.Groups++
 	g.stats.Steps += int64(len(steps))
@@ -270,15 +168,9 @@ func (g *grouper) run(steps []*groupStep) {
 	}
 }
 
-// safeFn turns a panic of one step into its error, so that it cannot take down a group leader (which runs on no
-// request's goroutine, out of reach of the HTTP recovery).
-func safeFn(fn func(w *model.Work) error) func(w *model.Work) error {
-	return func(w *model.Work) (err error) {
-		defer func() {
-			if p := recover(); p != nil {
-				err = fmt.Errorf("engine: step of instance %s panicked: %v\n%s", w.Instance.ID, p, debug.Stack())
-			}
-		}()
-		return fn(w)
-	}
-}
+// groupSteps are a group's updates by instance id.
+type groupSteps map[string]*groupStep
+
+// apply runs the step of the work's instance (the store's fn for the whole group). Each step's fn turns its own
+// panic into its error (stepTx.apply), so that one step cannot take down a group leader.
+func (gs groupSteps) apply(w *model.Work) error { return gs[w.Instance.ID].fn(w) }

@@ -69,7 +69,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 		storetest.Each(t, func(t *testing.T, s *store.Store) {
 			gs := &gatedStore{Store: s, gate: make(chan struct{})}
 			h := newHarness(t, s)
-			h.eng = newEngine(t, gs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+			h.eng = newEngine(t, gs, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk})
 			gs.failGroups.Store(fail)
 			h.users("ann", "bob", "eve")
 			h.publish("g", oneNode(`{"id":"n","type":"approval","approvers":{"users":["bob"]}}`))
@@ -113,7 +113,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					v, err := h.eng.Start(h.ctx, as("ann"), engine.StartRequest{Template: "g", Context: []byte(`{}`)})
+					v, err := h.eng.Start(h.ctx, as("ann"), engine.StartParams{Template: "g", Context: []byte(`{}`)})
 					if err != nil {
 						t.Errorf("start %d: %v", i, err)
 						return

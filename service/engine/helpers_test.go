@@ -14,9 +14,9 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/template"
@@ -45,7 +45,7 @@ func newHarness(t *testing.T, s *store.Store) *harness {
 func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts engine.Options) *harness {
 	t.Helper()
 	clk := clock.NewFake(t0)
-	tpl := template.New(s, clk.Now)
+	tpl := template.New(s, template.Options{Clock: clk})
 	opts.Clock, opts.CallbackKey = clk, []byte("callback-key-for-tests")
 	h := &harness{t: t, ctx: context.Background(), s: s, tpl: tpl, clk: clk,
 		eng: newEngine(t, s, tpl, dir, opts),
@@ -54,32 +54,11 @@ func newHarnessWith(t *testing.T, s *store.Store, dir engine.Directory, opts eng
 }
 
 // newEngine is an engine over st (a real store, or a test's wrapper of one) as the composition root builds it,
-// minus what these tests do not use: nobody subscribed to events, an outbox that nobody drains (tests look at
-// its rows), and no plugin executor in the process.
+// minus what these tests do not use (enginetest).
 func newEngine(t *testing.T, st engine.Store, tpl *template.Service, dir engine.Directory, opts engine.Options) *engine.Engine {
 	t.Helper()
-	// Every store of these tests is a *store.Store or wraps one: it holds the plugin files.
-	files, err := plugin.NewCache(t.TempDir(), st.(plugin.BlobSource))
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Deps{Store: st, Templates: tpl, Directory: dir, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor}, opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return eng
+	return enginetest.New(t, st, tpl, dir, opts)
 }
-
-// noEvents is an engine.EventSink with no subscriptions.
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-// nobody is an engine.Notifier that nobody listens to.
-type nobody struct{}
-
-func (nobody) Notify() {}
 
 // sub returns the harness for a subtest (same engine and store, the subtest's t).
 func (h *harness) sub(t *testing.T) *harness {
@@ -126,10 +105,10 @@ func (h *harness) publish(key, def string) {
 // start starts an instance of key as initiator and returns its id.
 func (h *harness) start(initiator, key, ctxDoc string) string {
 	h.t.Helper()
-	return h.startReq(initiator, engine.StartRequest{Template: key, Context: json.RawMessage(ctxDoc)})
+	return h.startReq(initiator, engine.StartParams{Template: key, Context: json.RawMessage(ctxDoc)})
 }
 
-func (h *harness) startReq(initiator string, req engine.StartRequest) string {
+func (h *harness) startReq(initiator string, req engine.StartParams) string {
 	h.t.Helper()
 	v, err := h.eng.Start(h.ctx, as(initiator), req)
 	if err != nil {
@@ -148,7 +127,7 @@ func (h *harness) get(id string) (*model.Instance, []*model.Task) {
 	return inst, tasks
 }
 
-func (h *harness) wantStatus(id, want string) {
+func (h *harness) wantStatus(id string, want model.InstanceStatus) {
 	h.t.Helper()
 	inst, _ := h.get(id)
 	if inst.Status != want {
@@ -162,18 +141,18 @@ func (h *harness) wantStatus(id, want string) {
 func nodeStates(inst *model.Instance) string {
 	var parts []string
 	for id, ns := range inst.State.Nodes {
-		parts = append(parts, id+"="+ns.State)
+		parts = append(parts, id+"="+string(ns.State))
 	}
 	slices.Sort(parts)
 	return strings.Join(parts, " ")
 }
 
 // wantNodes checks node states; "" means the node never ran (not activated, not skipped).
-func (h *harness) wantNodes(id string, want map[string]string) {
+func (h *harness) wantNodes(id string, want map[string]model.NodeState) {
 	h.t.Helper()
 	inst, _ := h.get(id)
 	for node, st := range want {
-		got := ""
+		got := model.NodeNone
 		if ns := inst.State.Nodes[node]; ns != nil {
 			got = ns.State
 		}
@@ -220,9 +199,9 @@ func (h *harness) task(id, node, assignee string) *model.Task {
 }
 
 // wantTasks checks the status of each assignee's latest task at a node, and that the node has no other assignee.
-func (h *harness) wantTasks(id, node string, want map[string]string) {
+func (h *harness) wantTasks(id, node string, want map[string]model.TaskStatus) {
 	h.t.Helper()
-	got := map[string]string{}
+	got := map[string]model.TaskStatus{}
 	for _, t := range h.tasksOf(id, node) {
 		got[t.Assignee] = t.Status
 	}
@@ -237,12 +216,12 @@ func (h *harness) wantTasks(id, node string, want map[string]string) {
 }
 
 func (h *harness) approve(user, taskID string) error {
-	_, err := h.eng.Approve(h.ctx, as(user), taskID, engine.DecideRequest{Comment: "ok"})
+	_, err := h.eng.Approve(h.ctx, as(user), taskID, "ok", nil)
 	return err
 }
 
 func (h *harness) reject(user, taskID string) error {
-	_, err := h.eng.Reject(h.ctx, as(user), taskID, engine.DecideRequest{Comment: "no"})
+	_, err := h.eng.Reject(h.ctx, as(user), taskID, "no", nil)
 	return err
 }
 

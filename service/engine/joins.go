@@ -82,10 +82,10 @@ func joinMin(t edgeTally, min int) joinVerdict {
 }
 
 // tally counts the states of a node's incoming edges.
-func (r *run) tally(id string) edgeTally {
+func (s *step) tally(id string) edgeTally {
 	var t edgeTally
-	for _, i := range r.c.IncomingIndexes(id) {
-		switch r.inst.State.Edges[i] {
+	for _, i := range s.c.IncomingIndexes(id) {
+		switch s.inst.State.Edges[i] {
 		case model.EdgeTaken:
 			t.taken++
 		case model.EdgePruned:
@@ -100,40 +100,40 @@ func (r *run) tally(id string) edgeTally {
 }
 
 // verdict applies a node's join to its incoming edges.
-func (r *run) verdict(n *model.Node) joinVerdict {
+func (s *step) verdict(n *model.Node) joinVerdict {
 	f := joins[n.JoinMode()]
 	if f == nil {
 		f = joinAnd // validation refuses other modes; an unknown one behaves as the default
 	}
-	return f(r.tally(n.ID), n.Join.Min)
+	return f(s.tally(n.ID), n.Join.Min)
 }
 
 // consider activates or skips a node whose incoming edges changed, according to its join.
-func (r *run) consider(id string) error {
-	if cur := r.node(id); cur != nil && r.visitIsCurrent(cur) {
+func (s *step) consider(id string) error {
+	if cur := s.node(id); cur != nil && s.visitIsCurrent(cur) {
 		return nil // the join fired already (or the node was skipped): later arrivals change nothing
 	}
-	n := r.c.Def.Node(id)
-	switch v := r.verdict(n); v {
+	n := s.c.Def.Node(id)
+	switch v := s.verdict(n); v {
 	case joinFire:
-		return r.activate(id)
+		return s.activate(id, model.MoveActivate)
 	case joinSkipPruned:
-		if t := r.tally(id); t.taken+t.open > 0 {
+		if t := s.tally(id); t.taken+t.open > 0 {
 			// Chosen branches end here (a partial join that routing gave too few branches): if that leaves no end
 			// reachable, the instance fails with no_route at this node rather than being "rejected".
-			r.stranded = &model.NodeFailure{Code: model.NodeErrNoRoute, NodeID: id,
+			s.stranded = &model.NodeFailure{Code: model.NodeErrNoRoute, NodeID: id,
 				Message: fmt.Sprintf("join %s of node %q cannot activate: routing chose only %d of its incoming edges", n.Join, id, t.taken+t.open)}
 		}
-		return r.skip(id, model.EdgePruned)
+		return s.skip(id, model.EdgePruned)
 	case joinSkipKilled:
-		return r.skip(id, model.EdgeKilled)
+		return s.skip(id, model.EdgeKilled)
 	}
 	return nil
 }
 
 // couldFire reports whether a node not yet decided may still activate (for the reachability of an end).
-func (r *run) couldFire(id string) bool {
-	switch r.verdict(r.c.Def.Node(id)) {
+func (s *step) couldFire(id string) bool {
+	switch s.verdict(s.c.Def.Node(id)) {
 	case joinSkipPruned, joinSkipKilled:
 		return false
 	}
@@ -141,18 +141,14 @@ func (r *run) couldFire(id string) bool {
 }
 
 // skip marks a node skipped and gives its outgoing edges the skip's state (pruned or killed).
-func (r *run) skip(id string, as byte) error {
-	n := r.c.Def.Node(id)
-	now := r.now
-	prev := r.node(id)
-	visit := 1
-	if prev != nil {
-		visit = prev.Visit + 1
+func (s *step) skip(id string, as byte) error {
+	ns, err := s.newVisit(s.c.Def.Node(id), model.MoveSkip)
+	if err != nil {
+		return err
 	}
-	r.inst.State.Nodes[id] = &model.NodeState{NodeID: id, Name: n.Label(), Type: n.Type, State: model.NodeSkipped, NodeInstanceID: r.nextID("n"),
-		Visit: visit, StartedAt: &now, EndedAt: &now, Seq: r.inst.State.Seq}
-	r.history("node.skipped", id, "", "", map[string]any{"as": edgeStateName(as)})
-	return r.markOutgoing(id, as)
+	ns.EndedAt = ns.StartedAt
+	s.history("node.skipped", id, "", "", map[string]any{"as": edgeStateName(as)})
+	return s.markOutgoing(id, as)
 }
 
 // Why the edges of this step were killed, for the status of an instance they leave without a reachable end.
@@ -163,21 +159,21 @@ const (
 )
 
 // kill gives every outgoing edge of a rejected or failed node the killed state and advances.
-func (r *run) kill(id string, cause int) error {
-	r.cause = max(r.cause, cause)
-	return r.markOutgoing(id, model.EdgeKilled)
+func (s *step) kill(id string, cause int) error {
+	s.cause = max(s.cause, cause)
+	return s.markOutgoing(id, model.EdgeKilled)
 }
 
 // markOutgoing sets every outgoing edge of a node to st (pruned or killed) and considers their targets.
-func (r *run) markOutgoing(id string, st byte) error {
-	idx := r.edgeIndexes(id)
+func (s *step) markOutgoing(id string, st byte) error {
+	idx := s.edgeIndexes(id)
 	for _, i := range idx {
-		r.inst.State.Edges[i] = st
+		s.inst.State.Edges[i] = st
 	}
 	if len(idx) == 0 {
-		return r.settle()
+		return s.settle()
 	}
-	return r.propagate(idx)
+	return s.propagate(idx)
 }
 
 // edgeStateName names an edge state for history and diagrams.
@@ -198,8 +194,8 @@ func edgeStateName(st byte) string {
 // source's own incoming edges say (killed when one of them is killed, else pruned); rejected, failed, cancelled
 // → killed. Nodes the old engine had decided stay decided, so a running instance goes on as before, and its
 // remaining joins follow the new rules.
-func (r *run) upgradeEdges() {
-	st := r.inst.State.Edges
+func (s *step) upgradeEdges() {
+	st := s.inst.State.Edges
 	legacy := false
 	for _, e := range st {
 		if e == model.EdgeDead {
@@ -218,8 +214,8 @@ func (r *run) upgradeEdges() {
 		}
 		skippedAs[id] = model.EdgePruned // a DAG has no cycle; this only guards a corrupt state
 		v := model.EdgePruned
-		for _, i := range r.c.IncomingIndexes(id) {
-			if r.upgradeEdge(i, asSkipped) == model.EdgeKilled {
+		for _, i := range s.c.IncomingIndexes(id) {
+			if s.upgradeEdge(i, asSkipped) == model.EdgeKilled {
 				v = model.EdgeKilled
 			}
 		}
@@ -227,18 +223,18 @@ func (r *run) upgradeEdges() {
 		return v
 	}
 	for i := range st {
-		r.upgradeEdge(i, asSkipped)
+		s.upgradeEdge(i, asSkipped)
 	}
 }
 
 // upgradeEdge converts edge i if it is EdgeDead and returns its state.
-func (r *run) upgradeEdge(i int, asSkipped func(string) byte) byte {
-	st := r.inst.State.Edges
+func (s *step) upgradeEdge(i int, asSkipped func(string) byte) byte {
+	st := s.inst.State.Edges
 	if st[i] != model.EdgeDead {
 		return st[i]
 	}
 	v := model.EdgeKilled
-	if src := r.node(r.c.Def.Edges[i].From); src != nil {
+	if src := s.node(s.c.Def.Edges[i].From); src != nil {
 		switch src.State {
 		case model.NodeCompleted:
 			v = model.EdgePruned

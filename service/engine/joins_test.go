@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
@@ -16,15 +17,7 @@ import (
 const (
 	// leaveDef is the leave template of issue 19: manager → [days > 3] director → end, plus a default edge
 	// manager → end. Both reach End, whose join is the default "and".
-	leaveDef = `{"nodes":[
-		{"id":"start","type":"start","trigger":{"kind":"manual"}},
-		{"id":"manager","type":"approval","approvers":{"users":["mia"]}},
-		{"id":"director","type":"approval","approvers":{"users":["dan"]}},
-		{"id":"end","type":"end"}],
-	 "edges":[{"from":"start","to":"manager"},
-		{"from":"manager","to":"director","condition":{"days":{"$gt":3}}},
-		{"from":"manager","to":"end","default":true},
-		{"from":"director","to":"end"}]}`
+	leaveDef = testkit.LeaveDef
 
 	// contractDef is the Definition example of API.md: dba only for level >= 3, grant joins with "and".
 	contractDef = `{"nodes":[
@@ -114,86 +107,86 @@ func TestJoinPatterns(t *testing.T) {
 		def      string
 		ctx      string
 		steps    []decision
-		status   string
-		nodes    map[string]string // "" = never ran
-		errCode  string            // the instance error's code, when it failed
-		activate map[string]int    // how often a node was activated
+		status   model.InstanceStatus
+		nodes    map[string]model.NodeState // "" = never ran
+		errCode  string                     // the instance error's code, when it failed
+		activate map[string]int             // how often a node was activated
 	}{
 		{name: "exclusive choice, short leave: manager alone, then end", def: leaveDef, ctx: `{"days":1}`,
 			steps:  []decision{approveAt("manager", "mia")},
-			status: model.StatusCompleted, nodes: map[string]string{"manager": "completed", "director": "skipped", "end": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"manager": "completed", "director": "skipped", "end": "completed"}},
 		{name: "exclusive choice, long leave: the director's branch merges at end", def: leaveDef, ctx: `{"days":5}`,
 			steps:  []decision{approveAt("manager", "mia"), approveAt("director", "dan")},
-			status: model.StatusCompleted, nodes: map[string]string{"manager": "completed", "director": "completed", "end": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"manager": "completed", "director": "completed", "end": "completed"}},
 		{name: "exclusive choice, long leave: the director rejects", def: leaveDef, ctx: `{"days":5}`,
 			steps:  []decision{approveAt("manager", "mia"), rejectAt("director", "dan")},
-			status: model.StatusRejected, nodes: map[string]string{"director": "rejected", "end": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"director": "rejected", "end": "skipped"}},
 		{name: "exclusive choice: the manager rejects", def: leaveDef, ctx: `{"days":1}`,
 			steps:  []decision{rejectAt("manager", "mia")},
-			status: model.StatusRejected, nodes: map[string]string{"manager": "rejected", "director": "skipped", "end": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"manager": "rejected", "director": "skipped", "end": "skipped"}},
 		{name: "contract example, level 1: grant after lead alone", def: contractDef, ctx: `{"level":1}`,
 			steps:  []decision{approveAt("lead", "bob")},
-			status: model.StatusCompleted, nodes: map[string]string{"lead": "completed", "dba": "skipped", "grant": "completed", "end": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"lead": "completed", "dba": "skipped", "grant": "completed", "end": "completed"}},
 		{name: "contract example, level 3: grant waits for both", def: contractDef, ctx: `{"level":3}`,
 			steps:  []decision{approveAt("lead", "bob"), approveAt("dba", "dora")},
-			status: model.StatusCompleted, nodes: map[string]string{"dba": "completed", "grant": "completed"}, activate: map[string]int{"grant": 1}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"dba": "completed", "grant": "completed"}, activate: map[string]int{"grant": 1}},
 		{name: "multi-choice, two of three chosen: and merges exactly those", def: fmt.Sprintf(multiDef, ""), ctx: `{"a":true,"b":true}`,
 			steps:  []decision{approveAt("b", "bob"), approveAt("a", "ann"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"a": "completed", "b": "completed", "c": "skipped", "j": "completed"},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"a": "completed", "b": "completed", "c": "skipped", "j": "completed"},
 			activate: map[string]int{"j": 1}},
 		{name: "multi-choice, one chosen", def: fmt.Sprintf(multiDef, ""), ctx: `{"c":true}`,
 			steps:  []decision{approveAt("c", "cat"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"a": "skipped", "b": "skipped", "c": "completed", "j": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"a": "skipped", "b": "skipped", "c": "completed", "j": "completed"}},
 		{name: "multi-choice, none chosen: no_route fails the gate", def: fmt.Sprintf(multiDef, ""), ctx: `{}`,
-			status: model.StatusFailed, nodes: map[string]string{"gate": "failed", "a": "", "j": ""}, errCode: model.NodeErrNoRoute},
+			status: model.StatusFailed, nodes: map[string]model.NodeState{"gate": "failed", "a": "", "j": ""}, errCode: model.NodeErrNoRoute},
 		{name: "rejection inside a chosen branch kills the and join", def: fmt.Sprintf(multiDef, ""), ctx: `{"a":true,"b":true}`,
 			steps:  []decision{approveAt("b", "bob"), rejectAt("a", "ann")},
-			status: model.StatusRejected, nodes: map[string]string{"a": "rejected", "b": "completed", "c": "skipped", "j": "skipped", "end": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"a": "rejected", "b": "completed", "c": "skipped", "j": "skipped", "end": "skipped"}},
 		{name: "rejection first: the other chosen branch is cancelled", def: fmt.Sprintf(multiDef, ""), ctx: `{"a":true,"b":true}`,
 			steps:  []decision{rejectAt("a", "ann")},
-			status: model.StatusRejected, nodes: map[string]string{"a": "rejected", "b": "cancelled", "j": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"a": "rejected", "b": "cancelled", "j": "skipped"}},
 		{name: "nested splits, small amount: the lead alone", def: nestedDef, ctx: `{"amount":10}`,
 			steps:  []decision{approveAt("lead", "lee")},
-			status: model.StatusCompleted, nodes: map[string]string{"finance": "skipped", "legal": "skipped", "controller": "skipped", "fin-done": "skipped", "end": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"finance": "skipped", "legal": "skipped", "controller": "skipped", "fin-done": "skipped", "end": "completed"}},
 		{name: "nested splits, big amount without contract: inner merge of one branch", def: nestedDef, ctx: `{"amount":5000}`,
 			steps:  []decision{approveAt("controller", "con")},
-			status: model.StatusCompleted, nodes: map[string]string{"lead": "skipped", "legal": "skipped", "controller": "completed", "fin-done": "completed", "end": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"lead": "skipped", "legal": "skipped", "controller": "completed", "fin-done": "completed", "end": "completed"}},
 		{name: "nested splits, big contract: both inner branches", def: nestedDef, ctx: `{"amount":5000,"contract":true}`,
 			steps:  []decision{approveAt("legal", "lex"), approveAt("controller", "con")},
-			status: model.StatusCompleted, nodes: map[string]string{"legal": "completed", "controller": "completed", "fin-done": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"legal": "completed", "controller": "completed", "fin-done": "completed"}},
 		{name: "nested splits, legal rejects", def: nestedDef, ctx: `{"amount":5000,"contract":true}`,
 			steps:  []decision{approveAt("controller", "con"), rejectAt("legal", "lex")},
-			status: model.StatusRejected, nodes: map[string]string{"legal": "rejected", "fin-done": "skipped", "end": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"legal": "rejected", "fin-done": "skipped", "end": "skipped"}},
 		{name: "failure inside one branch fails the instance with its code", def: failDef, ctx: `{}`,
-			status: model.StatusFailed, nodes: map[string]string{"a": "failed", "b": "cancelled", "j": ""}, errCode: model.NodeErrPluginFailed},
+			status: model.StatusFailed, nodes: map[string]model.NodeState{"a": "failed", "b": "cancelled", "j": ""}, errCode: model.NodeErrPluginFailed},
 		{name: "min 2 of 3, all chosen: fires at the second approval, the third is absorbed", def: fmt.Sprintf(multiDef, `,"join":{"min":2}`),
 			ctx:    `{"a":true,"b":true,"c":true}`,
 			steps:  []decision{approveAt("a", "ann"), approveAt("c", "cat"), approveAt("b", "bob"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"a": "completed", "b": "completed", "c": "completed", "j": "completed"},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"a": "completed", "b": "completed", "c": "completed", "j": "completed"},
 			activate: map[string]int{"j": 1}},
 		{name: "min 2 of 3 with one pruned input: both chosen needed", def: fmt.Sprintf(multiDef, `,"join":{"min":2}`), ctx: `{"a":true,"c":true}`,
 			steps:  []decision{approveAt("a", "ann"), approveAt("c", "cat"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"b": "skipped", "j": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"b": "skipped", "j": "completed"}},
 		{name: "min 2 of 3 with two pruned inputs: stranded at once, no_route", def: fmt.Sprintf(multiDef, `,"join":{"min":2}`), ctx: `{"a":true}`,
-			status: model.StatusFailed, nodes: map[string]string{"a": "cancelled", "j": "skipped", "end": "skipped"}, errCode: model.NodeErrNoRoute},
+			status: model.StatusFailed, nodes: map[string]model.NodeState{"a": "cancelled", "j": "skipped", "end": "skipped"}, errCode: model.NodeErrNoRoute},
 		{name: "min 2 of 3 with one pruned input and a rejection: killed", def: fmt.Sprintf(multiDef, `,"join":{"min":2}`), ctx: `{"a":true,"c":true}`,
 			steps:  []decision{approveAt("a", "ann"), rejectAt("c", "cat")},
-			status: model.StatusRejected, nodes: map[string]string{"c": "rejected", "j": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"c": "rejected", "j": "skipped"}},
 		{name: "min 2 of 3: a rejection after it fired changes nothing", def: fmt.Sprintf(multiDef, `,"join":{"min":2}`), ctx: `{"a":true,"b":true,"c":true}`,
 			steps:  []decision{approveAt("a", "ann"), approveAt("b", "bob"), rejectAt("c", "cat"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"c": "rejected", "j": "completed", "end": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"c": "rejected", "j": "completed", "end": "completed"}},
 		{name: "or absorbs a late arrival", def: orDef, ctx: `{}`,
 			steps:  []decision{approveAt("a", "ann"), approveAt("b", "bob"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"a": "completed", "b": "completed", "j": "completed"}, activate: map[string]int{"j": 1}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"a": "completed", "b": "completed", "j": "completed"}, activate: map[string]int{"j": 1}},
 		{name: "or: a rejection on one branch, the other goes on", def: orDef, ctx: `{}`,
 			steps:  []decision{rejectAt("a", "ann"), approveAt("b", "bob"), approveAt("j", "jo")},
-			status: model.StatusCompleted, nodes: map[string]string{"a": "rejected", "j": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"a": "rejected", "j": "completed"}},
 		{name: "or: both rejected", def: orDef, ctx: `{}`,
 			steps:  []decision{rejectAt("a", "ann"), rejectAt("b", "bob")},
-			status: model.StatusRejected, nodes: map[string]string{"j": "skipped"}},
+			status: model.StatusRejected, nodes: map[string]model.NodeState{"j": "skipped"}},
 		{name: "a pruned branch two nodes deep: and merges the other", def: prunedChainDef, ctx: `{"x":false}`,
 			steps:  []decision{approveAt("y", "bob")},
-			status: model.StatusCompleted, nodes: map[string]string{"x1": "skipped", "x2": "skipped", "y": "completed", "j": "completed"}},
+			status: model.StatusCompleted, nodes: map[string]model.NodeState{"x1": "skipped", "x2": "skipped", "y": "completed", "j": "completed"}},
 	}
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
@@ -292,11 +285,11 @@ func TestReadyMadeLeaveTemplate(t *testing.T) {
 		short := h.start("emp", "leave", `{"days":2}`)
 		h.decide(short, "lead", "lea", true)
 		h.wantStatus(short, model.StatusCompleted)
-		h.wantNodes(short, map[string]string{"manager": "skipped", "end": "completed"})
+		h.wantNodes(short, map[string]model.NodeState{"manager": "skipped", "end": "completed"})
 
 		long := h.start("emp", "leave", `{"days":5}`)
 		h.decide(long, "lead", "lea", true)
-		h.wantNodes(long, map[string]string{"manager": "active", "end": ""})
+		h.wantNodes(long, map[string]model.NodeState{"manager": "active", "end": ""})
 		h.decide(long, "manager", "dora", true)
 		h.wantStatus(long, model.StatusCompleted)
 

@@ -25,14 +25,14 @@ const MessageIDWindow = 7 * 24 * time.Hour
 // (no request runs that long: its process died).
 const messageIDLease = time.Minute
 
-// MessageRequest is the body of POST /messages.
-type MessageRequest struct {
-	Name          string          `json:"name"`
-	CorrelationID string          `json:"correlation_id"`
-	Data          json.RawMessage `json:"data"`
-	TTL           string          `json:"ttl"`
+// MessageParams are a message sent to the engine (POST /messages).
+type MessageParams struct {
+	Name          string
+	CorrelationID string
+	Data          json.RawMessage
+	TTL           string // a Go duration, 1s to 720h; "" is 1h
 	// MessageID de-duplicates: the same id within MessageIDWindow replays the first answer (at most 128 characters).
-	MessageID string `json:"message_id"`
+	MessageID string
 }
 
 // MessageResult is what POST /messages answers.
@@ -52,7 +52,7 @@ type MessageResult struct {
 // instance of each template whose latest version starts on the message; when it did neither, the message is
 // queued until its TTL (default 1h) and matched when such a node activates (oldest first, each once). With a
 // message_id seen in the last 7 days it answers that request's answer with duplicate true and does nothing.
-func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req MessageRequest) (*MessageResult, error) {
+func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req MessageParams) (*MessageResult, error) {
 	if req.Name == "" || len(req.Name) > 255 || req.CorrelationID == "" || len(req.CorrelationID) > 255 {
 		return nil, model.CodedError(model.EINVALID, "invalid_message", "name and correlation_id are required (at most 255 characters each)")
 	}
@@ -139,9 +139,9 @@ func (e *Engine) claimMessageID(ctx context.Context, tenant, id string) (*Messag
 }
 
 // sendMessage does the work of SendMessage: resume, start, or queue.
-func (e *Engine) sendMessage(ctx context.Context, actor *model.Principal, req MessageRequest, data json.RawMessage, ttl time.Duration) (*MessageResult, error) {
+func (e *Engine) sendMessage(ctx context.Context, actor *model.Principal, req MessageParams, data json.RawMessage, ttl time.Duration) (*MessageResult, error) {
 	res := &MessageResult{Started: []string{}, Conflicts: []string{}}
-	hash := MessageHash(req.Name, req.CorrelationID)
+	hash := messageHash(req.Name, req.CorrelationID)
 	resumed, err := e.deliver(ctx, actor, hash, data, req.Name)
 	res.Resumed = resumed
 	if err != nil {
@@ -168,19 +168,19 @@ func (e *Engine) sendMessage(ctx context.Context, actor *model.Principal, req Me
 		return nil, err
 	}
 	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
+		_, err := e.update(ctx, "message", actor.TenantID, b.InstanceID, actor.Username, func(s *step) error {
+			ns := s.node(b.NodeID)
+			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || s.inst.Ended() {
 				return errStale
 			}
-			r.w.ConsumeMessage = append(r.w.ConsumeMessage, m.ID)
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
+			s.w.ConsumeMessage = append(s.w.ConsumeMessage, m.ID)
+			return s.resumeWait(ns, data, "message.received", map[string]any{"message": req.Name})
 		})
 		switch {
 		case err == nil:
 			res.Resumed = 1
 			return res, nil
-		case err == errStale || model.IsKind(err, model.ENOTFOUND):
+		case errors.Is(err, errStale) || model.IsKind(err, model.ENOTFOUND):
 		case errors.Is(err, model.ErrStaleRead):
 			res.Queued = true
 			return res, nil // a node activating meanwhile consumed it
@@ -199,17 +199,17 @@ func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash strin
 	}
 	n := 0
 	for _, b := range bs {
-		_, err := e.update(ctx, actor.TenantID, b.InstanceID, actor.Username, func(r *run) error {
-			ns := r.node(b.NodeID)
-			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || r.inst.Ended() {
+		_, err := e.update(ctx, "message", actor.TenantID, b.InstanceID, actor.Username, func(s *step) error {
+			ns := s.node(b.NodeID)
+			if ns == nil || ns.NodeInstanceID != b.NodeInstanceID || !ns.Active() || s.inst.Ended() {
 				return errStale
 			}
-			return r.resumeWait(ns, data, "message.received", map[string]any{"message": name})
+			return s.resumeWait(ns, data, "message.received", map[string]any{"message": name})
 		})
 		switch {
 		case err == nil:
 			n++
-		case err == errStale || model.IsKind(err, model.ENOTFOUND):
+		case errors.Is(err, errStale) || model.IsKind(err, model.ENOTFOUND):
 		default:
 			return n, err
 		}
@@ -221,7 +221,7 @@ func (e *Engine) deliver(ctx context.Context, actor *model.Principal, hash strin
 // (seed: 消息开始): the message's data is the context, its correlation id the instance's, its sender the
 // initiator. A template with a running instance of that correlation id is reported in Conflicts instead. It
 // returns how many templates start on the message.
-func (e *Engine) startOnMessage(ctx context.Context, actor *model.Principal, req MessageRequest, data json.RawMessage, res *MessageResult) (int, error) {
+func (e *Engine) startOnMessage(ctx context.Context, actor *model.Principal, req MessageParams, data json.RawMessage, res *MessageResult) (int, error) {
 	triggers, err := e.store.MessageTriggers(ctx, actor.TenantID, req.Name)
 	if err != nil {
 		return 0, err

@@ -54,31 +54,38 @@ func reach(id string, next func(string) []string) map[string]bool {
 // resetRegion undoes the flow in a region of the graph: active visits there are cancelled (their tasks,
 // bookmarks and timers with them), decided nodes are reset so they can run again, and the edges leaving the
 // region and the pivot are forgotten, so conditions are evaluated again on the way back.
-func (r *run) resetRegion(pivot string, region map[string]bool, reason string) {
+func (s *step) resetRegion(pivot string, region map[string]bool, reason string) error {
 	ids := make([]string, 0, len(region))
 	for id := range region {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
-		ns := r.node(id)
-		if ns == nil {
+		ns := s.node(id)
+		if ns == nil || ns.State == model.NodeReset {
 			continue
 		}
 		if ns.Active() {
-			r.endVisit(ns, model.NodeCancelled)
-			r.cancelNodeTasks(ns.NodeInstanceID, reason)
+			if err := s.endVisit(ns, model.MoveCancel); err != nil {
+				return err
+			}
+			if err := s.cancelNodeTasks(ns.NodeInstanceID, reason); err != nil {
+				return err
+			}
 		}
-		ns.State = nodeReset
+		if err := s.moveNode(ns, model.MoveReset); err != nil {
+			return err
+		}
 	}
 	for id := range region {
-		for _, i := range r.c.OutgoingIndexes(id) {
-			r.inst.State.Edges[i] = model.EdgeUnknown
+		for _, i := range s.c.OutgoingIndexes(id) {
+			s.inst.State.Edges[i] = model.EdgeUnknown
 		}
 	}
-	for _, i := range r.c.OutgoingIndexes(pivot) {
-		r.inst.State.Edges[i] = model.EdgeUnknown
+	for _, i := range s.c.OutgoingIndexes(pivot) {
+		s.inst.State.Edges[i] = model.EdgeUnknown
 	}
+	return nil
 }
 
 // ReturnTarget is a node a task may be returned to.
@@ -90,16 +97,16 @@ type ReturnTarget struct {
 
 // returnTargets lists the upstream nodes of a node that completed in this instance (people-facing ones: the
 // start, meaning the initiator — only when the initiator is a person — and approval nodes), in activation order.
-func (r *run) returnTargets(nodeID string) []ReturnTarget {
-	up := ancestors(r.c, nodeID)
-	var nss []*model.NodeState
+func (s *step) returnTargets(nodeID string) []ReturnTarget {
+	up := ancestors(s.c, nodeID)
+	var nss []*model.NodeVisit
 	for id := range up {
-		ns := r.node(id)
-		n := r.c.Def.Node(id)
+		ns := s.node(id)
+		n := s.c.Def.Node(id)
 		if ns == nil || ns.State != model.NodeCompleted || (n.Type != model.NodeStart && n.Type != model.NodeApproval) {
 			continue
 		}
-		if n.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+		if n.Type == model.NodeStart && !personInitiator(s.inst.Initiator) {
 			continue // nobody could resubmit (no_initiator)
 		}
 		nss = append(nss, ns)
@@ -112,15 +119,10 @@ func (r *run) returnTargets(nodeID string) []ReturnTarget {
 	return out
 }
 
-// ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets).
-func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, error) {
-	ts, _, err := e.ReturnTargetsWhy(ctx, actor, taskID)
-	return ts, err
-}
-
-// ReturnTargetsWhy is ReturnTargets that also says whether the start would have been a target but is left out
-// because the instance has no person as its initiator (no_initiator).
-func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, bool, error) {
+// ReturnTargets lists where a pending task may be returned to (GET /tasks/{id}/return-targets), and says whether
+// the start would have been a target but is left out because the instance has no person as its initiator
+// (no_initiator).
+func (e *Engine) ReturnTargets(ctx context.Context, actor *model.Principal, taskID string) ([]ReturnTarget, bool, error) {
 	t, err := e.GetTask(ctx, actor, taskID)
 	if err != nil {
 		return nil, false, err
@@ -136,50 +138,47 @@ func (e *Engine) ReturnTargetsWhy(ctx context.Context, actor *model.Principal, t
 	if !t.Open() || inst.Ended() {
 		return []ReturnTarget{}, false, nil
 	}
-	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	s := &step{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
 	noInitiator := false
 	if start := c.Def.Start(); start != nil && !personInitiator(inst.Initiator) && ancestors(c, t.NodeID)[start.ID] {
 		noInitiator = true
 	}
-	return r.returnTargets(t.NodeID), noInitiator, nil
-}
-
-// MoveRequest is the body of return and jump.
-type MoveRequest struct {
-	To      string `json:"to"`
-	Comment string `json:"comment"`
-	Reason  string `json:"reason"`
+	return s.returnTargets(t.NodeID), noInitiator, nil
 }
 
 // Return sends the instance back to an upstream node that completed (驳回/回退): everything downstream of it is
 // cancelled and reset, and it runs again with fresh tasks; to "start" the initiator gets a resubmit task.
-func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID string, req MoveRequest) (*InstanceView, error) {
-	if req.To == "" {
+func (e *Engine) Return(ctx context.Context, actor *model.Principal, taskID, to, comment string) (*InstanceView, error) {
+	if to == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to return to")
 	}
-	w, err := e.taskAction(ctx, actor, taskID, func(r *run, t *model.Task) error {
-		target := r.c.Def.Node(req.To)
+	w, err := e.taskAction(ctx, "return", actor, taskID, func(s *step, t *model.Task) error {
+		target := s.c.Def.Node(to)
 		if target == nil {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not in this template", req.To)
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not in this template", to)
 		}
-		if !ancestors(r.c, t.NodeID)[req.To] {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not upstream of %q", req.To, t.NodeID)
+		if !ancestors(s.c, t.NodeID)[to] {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q is not upstream of %q", to, t.NodeID)
 		}
-		if ns := r.node(req.To); ns == nil || ns.State != model.NodeCompleted {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", req.To)
+		if ns := s.node(to); ns == nil || ns.State != model.NodeCompleted {
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_return_target", "node %q has not completed in this instance", to)
 		}
-		if target.Type == model.NodeStart && !personInitiator(r.inst.Initiator) {
+		if target.Type == model.NodeStart && !personInitiator(s.inst.Initiator) {
 			return model.CodedError(model.EUNPROCESSABLE, "no_initiator",
-				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", r.inst.Initiator)
+				"this instance was started by %q, not by a person: nobody could resubmit it; return it to an approval node instead", s.inst.Initiator)
 		}
 		from := t.NodeID
-		r.close(t, model.TaskCancelled, req.Comment)
-		r.history("task.returned", from, t.ID, req.Comment, map[string]any{"from": from, "to": req.To})
-		r.resetRegion(req.To, descendants(r.c, req.To), "returned to "+req.To)
-		if target.Type == model.NodeStart {
-			return r.awaitResubmit(target)
+		if err := s.moveTask(t, model.MoveCancel, comment); err != nil {
+			return err
 		}
-		return r.activate(req.To)
+		s.history("task.returned", from, t.ID, comment, map[string]any{"from": from, "to": to})
+		if err := s.resetRegion(to, descendants(s.c, to), "returned to "+to); err != nil {
+			return err
+		}
+		if target.Type == model.NodeStart {
+			return s.awaitResubmit(target)
+		}
+		return s.activate(to, model.MoveReenter)
 	})
 	if err != nil {
 		return nil, err
@@ -196,33 +195,32 @@ func personInitiator(initiator string) bool {
 
 // awaitResubmit parks the start node on a resubmit task for the initiator (who approves it, optionally with data
 // editing the context, to run the flow again — or rejects it to withdraw).
-func (r *run) awaitResubmit(start *model.Node) error {
-	prev := r.node(start.ID)
-	now := r.now
-	ns := &model.NodeState{NodeID: start.ID, Name: start.Label(), Type: start.Type, State: model.NodeActive, NodeInstanceID: r.nextID("n"),
-		Visit: prev.Visit + 1, StartedAt: &now, WaitingFor: "resubmit"}
-	ns.Seq = r.inst.State.Seq
+func (s *step) awaitResubmit(start *model.Node) error {
+	ns, err := s.newVisit(start, model.MoveReenter)
+	if err != nil {
+		return err
+	}
+	ns.WaitingFor = "resubmit"
 	ns.PreDone, ns.AfterDone = true, true
-	r.inst.State.Nodes[start.ID] = ns
-	r.history("node.activated", start.ID, "", "returned to the initiator", nil)
-	r.newTask(start, ns, r.inst.Initiator, model.TaskPending, model.TaskKindResubmit, 0, 0, "")
-	return nil
+	s.history("node.activated", start.ID, "", "returned to the initiator", nil)
+	_, err = s.newTask(start, ns, s.inst.Initiator, model.MoveOpen, model.TaskKindResubmit, 0, 0, "")
+	return err
 }
 
 // resubmitted: the initiator approved (run the flow again from the start) or rejected (withdraw) a resubmit task.
-func (r *run) resubmitted(t *model.Task, d Decision) error {
+func (s *step) resubmitted(t *model.Task, d decision) error {
 	if !d.Approve {
-		return r.finish(model.StatusWithdrawn, "the initiator withdrew instead of resubmitting")
+		return s.finish(model.MoveWithdraw, "the initiator withdrew instead of resubmitting")
 	}
-	r.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
-	return r.complete(r.c.Def.Start().ID)
+	s.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
+	return s.complete(s.c.Def.Start().ID)
 }
 
 // Reclaim takes a decision back (追回): allowed to whoever decided the task while no task created after it (nor
 // a later signer of its sequence) has been decided. The node runs again from that decision: downstream work is
 // cancelled and the task is pending again.
 func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, comment string) (*model.Task, error) {
-	instID := InstanceOf(taskID)
+	instID := instanceOf(taskID)
 	if instID == "" {
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
@@ -231,7 +229,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		return nil, model.CodedError(model.ENOTFOUND, "task_not_found", "task %q not found", taskID)
 	}
 	var out *model.Task
-	_, err = e.update(ctx, actor.TenantID, instID, actor.Username, func(r *run) error {
+	_, err = e.update(ctx, "reclaim", actor.TenantID, instID, actor.Username, func(s *step) error {
 		var t *model.Task
 		for _, x := range all {
 			if x.ID == taskID {
@@ -252,8 +250,8 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		if t.Status != model.TaskApproved && t.Status != model.TaskRejected {
 			return model.CodedError(model.ECONFLICT, "not_decided", "task %s is %s: there is no decision to take back", taskID, t.Status)
 		}
-		if r.inst.Ended() {
-			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", r.inst.ID, r.inst.Status)
+		if s.inst.Ended() {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", s.inst.ID, s.inst.Status)
 		}
 		for _, x := range all {
 			if x.ID == t.ID || (x.Status != model.TaskApproved && x.Status != model.TaskRejected && x.Status != model.TaskTransferred) {
@@ -263,7 +261,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 			// the instance's sequence number, which orders creations even when their timestamps are equal.
 			var later bool
 			if x.NodeInstanceID == t.NodeInstanceID {
-				later = r.groupMode(r.c.Def.Node(t.NodeID)) == model.SignSequential && x.Group == t.Group && x.Position > t.Position
+				later = s.groupMode(s.c.Def.Node(t.NodeID)) == model.SignSequential && x.Group == t.Group && x.Position > t.Position
 			} else {
 				later = idSeq(x.ID) > idSeq(t.ID)
 			}
@@ -272,18 +270,27 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 					WithDetails(map[string]any{"task_id": x.ID, "assignee": x.Assignee})
 			}
 		}
-		ns := r.node(t.NodeID)
+		ns := s.node(t.NodeID)
 		if ns == nil || ns.NodeInstanceID != t.NodeInstanceID {
 			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s has been entered again since; it cannot be taken back", taskID)
 		}
+		if !ns.Active() && !model.NodeMachine.Allows(model.MoveReopen, ns.State) {
+			// Its visit ended otherwise than by its signers (a timeout branch, a node error): nothing to reopen.
+			return model.CodedError(model.ECONFLICT, "visit_over", "the node of task %s is %s; the decision can no longer be taken back", taskID, ns.State)
+		}
 		// Undo everything downstream of the task's node, then reopen the node's visit at this decision.
-		r.resetRegion(t.NodeID, descendants(r.c, t.NodeID), "decision taken back")
+		if err := s.resetRegion(t.NodeID, descendants(s.c, t.NodeID), "decision taken back"); err != nil {
+			return err
+		}
 		if !ns.Active() {
-			ns.State, ns.EndedAt, ns.Chain = model.NodeActive, nil, nil
+			if err := s.moveNode(ns, model.MoveReopen); err != nil {
+				return err
+			}
+			ns.EndedAt, ns.Chain = nil, nil
 			ns.AfterDone = false
 		}
-		n := r.c.Def.Node(t.NodeID)
-		mode := r.groupMode(n)
+		n := s.c.Def.Node(t.NodeID)
+		mode := s.groupMode(n)
 		g := &ns.Groups[t.Group]
 		if t.Status == model.TaskApproved {
 			g.Approved--
@@ -299,25 +306,30 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 			switch {
 			case x.Status == model.TaskCancelled && x.DecidedAt != nil && t.DecidedAt != nil && x.DecidedAt.Equal(*t.DecidedAt):
 				c := *x
-				c.Status, c.DecidedAt, c.Comment = model.TaskPending, nil, ""
-				if mode == model.SignSequential && c.Position > t.Position {
-					c.Status = model.TaskWaiting
+				if err := s.moveTask(&c, model.MoveRestore, ""); err != nil {
+					return err
 				}
-				r.changed(&c)
-				r.w.Tasks = append(r.w.Tasks, &c)
+				if mode == model.SignSequential && c.Position > t.Position {
+					if err := s.moveTask(&c, model.MoveHold, ""); err != nil {
+						return err
+					}
+				}
+				s.w.Tasks = append(s.w.Tasks, &c)
 			case x.Status == model.TaskPending && mode == model.SignSequential && x.Group == t.Group && x.Position > t.Position:
-				if open := r.task(x.ID); open != nil {
-					open.Status = model.TaskWaiting
-					r.changed(open)
+				if open := s.task(x.ID); open != nil {
+					if err := s.moveTask(open, model.MoveHold, ""); err != nil {
+						return err
+					}
 				}
 			}
 		}
-		t.Status, t.DecidedAt, t.Comment, t.DecidedBy = model.TaskPending, nil, "", ""
-		r.changed(t)
-		r.w.Tasks = append(r.w.Tasks, t)
-		r.history("task.reclaimed", t.NodeID, t.ID, comment, nil)
+		if err := s.moveTask(t, model.MoveReclaim, ""); err != nil {
+			return err
+		}
+		s.w.Tasks = append(s.w.Tasks, t)
+		s.history("task.reclaimed", t.NodeID, t.ID, comment, nil)
 		if ns.Timers == nil && n.Timeout > 0 {
-			r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
+			s.armTimer(ns, model.TimerApprovalTimeout, s.now.Add(n.Timeout.Std()), nil)
 		}
 		out = t
 		return nil
@@ -334,45 +346,50 @@ func idSeq(id string) int {
 
 // Jump cancels every active node, task, bookmark and timer and activates any node of the version (自由流): the
 // operator's repair tool, for admins. A failed instance runs again.
-func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id string, req MoveRequest) (*InstanceView, error) {
+func (e *Engine) Jump(ctx context.Context, actor *model.Principal, id, to, reason string) (*InstanceView, error) {
 	if !actor.IsAdmin() {
 		return nil, model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may jump an instance")
 	}
-	if req.To == "" {
+	if to == "" {
 		return nil, model.CodedError(model.EINVALID, "invalid_target", "to is required: the id of the node to jump to")
 	}
-	reason := req.Reason
-	if reason == "" {
-		reason = req.Comment
-	}
-	w, err := e.update(ctx, actor.TenantID, id, actor.Username, func(r *run) error {
-		n := r.c.Def.Node(req.To)
+	w, err := e.update(ctx, "jump", actor.TenantID, id, actor.Username, func(s *step) error {
+		n := s.c.Def.Node(to)
 		if n == nil {
-			return model.CodedError(model.EUNPROCESSABLE, "invalid_jump_target", "node %q is not in this template", req.To)
+			return model.CodedError(model.EUNPROCESSABLE, "invalid_jump_target", "node %q is not in this template", to)
 		}
-		if r.inst.Status != model.StatusRunning && r.inst.Status != model.StatusFailed {
-			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", id, r.inst.Status)
+		if s.inst.Status != model.StatusRunning && s.inst.Status != model.StatusFailed {
+			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is %s", id, s.inst.Status)
 		}
 		var from []string
-		for _, ns := range r.sortedNodes() {
+		for _, ns := range s.sortedNodes() {
 			if ns.Active() {
 				from = append(from, ns.NodeID)
-				r.endVisit(ns, model.NodeCancelled)
+				if err := s.endVisit(ns, model.MoveCancel); err != nil {
+					return err
+				}
 			}
 		}
-		r.cancelAllTasks("jumped to " + req.To)
-		r.history("instance.jumped", req.To, "", reason, map[string]any{"from": from, "to": req.To})
-		if r.inst.Status == model.StatusFailed {
-			// The repair: the instance runs again, and its error is history (node.failed keeps it).
-			r.inst.Status, r.inst.EndedAt, r.inst.State.Error = model.StatusRunning, nil, nil
-		}
-		region := descendants(r.c, req.To)
-		region[req.To] = true
-		r.resetRegion(req.To, region, "jumped to "+req.To)
-		if err := r.activate(req.To); err != nil {
+		if err := s.cancelAllTasks("jumped to " + to); err != nil {
 			return err
 		}
-		return r.settle()
+		s.history("instance.jumped", to, "", reason, map[string]any{"from": from, "to": to})
+		if s.inst.Status == model.StatusFailed {
+			// The repair: the instance runs again, and its error is history (node.failed keeps it).
+			if err := s.moveInstance(model.MoveRepair); err != nil {
+				return err
+			}
+			s.inst.EndedAt, s.inst.State.Error = nil, nil
+		}
+		region := descendants(s.c, to)
+		region[to] = true
+		if err := s.resetRegion(to, region, "jumped to "+to); err != nil {
+			return err
+		}
+		if err := s.activate(to, model.MoveActivate); err != nil {
+			return err
+		}
+		return s.settle()
 	})
 	if err != nil {
 		return nil, err

@@ -91,7 +91,7 @@ func (h *harness) goAsync(id string) *model.PluginRun {
 // asyncResult posts a plugin's result as its system would (with the signed token).
 func (h *harness) asyncResult(runID, status string) error {
 	_, err := h.eng.AsyncResult(h.ctx, admin, runID, engine.ResultToken([]byte("callback-key-for-tests"), runID),
-		engine.ResultRequest{Status: status, Data: json.RawMessage(`{"answer":42}`)})
+		status, json.RawMessage(`{"answer":42}`))
 	return err
 }
 
@@ -128,14 +128,14 @@ func TestAutoNodeTimeout(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "call-throw", `{}`)
 			run := h.goAsync(id)
-			h.wantNodes(id, map[string]string{"call": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"call": "active"})
 			h.clk.Advance(29 * time.Second)
 			h.fireDue()
 			h.wantStatus(id, model.StatusRunning)
 			h.clk.Advance(time.Second)
 			h.fireDue()
 			h.wantStatus(id, model.StatusFailed)
-			h.wantNodes(id, map[string]string{"call": "failed", "end": ""})
+			h.wantNodes(id, map[string]model.NodeState{"call": "failed", "end": ""})
 			if st := h.runStatus(run.ID); st != model.RunTimedOut {
 				t.Fatalf("run is %s, want timed_out", st)
 			}
@@ -203,7 +203,7 @@ func TestAutoNodeTimeout(t *testing.T) {
 			h.goAsync(id)
 			h.clk.Advance(30 * time.Second)
 			h.fireDue()
-			h.wantNodes(id, map[string]string{"call": "failed", "fix": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"call": "failed", "fix": "active"})
 			if c := h.contextValue(id, "error.code").String(); c != model.NodeErrPluginTimeout {
 				t.Fatalf("context.error %s", h.contextValue(id, "error").Raw)
 			}
@@ -216,7 +216,7 @@ func TestAutoNodeTimeout(t *testing.T) {
 			id := h.start("ann", "call-throw", `{}`)
 			h.goAsync(id)
 			// A restart: nothing of the first engine is used; the timer exists only as a row.
-			eng2 := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+			eng2 := newEngine(t, s, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 			sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 			defer sched.Close()
 			if n, err := scheduler.Rearm(h.ctx, s, sched, 0); err != nil || n == 0 {

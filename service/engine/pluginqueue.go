@@ -71,7 +71,7 @@ func (q *PluginQueue) fail(r *model.PluginRun, err error) {
 	ctx := context.Background()
 	now := q.e.clock.Now().UTC()
 	q.e.log.Error("plugin: unable to prepare run", "run_id", r.ID, "plugin", r.Plugin, "err", err)
-	if ferr := q.e.PluginResult(ctx, r, PluginOutcome{Status: model.RunFailed, Error: err.Error(), Ended: &now, From: []string{model.RunRunning}}); ferr != nil {
+	if ferr := q.e.pluginResult(ctx, r, pluginOutcome{Status: model.RunFailed, Error: err.Error(), Ended: &now, From: []string{model.RunRunning}}, false); ferr != nil {
 		q.e.log.Error("plugin: unable to record failed run", "run_id", r.ID, "err", ferr)
 	}
 }
@@ -125,7 +125,7 @@ func (q *PluginQueue) Claim(ctx context.Context, worker string, n int, leaseUnti
 		if err != nil {
 			now := q.e.clock.Now().UTC()
 			q.e.log.Error("plugin: unable to prepare run", "run_id", r.ID, "plugin", r.Plugin, "err", err)
-			if ferr := q.e.PluginResult(ctx, r, PluginOutcome{Status: model.RunFailed, Error: err.Error(), Ended: &now, From: []string{model.RunRunning}}); ferr != nil {
+			if ferr := q.e.pluginResult(ctx, r, pluginOutcome{Status: model.RunFailed, Error: err.Error(), Ended: &now, From: []string{model.RunRunning}}, false); ferr != nil {
 				q.e.log.Error("plugin: unable to record failed run", "run_id", r.ID, "err", ferr)
 			}
 			continue
@@ -215,7 +215,7 @@ func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Jo
 		return err
 	}
 	started, ended := res.StartedAt.UTC(), res.EndedAt.UTC()
-	out := PluginOutcome{Status: res.Status(), Stdout: string(res.Stdout), Stderr: string(res.Stderr), Started: &started, Ended: &ended,
+	out := pluginOutcome{Status: res.Status(), Stdout: string(res.Stdout), Stderr: string(res.Stderr), Started: &started, Ended: &ended,
 		From: []string{model.RunRunning}}
 	if res.ExitCode >= 0 {
 		code := res.ExitCode
@@ -233,7 +233,7 @@ func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Jo
 			out.Status = model.RunWaiting
 		}
 	}
-	err = q.e.PluginResult(ctx, run, out)
+	err = q.e.pluginResult(ctx, run, out, false)
 	if model.IsKind(err, model.ECONFLICT) {
 		return nil // finished already (a rescued duplicate): nothing more to record
 	}

@@ -20,9 +20,9 @@ import (
 
 // Plugin phases.
 const (
-	PhasePre   = "pre"
-	PhaseAuto  = "auto"
-	PhaseAfter = "after"
+	phasePre   = "pre"
+	phaseAuto  = "auto"
+	phaseAfter = "after"
 )
 
 // What happens when a plugin chain is through.
@@ -46,36 +46,40 @@ func pluginRef(ref string) (string, int, error) {
 	return name, n, nil
 }
 
-// ResultToken signs a plugin run's result URL.
-func ResultToken(key []byte, runID string) string {
+// resultToken signs a plugin run's result URL.
+func resultToken(key []byte, runID string) string {
 	m := hmac.New(sha256.New, key)
 	m.Write([]byte("plugin-run/" + runID))
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// CheckResultToken reports whether token signs the run id.
-func (e *Engine) CheckResultToken(runID, token string) bool {
-	return token != "" && hmac.Equal([]byte(token), []byte(ResultToken(e.callbackKey, runID)))
+// checkResultToken reports whether token signs the run id.
+func (e *Engine) checkResultToken(runID, token string) bool {
+	return token != "" && hmac.Equal([]byte(token), []byte(resultToken(e.callbackKey, runID)))
 }
 
 // startChain runs a node visit's plugins one after another, then does what `then` says.
-func (r *run) startChain(ns *model.NodeState, phase string, names []string, then string) error {
+func (s *step) startChain(ns *model.NodeVisit, phase string, names []string, then string) error {
+	if ns.State == model.NodeWaiting {
+		if err := s.moveNode(ns, model.MoveResume); err != nil {
+			return err
+		}
+	}
 	ns.Chain = &model.PluginChain{Phase: phase, Names: names, Then: then}
-	ns.State = model.NodeActive
-	return r.queueRun(ns)
+	return s.queueRun(ns)
 }
 
 // queueRun writes a queued run of the chain's current plugin; the executor picks it up after the commit.
-func (r *run) queueRun(ns *model.NodeState) error {
+func (s *step) queueRun(ns *model.NodeVisit) error {
 	ch := ns.Chain
 	ref := ch.Names[ch.Index]
 	name, version, err := pluginRef(ref)
 	if err != nil {
-		return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID, Message: err.Error(),
+		return s.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID, Message: err.Error(),
 			Data: json.RawMessage(`{"reason":"bad_reference"}`)})
 	}
-	v, err := r.read(fmt.Sprintf("plugin\x00%s\x00%d", name, version), func(ctx context.Context) (any, error) {
-		return r.e.store.GetPlugin(ctx, r.inst.TenantID, name, version)
+	v, err := s.read(fmt.Sprintf("plugin\x00%s\x00%d", name, version), func(ctx context.Context) (any, error) {
+		return s.e.store.GetPlugin(ctx, s.inst.TenantID, name, version)
 	})
 	if errors.Is(err, errNeedRead) {
 		return err
@@ -83,75 +87,77 @@ func (r *run) queueRun(ns *model.NodeState) error {
 	p, _ := v.(*model.Plugin)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) {
-			return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID,
+			return s.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginFailed, NodeID: ns.NodeID,
 				Message: fmt.Sprintf("plugin %q is not uploaded", ref), Data: json.RawMessage(`{"reason":"not_uploaded"}`)})
 		}
 		return err
 	}
-	id := r.nextID("r")
+	id := s.nextID("r")
 	cb := ns.CallbackURL
 	if cb == "" {
-		cb = fmt.Sprintf("%s/api/v1/plugin-runs/%s/result?token=%s", r.e.publicURL, id, ResultToken(r.e.callbackKey, id))
+		cb = s.e.urls.PluginResult(id, resultToken(s.e.callbackKey, id))
 	}
-	node, _ := json.Marshal(r.c.Def.Node(ns.NodeID))
-	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": r.inst.ID, "node_id": ns.NodeID, "phase": ch.Phase,
-		"context": json.RawMessage(r.inst.Context), "node": json.RawMessage(node), "callback_url": cb})
+	node, _ := json.Marshal(s.c.Def.Node(ns.NodeID))
+	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": s.inst.ID, "node_id": ns.NodeID, "phase": ch.Phase,
+		"context": json.RawMessage(s.inst.Context), "node": json.RawMessage(node), "callback_url": cb})
 	if err != nil {
 		return err
 	}
-	pr := &model.PluginRun{ID: id, TenantID: r.inst.TenantID, Plugin: p.Name, Version: p.Version, InstanceID: r.inst.ID, NodeID: ns.NodeID,
-		NodeInstanceID: ns.NodeInstanceID, Phase: ch.Phase, Status: model.RunQueued, Attempt: 1, Input: input, CreatedAt: r.now}
-	if worker, until, ok := r.leaseLocal(); ok {
+	pr := &model.PluginRun{ID: id, TenantID: s.inst.TenantID, Plugin: p.Name, Version: p.Version, InstanceID: s.inst.ID, NodeID: ns.NodeID,
+		NodeInstanceID: ns.NodeInstanceID, Phase: ch.Phase, Status: model.RunQueued, Attempt: 1, Input: input, CreatedAt: s.now}
+	if worker, until, ok := s.leaseLocal(); ok {
 		// This process's executor has a free worker: the run is written leased to it and handed over at the
 		// commit (Engine.committed). Should the process die first, the lease expires and a claim runs it.
-		lu, st := until.UTC(), r.now
+		lu, st := until.UTC(), s.now
 		pr.Status, pr.LeaseOwner, pr.LeaseUntil, pr.StartedAt = model.RunRunning, worker, &lu, &st
 	} else {
-		r.w.Outbox = append(r.w.Outbox, model.OutboxItem{TenantID: r.inst.TenantID, Kind: model.OutboxPluginRun, Ref: id})
+		s.w.Outbox = append(s.w.Outbox, model.OutboxItem{TenantID: s.inst.TenantID, Kind: model.OutboxPluginRun, Ref: id})
 	}
-	r.w.NewPluginRuns = append(r.w.NewPluginRuns, pr)
+	s.w.NewPluginRuns = append(s.w.NewPluginRuns, pr)
 	ch.RunID = id
 	ns.WaitingFor = "plugin"
-	r.history("plugin.queued", ns.NodeID, "", "", map[string]any{"plugin": p.Name, "version": p.Version, "phase": ch.Phase, "run_id": id})
+	s.history("plugin.queued", ns.NodeID, "", "", map[string]any{"plugin": p.Name, "version": p.Version, "phase": ch.Phase, "run_id": id})
 	return nil
 }
 
 // leaseLocal asks this process's executor whether it takes a new run at once.
-func (r *run) leaseLocal() (string, time.Time, bool) {
-	return r.e.plugins.lease()
+func (s *step) leaseLocal() (string, time.Time, bool) {
+	return s.e.plugins.lease()
 }
 
 // chainNext moves a chain to its next plugin, or finishes it.
-func (r *run) chainNext(ns *model.NodeState) error {
+func (s *step) chainNext(ns *model.NodeVisit) error {
 	ch := ns.Chain
 	ch.Index++
 	if ch.Index < len(ch.Names) {
-		return r.queueRun(ns)
+		return s.queueRun(ns)
 	}
 	ns.Chain, ns.WaitingFor = nil, ""
-	n := r.c.Def.Node(ns.NodeID)
+	n := s.c.Def.Node(ns.NodeID)
 	switch ch.Then {
 	case thenRun:
 		ns.PreDone = true
-		return r.runNode(n, ns)
+		return s.runNode(n, ns)
 	case thenReject:
 		ns.AfterDone = true
-		return r.reject(ns.NodeID, "rejected")
+		return s.reject(ns.NodeID, "rejected")
 	case thenAuto:
 		ns.AfterDone = true
 		if ch.Decision == "reject" {
-			r.endVisit(ns, model.NodeRejected)
-			r.history("node.rejected", ns.NodeID, "", "rejected by plugin decision", nil)
-			return r.kill(ns.NodeID, causeRejection)
+			if err := s.endVisit(ns, model.MoveReject); err != nil {
+				return err
+			}
+			s.history("node.rejected", ns.NodeID, "", "rejected by plugin decision", nil)
+			return s.kill(ns.NodeID, causeRejection)
 		}
-		return r.complete(ns.NodeID)
+		return s.complete(ns.NodeID)
 	}
 	ns.AfterDone = true
-	return r.complete(ns.NodeID)
+	return s.complete(ns.NodeID)
 }
 
-// PluginOutcome is what became of a plugin run.
-type PluginOutcome struct {
+// pluginOutcome is what became of a plugin run.
+type pluginOutcome struct {
 	Status   string          // model.RunSucceeded, RunFailed, RunTimedOut or RunWaiting (async)
 	Context  json.RawMessage // merged into the instance context on success
 	Decision string
@@ -165,21 +171,16 @@ type PluginOutcome struct {
 	From []string
 }
 
-// PluginResult applies a plugin run's outcome to its instance, recording the run in the same transaction, so a
-// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect (the
-// executor reports every run it finished; one the engine closed already — timed out, cancelled — is ECONFLICT).
-func (e *Engine) PluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome) error {
-	return e.pluginResult(ctx, pr, out, false)
-}
-
 // errRunClosed answers a result for a run that no longer counts: 409 run_closed, and nothing changes.
 func errRunClosed(id, why string) error {
 	return model.CodedError(model.ECONFLICT, "run_closed", "plugin run %s is closed: %s", id, why)
 }
 
-// pluginResult is PluginResult; strict (a result posted by the plugin's system) refuses a run whose node visit
-// is over with run_closed instead of recording it.
-func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out PluginOutcome, strict bool) error {
+// pluginResult applies a plugin run's outcome to its instance, recording the run in the same transaction, so a
+// result counts once. Runs whose node visit is over (or whose instance ended) are recorded without effect (the
+// executor reports every run it finished; one the engine closed already — timed out, cancelled — is ECONFLICT);
+// strict (a result posted by the plugin's system) refuses them with run_closed instead.
+func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out pluginOutcome, strict bool) error {
 	pr.Status, pr.Error, pr.ExitCode, pr.Stdout, pr.Stderr = out.Status, out.Error, out.ExitCode, out.Stdout, out.Stderr
 	if out.Started != nil {
 		pr.StartedAt = out.Started
@@ -196,16 +197,16 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 		// An event subscription's run: nothing in an instance waits for it.
 		return e.store.FinishRunOnly(ctx, pr)
 	}
-	_, err := e.update(ctx, pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(r *run) error {
-		ns := r.node(pr.NodeID)
-		if r.inst.Ended() || ns == nil || ns.Chain == nil || ns.Chain.RunID != pr.ID {
+	_, err := e.update(ctx, "plugin_result", pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(s *step) error {
+		ns := s.node(pr.NodeID)
+		if s.inst.Ended() || ns == nil || ns.Chain == nil || ns.Chain.RunID != pr.ID {
 			if strict {
 				return errRunClosed(pr.ID, "its node is no longer waiting for it")
 			}
-			r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
+			s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
 			return nil // the visit moved on (terminated, returned, timed out): record the run only
 		}
-		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
+		s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
 		data := map[string]any{"plugin": pr.Plugin, "version": pr.Version, "run_id": pr.ID, "status": out.Status}
 		if out.ExitCode != nil {
 			data["exit_code"] = *out.ExitCode
@@ -213,25 +214,25 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 		switch out.Status {
 		case model.RunWaiting:
 			ns.WaitingFor = "plugin_result"
-			r.history("plugin.waiting", ns.NodeID, "", "", data)
+			s.history("plugin.waiting", ns.NodeID, "", "", data)
 			return nil
 		case model.RunSucceeded:
-			r.history("plugin.succeeded", ns.NodeID, "", "", data)
-			if err := r.mergeContext(out.Context); err != nil {
+			s.history("plugin.succeeded", ns.NodeID, "", "", data)
+			if err := s.mergeContext(out.Context); err != nil {
 				return err
 			}
-			if ns.Chain.Phase == PhaseAuto && out.Decision != "" {
+			if ns.Chain.Phase == phaseAuto && out.Decision != "" {
 				ns.Chain.Decision = out.Decision
 			}
-			return r.chainNext(ns)
+			return s.chainNext(ns)
 		}
-		r.history("plugin.failed", ns.NodeID, "", out.Error, data)
+		s.history("plugin.failed", ns.NodeID, "", out.Error, data)
 		code := model.NodeErrPluginFailed
 		if out.Status == model.RunTimedOut {
 			code = model.NodeErrPluginTimeout // the plugin's own timeout: its process was killed
 		}
 		fd, _ := json.Marshal(map[string]any{"run_id": pr.ID, "plugin": pr.Plugin, "version": pr.Version, "status": out.Status, "exit_code": out.ExitCode})
-		return r.nodeFailure(&model.NodeFailure{Code: code, NodeID: ns.NodeID,
+		return s.nodeFailure(&model.NodeFailure{Code: code, NodeID: ns.NodeID,
 			Message: fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error), Data: fd})
 	})
 	if strict && model.IsKind(err, model.ENOTFOUND) {
@@ -245,7 +246,7 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out Plug
 
 // armPluginTimeout arms an auto node's timeout for the visit's plugin run (unless one is armed): when it passes
 // before the plugins are through, the run is timed out and the node error is plugin_timeout.
-func (r *run) armPluginTimeout(n *model.Node, ns *model.NodeState) {
+func (s *step) armPluginTimeout(n *model.Node, ns *model.NodeVisit) {
 	if n.Type != model.NodeAuto || n.Timeout <= 0 {
 		return
 	}
@@ -254,62 +255,56 @@ func (r *run) armPluginTimeout(n *model.Node, ns *model.NodeState) {
 			return
 		}
 	}
-	r.armTimer(ns, model.TimerPluginTimeout, r.now.Add(n.Timeout.Std()), nil)
+	s.armTimer(ns, model.TimerPluginTimeout, s.now.Add(n.Timeout.Std()), nil)
 }
 
 // pluginTimedOut handles an auto node's timeout: the run in flight (queued, running or waiting for its async
 // result) is closed as timed_out — a result arriving later is refused — a retry back-off in progress is
 // dropped, and the node error plugin_timeout goes to the error handler (retry starts a new run).
-func (r *run) pluginTimedOut(n *model.Node, ns *model.NodeState) error {
+func (s *step) pluginTimedOut(n *model.Node, ns *model.NodeVisit) error {
 	if ns.Chain == nil {
 		return nil // nothing runs: the visit is between plugins (cannot be: a chain is set until the node leaves)
 	}
 	for _, id := range append([]string(nil), ns.Timers...) {
 		if timerKind(ns, id) == model.TimerRetry {
-			r.dropTimer(ns, id)
+			s.dropTimer(ns, id)
 		}
 	}
 	msg := fmt.Sprintf("the node's timeout of %s passed before its plugins were through", n.Timeout)
 	var data json.RawMessage
 	if ns.WaitingFor != "retry" && ns.Chain.RunID != "" {
-		now := r.now
-		r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: &model.PluginRun{ID: ns.Chain.RunID, Status: model.RunTimedOut,
+		now := s.now
+		s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: &model.PluginRun{ID: ns.Chain.RunID, Status: model.RunTimedOut,
 			Error: msg, EndedAt: &now}, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}, Close: true})
-		r.history("plugin.timed_out", ns.NodeID, "", msg, map[string]any{"run_id": ns.Chain.RunID})
+		s.history("plugin.timed_out", ns.NodeID, "", msg, map[string]any{"run_id": ns.Chain.RunID})
 		data, _ = json.Marshal(map[string]any{"run_id": ns.Chain.RunID})
 	}
-	return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginTimeout, NodeID: ns.NodeID, Message: msg, Data: data})
+	return s.nodeFailure(&model.NodeFailure{Code: model.NodeErrPluginTimeout, NodeID: ns.NodeID, Message: msg, Data: data})
 }
 
 // closeAbandonedRun closes the run a visit's plugin chain waits for when the visit ends some other way
 // (terminate, withdraw, jump, return, a caught error): it is cancelled, and a result for it is refused.
-func (r *run) closeAbandonedRun(ns *model.NodeState) {
+func (s *step) closeAbandonedRun(ns *model.NodeVisit) {
 	if ns.Chain == nil || ns.Chain.RunID == "" || ns.WaitingFor == "retry" {
 		return
 	}
-	for _, u := range r.w.RunUpdates {
+	for _, u := range s.w.RunUpdates {
 		if u.Run.ID == ns.Chain.RunID {
 			return // its result (or its timeout) is recorded in this step
 		}
 	}
-	now := r.now
-	r.w.RunUpdates = append(r.w.RunUpdates, model.RunUpdate{Run: &model.PluginRun{ID: ns.Chain.RunID, Status: model.RunCancelled,
+	now := s.now
+	s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: &model.PluginRun{ID: ns.Chain.RunID, Status: model.RunCancelled,
 		Error: "its node visit ended before it", EndedAt: &now}, From: []string{model.RunQueued, model.RunRunning, model.RunWaiting}, Close: true})
-}
-
-// ResultRequest is the body of POST /plugin-runs/{id}/result.
-type ResultRequest struct {
-	Status string          `json:"status"`
-	Data   json.RawMessage `json:"data"`
 }
 
 // AsyncResult finishes a plugin run that replied {"async": true}. The caller is an admin or holds the signed
 // result token. 404 unknown run, 409 not waiting for a result.
-func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID, token string, req ResultRequest) (*model.PluginRun, error) {
-	if req.Status != model.RunSucceeded && req.Status != model.RunFailed {
+func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID, token, status string, data json.RawMessage) (*model.PluginRun, error) {
+	if status != model.RunSucceeded && status != model.RunFailed {
 		return nil, model.CodedError(model.EINVALID, "invalid_status", "status must be succeeded or failed")
 	}
-	data := json.RawMessage(strings.TrimSpace(string(req.Data)))
+	data = json.RawMessage(strings.TrimSpace(string(data)))
 	if len(data) > 0 && string(data) != "null" && data[0] != '{' {
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
 	}
@@ -322,7 +317,7 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		(d.Type != gjson.String || (d.Str != "" && d.Str != "approve" && d.Str != "reject")) {
 		return nil, model.CodedError(model.EINVALID, "invalid_decision", `decision must be "approve", "reject" or empty, not %s`, d.Raw)
 	}
-	if !e.CheckResultToken(runID, token) && !actor.IsAdmin() {
+	if !e.checkResultToken(runID, token) && !actor.IsAdmin() {
 		if actor == nil {
 			return nil, model.CodedError(model.EUNAUTHORIZED, "invalid_result_token", "the result token is missing or wrong")
 		}
@@ -340,8 +335,8 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 		return nil, errRunClosed(runID, "it is "+run.Status+", not waiting for a result").(*model.Error).WithDetails(map[string]any{"status": run.Status})
 	}
 	now := e.clock.Now().UTC()
-	out := PluginOutcome{Status: req.Status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
-	if req.Status == model.RunSucceeded {
+	out := pluginOutcome{Status: status, Ended: &now, From: []string{model.RunWaiting}, Stdout: run.Stdout, Stderr: run.Stderr, ExitCode: run.ExitCode}
+	if status == model.RunSucceeded {
 		var ctxPatch struct {
 			Context  json.RawMessage `json:"context"`
 			Decision string          `json:"decision"`
@@ -371,8 +366,8 @@ func (e *Engine) AsyncResult(ctx context.Context, actor *model.Principal, runID,
 	return e.store.GetRun(ctx, tenant, runID)
 }
 
-// PhaseEvent is the phase of a plugin run for an event subscription.
-const PhaseEvent = "event"
+// phaseEvent is the phase of a plugin run for an event subscription.
+const phaseEvent = "event"
 
 // EventPluginStore is what EventPlugins keeps: plugin versions to look up and the runs it queues.
 type EventPluginStore interface {
@@ -405,12 +400,12 @@ func (q *EventPlugins) QueueEventPlugin(ctx context.Context, tenant, name, insta
 		return "", err
 	}
 	id := "event-" + uuid.Must(uuid.NewV7()).String()
-	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": instanceID, "node_id": "", "phase": PhaseEvent,
+	input, err := json.Marshal(map[string]any{"run_id": id, "instance_id": instanceID, "node_id": "", "phase": phaseEvent,
 		"context": event, "node": nil, "callback_url": ""})
 	if err != nil {
 		return "", err
 	}
-	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: PhaseEvent, Input: input}
+	run := &model.PluginRun{ID: id, TenantID: tenant, Plugin: p.Name, Version: p.Version, InstanceID: instanceID, Phase: phaseEvent, Input: input}
 	if err := q.store.CreatePluginRun(ctx, run); err != nil {
 		return "", err
 	}

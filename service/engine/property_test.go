@@ -142,7 +142,7 @@ func TestJoinProperties(t *testing.T) {
 	h := newHarness(t, s)
 	h.users(append([]string{"starter"}, propUsers...)...)
 	rnd := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	outcomes := map[string]int{}
+	outcomes := map[model.InstanceStatus]int{}
 	for i := 0; i < runs; i++ {
 		g := &structGen{rnd: rnd}
 		def := g.definition()

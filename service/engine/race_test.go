@@ -2,14 +2,12 @@ package engine_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -56,7 +54,7 @@ func TestRaceOnOneTask(t *testing.T) {
 			t.Fatalf("%d of 50 racing approvals succeeded, want exactly 1", ok)
 		}
 		h.wantStatus(id, model.StatusCompleted)
-		h.wantTasks(id, "n", map[string]string{"bob": A})
+		h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A})
 		if n := h.rows("history", "instance_id = ? AND action = ?", id, "task.approved"); n != 1 {
 			t.Fatalf("%d task.approved history rows, want 1", n)
 		}
@@ -72,7 +70,7 @@ func twoEngines(t *testing.T, dialect string) (*harness, *harness) {
 	t.Helper()
 	u := storetest.URL(t, dialect)
 	open := func() *store.Store {
-		s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: testkit.Quiet()})
 		if err != nil {
 			t.Fatalf("open %s: %v", dialect, err)
 		}
@@ -118,7 +116,7 @@ func TestRaceTwoEnginesOneDatabase(t *testing.T) {
 			}
 			for _, id := range ids {
 				h1.wantStatus(id, model.StatusCompleted)
-				h1.wantTasks(id, "n", map[string]string{"bob": A, "carol": A})
+				h1.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A, "carol": A})
 				for _, c := range []struct {
 					action, node string
 					want         int
@@ -128,7 +126,7 @@ func TestRaceTwoEnginesOneDatabase(t *testing.T) {
 					}
 				}
 				inst, _ := h1.get(id)
-				if g := inst.State.Nodes["n"].Groups[0]; g.Approved != 2 || g.Outcome != model.TaskApproved {
+				if g := inst.State.Nodes["n"].Groups[0]; g.Approved != 2 || g.Outcome != model.OutcomeApproved {
 					t.Fatalf("tally %+v", g)
 				}
 			}
@@ -156,7 +154,7 @@ func TestNoPoolDeadlock(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			u := storetest.URL(t, d)
 			s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), MaxOpenConns: 2,
-				Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+				Logger: testkit.Quiet()})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +185,7 @@ func TestNoPoolDeadlock(t *testing.T) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					_, err := h.eng.Approve(ctx, as("bob"), tk, engine.DecideRequest{})
+					_, err := h.eng.Approve(ctx, as("bob"), tk, "", nil)
 					errs <- err
 				}()
 			}
@@ -199,8 +197,8 @@ func TestNoPoolDeadlock(t *testing.T) {
 				}
 			}
 			for _, id := range ids {
-				h.wantNodes(id, map[string]string{"a": "completed", "b": "active"})
-				h.wantTasks(id, "b", map[string]string{"erin": P, "boss": P})
+				h.wantNodes(id, map[string]model.NodeState{"a": "completed", "b": "active"})
+				h.wantTasks(id, "b", map[string]model.TaskStatus{"erin": P, "boss": P})
 				// The step ran again once the directory was read: its effects are there once.
 				if n := h.rows("cc", "instance_id = ? AND username = ?", id, "erin"); n != 1 || h.count(id, "cc.unresolved", "") != 0 ||
 					h.count(id, "node.activated", "b") != 1 || h.count(id, "task.approved", "a") != 1 {

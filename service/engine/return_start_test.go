@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -24,7 +23,7 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 			t.Fatal(err)
 		}
 		targets := func(taskID string) []string {
-			ts, err := h.eng.ReturnTargets(h.ctx, as("bob"), taskID)
+			ts, _, err := h.eng.ReturnTargets(h.ctx, as("bob"), taskID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -42,10 +41,10 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 			if got := targets(tk.ID); len(got) != 1 || got[0] != "start" {
 				t.Fatalf("targets %v", got)
 			}
-			if _, err := h.eng.Return(h.ctx, as("bob"), tk.ID, engine.MoveRequest{To: "start"}); err != nil {
+			if _, err := h.eng.Return(h.ctx, as("bob"), tk.ID, "start", ""); err != nil {
 				t.Fatal(err)
 			}
-			h.wantTasks(id, "start", map[string]string{"ann": "pending"})
+			h.wantTasks(id, "start", map[string]model.TaskStatus{"ann": "pending"})
 		})
 
 		for _, initiator := range []string{model.InitiatorCron, model.InitiatorAnonymous, "token:erp", "api:push/task", "cron", "anonymous"} {
@@ -60,13 +59,13 @@ func TestReturnToStartNeedsAPerson(t *testing.T) {
 					t.Fatalf("targets %v, want none", got)
 				}
 				before, _ := h.get(v.ID)
-				_, err = h.eng.Return(h.ctx, as("bob"), tk.ID, engine.MoveRequest{To: "start"})
+				_, err = h.eng.Return(h.ctx, as("bob"), tk.ID, "start", "")
 				wantErr(t, err, model.EUNPROCESSABLE, "no_initiator")
 				after, _ := h.get(v.ID)
 				if after.Rev != before.Rev {
 					t.Fatal("a refused return changed the instance")
 				}
-				h.wantTasks(v.ID, "lead", map[string]string{"bob": "pending"})
+				h.wantTasks(v.ID, "lead", map[string]model.TaskStatus{"bob": "pending"})
 			})
 		}
 	})

@@ -1,29 +1,26 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
-	"github.com/tidwall/gjson"
-
 	"github.com/halley-bpm/halley/model"
 )
 
 // startApproval resolves the approvers of an approval node and opens its tasks.
-func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
-	groups, err := r.resolveGroups(n)
+func (s *step) startApproval(n *model.Node, ns *model.NodeVisit) error {
+	groups, err := s.resolveGroups(n)
 	if errors.Is(err, errNeedRead) {
 		return err
 	}
 	if err != nil {
-		return r.nodeError(n.ID, model.NodeErrNoApprover, err.Error())
+		return s.nodeError(n.ID, model.NodeErrNoApprover, err.Error())
 	}
 	// Approvers who are no user, or a disabled one, are dropped (each noted in the history).
 	for g, users := range groups {
-		kept, err := r.presentUsers(n.ID, users)
+		kept, err := s.presentUsers(n.ID, users)
 		if err != nil {
 			return err
 		}
@@ -32,220 +29,43 @@ func (r *run) startApproval(n *model.Node, ns *model.NodeState) error {
 			if len(groups) > 1 {
 				what = fmt.Sprintf("approver of signer group %d", g+1)
 			}
-			return r.nodeFailure(&model.NodeFailure{Code: model.NodeErrNoApprover, NodeID: n.ID,
+			return s.nodeFailure(&model.NodeFailure{Code: model.NodeErrNoApprover, NodeID: n.ID,
 				Message: fmt.Sprintf("no %s of node %q exists and is enabled (dropped: %s)", what, n.ID, strings.Join(users, ", ")),
 				Data:    mustJSON(map[string]any{"dropped": users})})
 		}
 		groups[g] = kept
 	}
-	mode := r.groupMode(n)
+	mode := s.groupMode(n)
 	ns.Groups = make([]model.SignTally, len(groups))
 	for g, users := range groups {
 		ns.Groups[g].Total = len(users)
 		for pos, u := range users {
-			st := model.TaskPending
+			m := model.MoveOpen
 			if mode == model.SignSequential && pos > 0 {
-				st = model.TaskWaiting
+				m = model.MoveQueue // not yet their turn
 			}
-			r.newTask(n, ns, u, st, model.TaskKindApproval, g, pos, "")
+			if _, err := s.newTask(n, ns, u, m, model.TaskKindApproval, g, pos, ""); err != nil {
+				return err
+			}
 		}
 	}
 	if n.Timeout > 0 {
-		r.armTimer(ns, model.TimerApprovalTimeout, r.now.Add(n.Timeout.Std()), nil)
+		s.armTimer(ns, model.TimerApprovalTimeout, s.now.Add(n.Timeout.Std()), nil)
 	}
 	return nil
 }
 
 // groupMode is how each signer group decides: group_sign with parallel sign, else sign.
-func (r *run) groupMode(n *model.Node) string {
+func (s *step) groupMode(n *model.Node) string {
 	if n.Approvers.HasGroups() {
 		return n.GroupSignMode()
 	}
 	return n.SignMode()
 }
 
-func (r *run) newTask(n *model.Node, ns *model.NodeState, assignee, status, kind string, group, pos int, parent string) *model.Task {
-	t := &model.Task{ID: r.nextID("t"), TenantID: r.inst.TenantID, InstanceID: r.inst.ID, NodeID: n.ID, NodeName: n.Label(),
-		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
-		CreatedAt: r.now, Title: r.inst.Title, Template: r.inst.Template, Initiator: r.inst.Initiator}
-	r.w.NewTasks = append(r.w.NewTasks, t)
-	r.w.Tasks = append(r.w.Tasks, t)
-	r.history("task.created", n.ID, t.ID, "", map[string]any{"assignee": assignee, "status": status, "kind": kind})
-	if status == model.TaskPending {
-		r.event("task.created", n.ID, t)
-	}
-	return t
-}
-
-// resolveGroups returns the signer groups of an approval node (one group unless it uses parallel sign).
-func (r *run) resolveGroups(n *model.Node) ([][]string, error) {
-	a := n.Approvers
-	var groups [][]string
-	switch {
-	case len(a.Groups) > 0:
-		for _, g := range a.Groups {
-			groups = append(groups, dedupe(g))
-		}
-	case a.GroupsContext != "":
-		v := r.contextValue(a.GroupsContext)
-		if !v.IsArray() {
-			return nil, fmt.Errorf("groups_context %q does not name an array of groups in the context", a.GroupsContext)
-		}
-		for _, g := range v.Array() {
-			users, err := usersOf(g)
-			if err != nil {
-				return nil, fmt.Errorf("groups_context %q: %v", a.GroupsContext, err)
-			}
-			groups = append(groups, dedupe(users))
-		}
-	default:
-		users, err := r.resolveUsers(a)
-		if err != nil {
-			return nil, err
-		}
-		groups = [][]string{users}
-	}
-	for i, g := range groups {
-		if len(g) == 0 {
-			return nil, fmt.Errorf("signer group %d of node %q is empty", i+1, n.ID)
-		}
-	}
-	if len(groups) == 0 {
-		return nil, fmt.Errorf("no approver could be resolved for node %q", n.ID)
-	}
-	return groups, nil
-}
-
-// resolveUsers resolves users, roles, a context path and a relation to a list of usernames, in that order,
-// without duplicates.
-func (r *run) resolveUsers(a model.Approvers) ([]string, error) {
-	users := append([]string{}, a.Users...)
-	for _, role := range a.Roles {
-		us, err := r.usersWithRole(role)
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, us...)
-	}
-	if a.Context != "" {
-		v := r.contextValue(a.Context)
-		if !v.Exists() {
-			return nil, fmt.Errorf("approvers context path %q is not in the instance context", a.Context)
-		}
-		us, err := usersOf(v)
-		if err != nil {
-			return nil, fmt.Errorf("approvers context path %q: %v", a.Context, err)
-		}
-		users = append(users, us...)
-	}
-	switch a.Relation {
-	case "":
-	case model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader:
-		u, err := r.getUser(r.inst.Initiator)
-		if errors.Is(err, errNeedRead) {
-			return nil, err
-		}
-		if err != nil {
-			return nil, fmt.Errorf("relation %s: the initiator %q is not a user", a.Relation, r.inst.Initiator)
-		}
-		if a.Relation == model.RelationInitiatorManager {
-			if u.Manager == "" {
-				return nil, fmt.Errorf("relation %s: %q has no manager", a.Relation, u.Username)
-			}
-			users = append(users, u.Manager)
-			break
-		}
-		if u.Department == "" {
-			return nil, fmt.Errorf("relation %s: %q has no department", a.Relation, u.Username)
-		}
-		d, err := r.getDepartment(u.Department)
-		if errors.Is(err, errNeedRead) {
-			return nil, err
-		}
-		if err != nil || d.Leader == "" {
-			return nil, fmt.Errorf("relation %s: department %q has no leader", a.Relation, u.Department)
-		}
-		users = append(users, d.Leader)
-	default:
-		return nil, fmt.Errorf("unknown relation %q", a.Relation)
-	}
-	users = dedupe(users)
-	if len(users) == 0 {
-		// Say what was tried: "roles are all empty" would be wrong when a role simply has no holder.
-		var tried []string
-		if len(a.Roles) > 0 {
-			tried = append(tried, fmt.Sprintf("roles %s have no users", strings.Join(a.Roles, ", ")))
-		}
-		if a.Context != "" {
-			tried = append(tried, fmt.Sprintf("context path %q names nobody", a.Context))
-		}
-		if len(tried) == 0 {
-			tried = append(tried, "users, roles, context and relation are all empty")
-		}
-		return nil, fmt.Errorf("no approver could be resolved: %s", strings.Join(tried, "; "))
-	}
-	return users, nil
-}
-
-// usersWithRole, getUser and getDepartment ask the directory through r.read: never inside the transaction.
-func (r *run) usersWithRole(role string) ([]string, error) {
-	tenant := r.inst.TenantID
-	v, err := r.read("role\x00"+role, func(ctx context.Context) (any, error) { return r.e.dir.UsersWithRole(ctx, tenant, role) })
-	us, _ := v.([]string)
-	return us, err
-}
-
-func (r *run) getUser(name string) (*model.User, error) {
-	tenant := r.inst.TenantID
-	v, err := r.read("user\x00"+name, func(ctx context.Context) (any, error) { return r.e.dir.GetUser(ctx, tenant, name) })
-	u, _ := v.(*model.User)
-	if err == nil && u == nil {
-		err = model.Errorf(model.ENOTFOUND, "user %q not found", name)
-	}
-	return u, err
-}
-
-func (r *run) getDepartment(name string) (*model.Department, error) {
-	tenant := r.inst.TenantID
-	v, err := r.read("department\x00"+name, func(ctx context.Context) (any, error) { return r.e.dir.GetDepartment(ctx, tenant, name) })
-	d, _ := v.(*model.Department)
-	if err == nil && d == nil {
-		err = model.Errorf(model.ENOTFOUND, "department %q not found", name)
-	}
-	return d, err
-}
-
-func usersOf(v gjson.Result) ([]string, error) {
-	switch {
-	case v.Type == gjson.String && v.Str != "":
-		return []string{v.Str}, nil
-	case v.IsArray():
-		var out []string
-		for _, x := range v.Array() {
-			if x.Type != gjson.String || x.Str == "" {
-				return nil, fmt.Errorf("expected usernames, found %s", x.Raw)
-			}
-			out = append(out, x.Str)
-		}
-		return out, nil
-	}
-	return nil, fmt.Errorf("expected a username or a list of usernames, found %s", v.Raw)
-}
-
-func dedupe(in []string) []string {
-	out := make([]string, 0, len(in))
-	for _, s := range in {
-		s = strings.TrimSpace(s)
-		if s != "" && !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	return out
-}
-
 // task returns an open task of the instance by id, or nil.
-func (r *run) task(id string) *model.Task {
-	for _, t := range r.w.Tasks {
+func (s *step) task(id string) *model.Task {
+	for _, t := range s.w.Tasks {
 		if t.ID == id {
 			return t
 		}
@@ -253,21 +73,12 @@ func (r *run) task(id string) *model.Task {
 	return nil
 }
 
-func (r *run) changed(t *model.Task) { r.w.ChangedTasks[t.ID] = t }
-
-func (r *run) close(t *model.Task, status, comment string) {
-	now := r.now
-	t.Status, t.DecidedAt = status, &now
-	if comment != "" || status != model.TaskCancelled {
-		t.Comment = comment
-	}
-	r.changed(t)
-}
+func (s *step) changed(t *model.Task) { s.w.ChangedTasks[t.ID] = t }
 
 // openTasks returns the open tasks of a node visit matching pred (nil = all).
-func (r *run) openTasks(nodeInstanceID string, pred func(*model.Task) bool) []*model.Task {
+func (s *step) openTasks(nodeInstanceID string, pred func(*model.Task) bool) []*model.Task {
 	var out []*model.Task
-	for _, t := range r.w.Tasks {
+	for _, t := range s.w.Tasks {
 		if t.NodeInstanceID == nodeInstanceID && t.Open() && (pred == nil || pred(t)) {
 			out = append(out, t)
 		}
@@ -275,22 +86,38 @@ func (r *run) openTasks(nodeInstanceID string, pred func(*model.Task) bool) []*m
 	return out
 }
 
-func (r *run) cancelNodeTasks(nodeInstanceID, reason string) {
-	for _, t := range r.openTasks(nodeInstanceID, nil) {
-		r.close(t, model.TaskCancelled, reason)
-	}
+// cancelNodeTasks cancels the open tasks of a node visit.
+func (s *step) cancelNodeTasks(nodeInstanceID, reason string) error {
+	return s.cancelTasks(s.openTasks(nodeInstanceID, nil), reason)
 }
 
-func (r *run) cancelAllTasks(reason string) {
-	for _, t := range r.w.Tasks {
-		if t.Open() {
-			r.close(t, model.TaskCancelled, reason)
+// cancelAllTasks cancels every open task of the instance.
+func (s *step) cancelAllTasks(reason string) error {
+	return s.cancelOpen(func(*model.Task) bool { return true }, reason)
+}
+
+// cancelOpen cancels the open tasks of the instance matching pred.
+func (s *step) cancelOpen(pred func(*model.Task) bool, reason string) error {
+	var ts []*model.Task
+	for _, t := range s.w.Tasks {
+		if t.Open() && pred(t) {
+			ts = append(ts, t)
 		}
 	}
+	return s.cancelTasks(ts, reason)
 }
 
-// Decision is what a signer decides.
-type Decision struct {
+func (s *step) cancelTasks(ts []*model.Task, reason string) error {
+	for _, t := range ts {
+		if err := s.moveTask(t, model.MoveCancel, reason); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// decision is what a signer decides.
+type decision struct {
 	Approve bool
 	Comment string
 	Data    []byte
@@ -299,22 +126,24 @@ type Decision struct {
 }
 
 // decide applies a signer's decision to a pending task and advances the instance.
-func (r *run) decide(t *model.Task, d Decision) error {
-	ns := r.node(t.NodeID)
+func (s *step) decide(t *model.Task, d decision) error {
+	ns := s.node(t.NodeID)
 	if ns == nil || ns.NodeInstanceID != t.NodeInstanceID || !ns.Active() {
 		return model.CodedError(model.ECONFLICT, "task_not_open", "task %s belongs to a node visit that is over", t.ID)
 	}
 	if d.Approve && len(d.Data) > 0 {
-		if err := r.applyDecisionData(t, d.Data); err != nil {
+		if err := s.applyDecisionData(t, d.Data); err != nil {
 			return err
 		}
 		t.Data = d.Data
 	}
-	status, action := model.TaskRejected, "task.rejected"
+	m, action := model.MoveReject, "task.rejected"
 	if d.Approve {
-		status, action = model.TaskApproved, "task.approved"
+		m, action = model.MoveApprove, "task.approved"
 	}
-	r.close(t, status, d.Comment)
+	if err := s.moveTask(t, m, d.Comment); err != nil {
+		return err
+	}
 	if d.By != t.Assignee {
 		t.DecidedBy = d.By
 	}
@@ -322,61 +151,60 @@ func (r *run) decide(t *model.Task, d Decision) error {
 	if t.DecidedBy != "" {
 		data["on_behalf_of"] = t.Assignee
 	}
-	r.history(action, t.NodeID, t.ID, d.Comment, data)
-	r.event("task.decided", t.NodeID, t)
+	s.history(action, t.NodeID, t.ID, d.Comment, data)
+	s.event("task.decided", t.NodeID, t)
 
 	if t.Kind == model.TaskKindResubmit {
-		return r.resubmitted(t, d)
+		return s.resubmitted(t, d)
 	}
 	switch t.Kind {
 	case model.TaskKindSignBefore:
-		parent := r.task(t.ParentID)
+		parent := s.task(t.ParentID)
 		if parent == nil {
 			return nil
 		}
 		if !d.Approve {
-			r.close(parent, model.TaskCancelled, "rejected by an add-sign signer")
-			return r.credit(parent, false)
+			if err := s.moveTask(parent, model.MoveCancel, "rejected by an add-sign signer"); err != nil {
+				return err
+			}
+			return s.credit(parent, false)
 		}
-		if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == parent.ID && x.Kind == model.TaskKindSignBefore })) == 0 {
-			parent.Status = model.TaskPending
-			r.changed(parent)
-			r.history("task.resumed", parent.NodeID, parent.ID, "add-sign signers approved", nil)
+		if len(s.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == parent.ID && x.Kind == model.TaskKindSignBefore })) == 0 {
+			if err := s.moveTask(parent, model.MoveRelease, ""); err != nil {
+				return err
+			}
+			s.history("task.resumed", parent.NodeID, parent.ID, "add-sign signers approved", nil)
 		}
 		return nil
 	case model.TaskKindSignAfter:
 		parent := &model.Task{ID: t.ParentID, NodeID: t.NodeID, NodeInstanceID: t.NodeInstanceID, Group: t.Group, Kind: model.TaskKindApproval}
 		if !d.Approve {
-			r.cancelOpen(func(x *model.Task) bool { return x.ParentID == t.ParentID })
-			return r.credit(parent, false)
+			if err := s.cancelOpen(func(x *model.Task) bool { return x.ParentID == t.ParentID }, ""); err != nil {
+				return err
+			}
+			return s.credit(parent, false)
 		}
-		if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == t.ParentID })) == 0 {
-			return r.credit(parent, true)
+		if len(s.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.ParentID == t.ParentID })) == 0 {
+			return s.credit(parent, true)
 		}
 		return nil
 	}
 	if d.Approve && len(t.AfterSigners) > 0 {
-		n := r.c.Def.Node(t.NodeID)
+		n := s.c.Def.Node(t.NodeID)
 		for _, u := range t.AfterSigners {
-			r.newTask(n, ns, u, model.TaskPending, model.TaskKindSignAfter, t.Group, t.Position, t.ID)
+			if _, err := s.newTask(n, ns, u, model.MoveOpen, model.TaskKindSignAfter, t.Group, t.Position, t.ID); err != nil {
+				return err
+			}
 		}
 		return nil
 	}
-	return r.credit(t, d.Approve)
-}
-
-func (r *run) cancelOpen(pred func(*model.Task) bool) {
-	for _, x := range r.w.Tasks {
-		if x.Open() && pred(x) {
-			r.close(x, model.TaskCancelled, "")
-		}
-	}
+	return s.credit(t, d.Approve)
 }
 
 // credit counts a signer's final decision in its group and decides the group and the node when they are decided.
-func (r *run) credit(t *model.Task, approved bool) error {
-	ns := r.node(t.NodeID)
-	n := r.c.Def.Node(t.NodeID)
+func (s *step) credit(t *model.Task, approved bool) error {
+	ns := s.node(t.NodeID)
+	n := s.c.Def.Node(t.NodeID)
 	if t.Group >= len(ns.Groups) {
 		return fmt.Errorf("engine: task %s has group %d but node %s has %d", t.ID, t.Group, n.ID, len(ns.Groups))
 	}
@@ -386,95 +214,103 @@ func (r *run) credit(t *model.Task, approved bool) error {
 	} else {
 		g.Rejected++
 	}
-	mode := r.groupMode(n)
+	mode := s.groupMode(n)
 	g.Outcome = outcome(mode, n.PassRatio, *g)
 	inGroup := func(x *model.Task) bool { return x.Group == t.Group }
 	switch g.Outcome {
-	case "":
+	case model.OutcomeUndecided:
 		if mode == model.SignSequential && approved {
-			r.promoteNext(ns.NodeInstanceID, t.Group)
+			return s.promoteNext(ns.NodeInstanceID, t.Group)
 		}
 		return nil
-	case model.TaskRejected:
-		return r.reject(n.ID, "rejected")
+	case model.OutcomeRejected:
+		return s.reject(n.ID, "rejected")
 	}
-	for _, x := range r.openTasks(ns.NodeInstanceID, inGroup) {
-		r.close(x, model.TaskCancelled, "the signer group is decided")
+	if err := s.cancelTasks(s.openTasks(ns.NodeInstanceID, inGroup), "the signer group is decided"); err != nil {
+		return err
 	}
 	for _, og := range ns.Groups {
-		if og.Outcome != model.TaskApproved {
+		if og.Outcome != model.OutcomeApproved {
 			return nil
 		}
 	}
-	return r.complete(n.ID)
+	return s.complete(n.ID)
 }
 
 // promoteNext makes the next waiting signer of a sequential group pending.
-func (r *run) promoteNext(nodeInstanceID string, group int) {
+func (s *step) promoteNext(nodeInstanceID string, group int) error {
 	var next *model.Task
-	for _, x := range r.openTasks(nodeInstanceID, func(x *model.Task) bool {
+	for _, x := range s.openTasks(nodeInstanceID, func(x *model.Task) bool {
 		return x.Group == group && x.Status == model.TaskWaiting && x.Kind == model.TaskKindApproval
 	}) {
 		if next == nil || x.Position < next.Position {
 			next = x
 		}
 	}
-	if next != nil {
-		next.Status = model.TaskPending
-		r.changed(next)
-		r.history("task.pending", next.NodeID, next.ID, "", map[string]any{"assignee": next.Assignee})
-		r.event("task.created", next.NodeID, next)
+	if next == nil {
+		return nil
 	}
+	if err := s.moveTask(next, model.MoveRelease, ""); err != nil {
+		return err
+	}
+	s.history("task.pending", next.NodeID, next.ID, "", map[string]any{"assignee": next.Assignee})
+	s.event("task.created", next.NodeID, next)
+	return nil
 }
 
 // outcome decides a signer group from its tally: "" (undecided), approved or rejected.
-func outcome(mode string, ratio float64, g model.SignTally) string {
+func outcome(mode string, ratio float64, g model.SignTally) model.Outcome {
 	const eps = 1e-9
 	switch mode {
 	case model.SignOr:
 		if g.Approved > 0 {
-			return model.TaskApproved
+			return model.OutcomeApproved
 		}
 		if g.Rejected > 0 || g.Total == 0 {
-			return model.TaskRejected
+			return model.OutcomeRejected
 		}
 	case model.SignVote:
 		if g.Total == 0 {
-			return model.TaskRejected
+			return model.OutcomeRejected
 		}
 		if float64(g.Approved)/float64(g.Total) >= ratio-eps {
-			return model.TaskApproved
+			return model.OutcomeApproved
 		}
 		if float64(g.Total-g.Rejected)/float64(g.Total) < ratio-eps {
-			return model.TaskRejected
+			return model.OutcomeRejected
 		}
 	default: // all, sequential
 		if g.Rejected > 0 {
-			return model.TaskRejected
+			return model.OutcomeRejected
 		}
 		if g.Approved >= g.Total {
-			return model.TaskApproved
+			return model.OutcomeApproved
 		}
 	}
-	return ""
+	return model.OutcomeUndecided
 }
 
 // transfer hands a pending task to another user (转签).
-func (r *run) transfer(t *model.Task, to, comment, by string) (*model.Task, error) {
+func (s *step) transfer(t *model.Task, to, comment, by string) (*model.Task, error) {
 	if to == t.Assignee {
 		return nil, model.CodedError(model.EUNPROCESSABLE, "same_assignee", "the task is already assigned to %q", to)
 	}
-	if err := r.checkNewSigner(t, to); err != nil {
+	if err := s.checkNewSigner(t, to); err != nil {
 		return nil, err
 	}
-	r.close(t, model.TaskTransferred, comment)
+	if err := s.moveTask(t, model.MoveTransfer, comment); err != nil {
+		return nil, err
+	}
 	if by != t.Assignee {
 		t.DecidedBy = by
 	}
-	n := r.c.Def.Node(t.NodeID)
-	nt := r.newTask(n, r.node(t.NodeID), to, model.TaskPending, t.Kind, t.Group, t.Position, t.ParentID)
+	n := s.c.Def.Node(t.NodeID)
+	nt, err := s.newTask(n, s.node(t.NodeID), to, model.MoveOpen, t.Kind, t.Group, t.Position, t.ParentID)
+	if err != nil {
+		return nil, err
+	}
 	nt.AfterSigners = t.AfterSigners
-	r.history("task.transferred", t.NodeID, t.ID, comment, map[string]any{"from": t.Assignee, "to": to, "new_task_id": nt.ID})
+	s.history("task.transferred", t.NodeID, t.ID, comment, map[string]any{"from": t.Assignee, "to": to, "new_task_id": nt.ID})
 	return nt, nil
 }
 
@@ -482,8 +318,8 @@ func (r *run) transfer(t *model.Task, to, comment, by string) (*model.Task, erro
 // one place that decides who may newly sign in a node. Nobody signs twice in one node. The definition's approval
 // rules belong here as well: with options.self_approval other than "allow" (approval-rules issue), handing the
 // task to the initiator is 422 self_approval.
-func (r *run) checkNewSigner(t *model.Task, u string) error {
-	if len(r.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == u })) > 0 || slices.Contains(t.AfterSigners, u) {
+func (s *step) checkNewSigner(t *model.Task, u string) error {
+	if len(s.openTasks(t.NodeInstanceID, func(x *model.Task) bool { return x.Assignee == u })) > 0 || slices.Contains(t.AfterSigners, u) {
 		return model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already signs in this node", u)
 	}
 	return nil
@@ -491,62 +327,71 @@ func (r *run) checkNewSigner(t *model.Task, u string) error {
 
 // Add-sign positions.
 const (
-	SignBefore   = "before"
-	SignAfter    = "after"
-	SignParallel = "parallel"
+	signBefore   = "before"
+	signAfter    = "after"
+	signParallel = "parallel"
 )
 
 // addSign adds signers to a pending task (加签).
-func (r *run) addSign(t *model.Task, users []string, position, comment string) ([]*model.Task, error) {
-	ns := r.node(t.NodeID)
-	n := r.c.Def.Node(t.NodeID)
+func (s *step) addSign(t *model.Task, users []string, position, comment string) ([]*model.Task, error) {
+	ns := s.node(t.NodeID)
+	n := s.c.Def.Node(t.NodeID)
 	for _, u := range users {
 		if u == t.Assignee {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "already_signer", "%q already signs in this node", u)
 		}
-		if err := r.checkNewSigner(t, u); err != nil {
+		if err := s.checkNewSigner(t, u); err != nil {
 			return nil, err
 		}
 	}
 	var created []*model.Task
 	switch position {
-	case SignBefore:
+	case signBefore:
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign before is only possible on a signer's own task")
 		}
-		t.Status = model.TaskWaiting
-		r.changed(t)
-		for _, u := range users {
-			created = append(created, r.newTask(n, ns, u, model.TaskPending, model.TaskKindSignBefore, t.Group, t.Position, t.ID))
+		if err := s.moveTask(t, model.MoveHold, ""); err != nil {
+			return nil, err
 		}
-	case SignAfter:
+		for _, u := range users {
+			nt, err := s.newTask(n, ns, u, model.MoveOpen, model.TaskKindSignBefore, t.Group, t.Position, t.ID)
+			if err != nil {
+				return nil, err
+			}
+			created = append(created, nt)
+		}
+	case signAfter:
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign after is only possible on a signer's own task")
 		}
 		t.AfterSigners = append(t.AfterSigners, users...)
-		r.changed(t)
-	case SignParallel:
+		s.changed(t)
+	case signParallel:
 		if t.Kind != model.TaskKindApproval {
 			return nil, model.CodedError(model.EUNPROCESSABLE, "invalid_position", "add-sign parallel is only possible on a signer's own task")
 		}
-		mode := r.groupMode(n)
+		mode := s.groupMode(n)
 		last := 0
-		for _, x := range r.w.Tasks {
+		for _, x := range s.w.Tasks {
 			if x.NodeInstanceID == t.NodeInstanceID && x.Group == t.Group && x.Position > last {
 				last = x.Position
 			}
 		}
 		for i, u := range users {
-			st := model.TaskPending
+			m := model.MoveOpen
 			if mode == model.SignSequential {
-				st = model.TaskWaiting
+				m = model.MoveQueue
 			}
-			created = append(created, r.newTask(n, ns, u, st, model.TaskKindApproval, t.Group, last+1+i, ""))
+			nt, err := s.newTask(n, ns, u, m, model.TaskKindApproval, t.Group, last+1+i, "")
+			if err != nil {
+				return nil, err
+			}
+			created = append(created, nt)
 		}
 		ns.Groups[t.Group].Total += len(users)
 	default:
 		return nil, model.CodedError(model.EINVALID, "invalid_position", "position must be before, after or parallel")
 	}
-	r.history("task.add_sign", t.NodeID, t.ID, comment, map[string]any{"users": users, "position": position})
+	s.history("task.add_sign", t.NodeID, t.ID, comment, map[string]any{"users": users, "position": position})
 	return created, nil
 }

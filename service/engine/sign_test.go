@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -30,8 +29,8 @@ const (
 type step struct {
 	user    string
 	approve bool
-	tasks   map[string]string // assignee → status of their task after the step
-	node    string            // node state after the step
+	tasks   map[string]model.TaskStatus // assignee → status of their task after the step
+	node    model.NodeState             // node state after the step
 }
 
 func TestSignModes(t *testing.T) {
@@ -40,87 +39,87 @@ func TestSignModes(t *testing.T) {
 		name   string
 		node   string
 		ctx    string
-		before map[string]string // tasks right after the start
+		before map[string]model.TaskStatus // tasks right after the start
 		steps  []step
-		status string // instance status at the end
+		status model.InstanceStatus // instance status at the end
 	}{
 		{"or: the first approval decides", `{"id":"n","type":"approval","sign":"or",` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
-			[]step{{"carol", true, map[string]string{"bob": X, "carol": A, "dave": X}, "completed"}}, model.StatusCompleted},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
+			[]step{{"carol", true, map[string]model.TaskStatus{"bob": X, "carol": A, "dave": X}, "completed"}}, model.StatusCompleted},
 		{"or: the first rejection decides", `{"id":"n","type":"approval",` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
-			[]step{{"dave", false, map[string]string{"bob": X, "carol": X, "dave": R}, "rejected"}}, model.StatusRejected},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
+			[]step{{"dave", false, map[string]model.TaskStatus{"bob": X, "carol": X, "dave": R}, "rejected"}}, model.StatusRejected},
 		{"all: everybody approves", `{"id":"n","type":"approval","sign":"all",` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": P}, "active"},
-				{"dave", true, map[string]string{"bob": A, "carol": P, "dave": A}, "active"},
-				{"carol", true, map[string]string{"bob": A, "carol": A, "dave": A}, "completed"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": P}, "active"},
+				{"dave", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": A}, "active"},
+				{"carol", true, map[string]model.TaskStatus{"bob": A, "carol": A, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 		{"all: one rejection rejects, the rest is cancelled", `{"id":"n","type":"approval","sign":"all",` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": P}, "active"},
-				{"carol", false, map[string]string{"bob": A, "carol": R, "dave": X}, "rejected"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": P}, "active"},
+				{"carol", false, map[string]model.TaskStatus{"bob": A, "carol": R, "dave": X}, "rejected"},
 			}, model.StatusRejected},
 		{"sequential: one pending at a time, in order", `{"id":"n","type":"approval","sign":"sequential",` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": W, "dave": W},
+			map[string]model.TaskStatus{"bob": P, "carol": W, "dave": W},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": W}, "active"},
-				{"carol", true, map[string]string{"bob": A, "carol": A, "dave": P}, "active"},
-				{"dave", true, map[string]string{"bob": A, "carol": A, "dave": A}, "completed"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": W}, "active"},
+				{"carol", true, map[string]model.TaskStatus{"bob": A, "carol": A, "dave": P}, "active"},
+				{"dave", true, map[string]model.TaskStatus{"bob": A, "carol": A, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 		{"sequential: a rejection stops the line", `{"id":"n","type":"approval","sign":"sequential",` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": W, "dave": W},
+			map[string]model.TaskStatus{"bob": P, "carol": W, "dave": W},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": W}, "active"},
-				{"carol", false, map[string]string{"bob": A, "carol": R, "dave": X}, "rejected"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": W}, "active"},
+				{"carol", false, map[string]model.TaskStatus{"bob": A, "carol": R, "dave": X}, "rejected"},
 			}, model.StatusRejected},
 		{"vote 0.6: passes when the ratio is reached", `{"id":"n","type":"approval","sign":"vote","pass_ratio":0.6,` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": P}, "active"},
-				{"dave", true, map[string]string{"bob": A, "carol": X, "dave": A}, "completed"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": P}, "active"},
+				{"dave", true, map[string]model.TaskStatus{"bob": A, "carol": X, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 		{"vote 0.6: rejects early when the ratio can no longer be reached", `{"id":"n","type":"approval","sign":"vote","pass_ratio":0.6,` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", false, map[string]string{"bob": R, "carol": P, "dave": P}, "active"},
-				{"carol", false, map[string]string{"bob": R, "carol": R, "dave": X}, "rejected"},
+				{"bob", false, map[string]model.TaskStatus{"bob": R, "carol": P, "dave": P}, "active"},
+				{"carol", false, map[string]model.TaskStatus{"bob": R, "carol": R, "dave": X}, "rejected"},
 			}, model.StatusRejected},
 		{"vote 0.6: a rejection, then two approvals pass", `{"id":"n","type":"approval","sign":"vote","pass_ratio":0.6,` + three + `}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", false, map[string]string{"bob": R, "carol": P, "dave": P}, "active"},
-				{"carol", true, map[string]string{"bob": R, "carol": A, "dave": P}, "active"},
-				{"dave", true, map[string]string{"bob": R, "carol": A, "dave": A}, "completed"},
+				{"bob", false, map[string]model.TaskStatus{"bob": R, "carol": P, "dave": P}, "active"},
+				{"carol", true, map[string]model.TaskStatus{"bob": R, "carol": A, "dave": P}, "active"},
+				{"dave", true, map[string]model.TaskStatus{"bob": R, "carol": A, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 		{"groups with group_sign all: every group must pass", `{"id":"n","type":"approval","group_sign":"all","approvers":{"groups":[["bob","carol"],["dave"]]}}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": P}, "active"},
-				{"dave", true, map[string]string{"bob": A, "carol": P, "dave": A}, "active"},
-				{"carol", true, map[string]string{"bob": A, "carol": A, "dave": A}, "completed"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": P}, "active"},
+				{"dave", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": A}, "active"},
+				{"carol", true, map[string]model.TaskStatus{"bob": A, "carol": A, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 		{"groups with group_sign all: one group rejecting rejects the node", `{"id":"n","type":"approval","group_sign":"all","approvers":{"groups":[["bob","carol"],["dave"]]}}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": P}, "active"},
-				{"dave", false, map[string]string{"bob": A, "carol": X, "dave": R}, "rejected"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": P}, "active"},
+				{"dave", false, map[string]model.TaskStatus{"bob": A, "carol": X, "dave": R}, "rejected"},
 			}, model.StatusRejected},
 		{"groups with group_sign or: each group decided by its first signer", `{"id":"n","type":"approval","group_sign":"or","approvers":{"groups":[["bob","carol"],["dave"]]}}`, `{}`,
-			map[string]string{"bob": P, "carol": P, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": P, "dave": P},
 			[]step{
-				{"carol", true, map[string]string{"bob": X, "carol": A, "dave": P}, "active"},
-				{"dave", true, map[string]string{"bob": X, "carol": A, "dave": A}, "completed"},
+				{"carol", true, map[string]model.TaskStatus{"bob": X, "carol": A, "dave": P}, "active"},
+				{"dave", true, map[string]model.TaskStatus{"bob": X, "carol": A, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 		{"groups from the context, group_sign sequential", `{"id":"n","type":"approval","group_sign":"sequential","approvers":{"groups_context":"signers"}}`,
 			`{"signers":[["bob","carol"],["dave"]]}`,
-			map[string]string{"bob": P, "carol": W, "dave": P},
+			map[string]model.TaskStatus{"bob": P, "carol": W, "dave": P},
 			[]step{
-				{"dave", true, map[string]string{"bob": P, "carol": W, "dave": A}, "active"},
-				{"bob", true, map[string]string{"bob": A, "carol": P, "dave": A}, "active"},
-				{"carol", true, map[string]string{"bob": A, "carol": A, "dave": A}, "completed"},
+				{"dave", true, map[string]model.TaskStatus{"bob": P, "carol": W, "dave": A}, "active"},
+				{"bob", true, map[string]model.TaskStatus{"bob": A, "carol": P, "dave": A}, "active"},
+				{"carol", true, map[string]model.TaskStatus{"bob": A, "carol": A, "dave": A}, "completed"},
 			}, model.StatusCompleted},
 	}
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
@@ -132,12 +131,12 @@ func TestSignModes(t *testing.T) {
 				key := "sign-" + string(rune('a'+i))
 				h.publish(key, oneNode(tc.node))
 				id := h.start("ann", key, tc.ctx)
-				h.wantNodes(id, map[string]string{"n": "active"})
+				h.wantNodes(id, map[string]model.NodeState{"n": "active"})
 				h.wantTasks(id, "n", tc.before)
 				for j, st := range tc.steps {
 					h.decide(id, "n", st.user, st.approve)
 					h.wantTasks(id, "n", st.tasks)
-					h.wantNodes(id, map[string]string{"n": st.node})
+					h.wantNodes(id, map[string]model.NodeState{"n": st.node})
 					// Nobody whose task is not pending may decide it.
 					for who, status := range st.tasks {
 						if status != P {
@@ -188,7 +187,7 @@ func TestApproverResolution(t *testing.T) {
 				key := "who-" + string(rune('a'+i))
 				h.publish(key, oneNode(`{"id":"n","type":"approval","sign":"all","approvers":`+tc.approvers+`}`))
 				id := h.start(tc.initiator, key, tc.ctx)
-				want := map[string]string{}
+				want := map[string]model.TaskStatus{}
 				for _, u := range tc.want {
 					want[u] = P
 				}
@@ -218,7 +217,7 @@ func TestApproverResolution(t *testing.T) {
 				h.publish(key, oneNode(`{"id":"n","type":"approval","approvers":`+tc.approvers+`}`))
 				id := h.start(tc.initiator, key, tc.ctx)
 				h.wantStatus(id, model.StatusFailed)
-				h.wantNodes(id, map[string]string{"n": "failed", "end": ""})
+				h.wantNodes(id, map[string]model.NodeState{"n": "failed", "end": ""})
 				if n := len(h.tasksOf(id, "n")); n != 0 {
 					t.Fatalf("%d tasks", n)
 				}
@@ -250,14 +249,14 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("sequential: parallel add-sign queues the new signers last", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave"}, Position: engine.SignParallel}); err != nil {
+			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave"}, "parallel", ""); err != nil {
 				t.Fatal(err)
 			}
-			h.wantTasks(id, "n", map[string]string{"bob": P, "carol": W, "dave": W})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": P, "carol": W, "dave": W})
 			h.decide(id, "n", "bob", true)
-			h.wantTasks(id, "n", map[string]string{"bob": A, "carol": P, "dave": W})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A, "carol": P, "dave": W})
 			h.decide(id, "n", "carol", true)
-			h.wantTasks(id, "n", map[string]string{"bob": A, "carol": A, "dave": P})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A, "carol": A, "dave": P})
 			h.wantStatus(id, model.StatusRunning)
 			h.decide(id, "n", "dave", true)
 			h.wantStatus(id, model.StatusCompleted)
@@ -266,18 +265,18 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("sequential: the current signer transfers, the order goes on", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			nt, err := h.eng.Transfer(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.TransferRequest{To: "eve"})
+			nt, err := h.eng.Transfer(h.ctx, as("bob"), h.task(id, "n", "bob").ID, "eve", "")
 			if err != nil || nt.Assignee != "eve" || nt.Status != P {
 				t.Fatalf("transfer: %+v %v", nt, err)
 			}
-			h.wantTasks(id, "n", map[string]string{"bob": model.TaskTransferred, "carol": W, "eve": P})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": model.TaskTransferred, "carol": W, "eve": P})
 			// A waiting signer can neither transfer nor be transferred to the same node twice.
-			_, err = h.eng.Transfer(h.ctx, as("carol"), h.task(id, "n", "carol").ID, engine.TransferRequest{To: "dave"})
+			_, err = h.eng.Transfer(h.ctx, as("carol"), h.task(id, "n", "carol").ID, "dave", "")
 			wantErr(t, err, model.ECONFLICT, "task_not_pending")
-			_, err = h.eng.Transfer(h.ctx, as("eve"), nt.ID, engine.TransferRequest{To: "carol"})
+			_, err = h.eng.Transfer(h.ctx, as("eve"), nt.ID, "carol", "")
 			wantErr(t, err, model.EUNPROCESSABLE, "already_signer")
 			h.decide(id, "n", "eve", true)
-			h.wantTasks(id, "n", map[string]string{"bob": model.TaskTransferred, "carol": P, "eve": A})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": model.TaskTransferred, "carol": P, "eve": A})
 			h.decide(id, "n", "carol", true)
 			h.wantStatus(id, model.StatusCompleted)
 		})
@@ -285,15 +284,15 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("sequential: add-sign before the current signer", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			res, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave"}, Position: engine.SignBefore})
+			res, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave"}, "before", "")
 			if err != nil || len(res.Created) != 1 || res.Task.Status != W {
 				t.Fatalf("add-sign: %+v %v", res, err)
 			}
-			h.wantTasks(id, "n", map[string]string{"bob": W, "carol": W, "dave": P})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": W, "carol": W, "dave": P})
 			h.decide(id, "n", "dave", true)
-			h.wantTasks(id, "n", map[string]string{"bob": P, "carol": W, "dave": A})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": P, "carol": W, "dave": A})
 			h.decide(id, "n", "bob", true)
-			h.wantTasks(id, "n", map[string]string{"bob": A, "carol": P, "dave": A})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A, "carol": P, "dave": A})
 			h.decide(id, "n", "carol", true)
 			h.wantStatus(id, model.StatusCompleted)
 		})
@@ -301,12 +300,12 @@ func TestSignActionsWithinModes(t *testing.T) {
 		t.Run("add-sign before: the added signer rejects", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "seq", `{}`)
-			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave"}, Position: engine.SignBefore}); err != nil {
+			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave"}, "before", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.decide(id, "n", "dave", false)
 			h.wantStatus(id, model.StatusRejected)
-			h.wantTasks(id, "n", map[string]string{"bob": X, "carol": X, "dave": R})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": X, "carol": X, "dave": R})
 		})
 
 		t.Run("vote 0.5 with two voters: one approval passes", func(t *testing.T) {
@@ -314,20 +313,20 @@ func TestSignActionsWithinModes(t *testing.T) {
 			id := h.start("ann", "vote2", `{}`)
 			h.decide(id, "n", "carol", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantTasks(id, "n", map[string]string{"bob": X, "carol": A})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": X, "carol": A})
 		})
 
 		t.Run("vote: a parallel add-sign raises the bar", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "vote2", `{}`)
-			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, engine.AddSignRequest{Users: []string{"dave", "eve"}, Position: engine.SignParallel}); err != nil {
+			if _, err := h.eng.AddSign(h.ctx, as("bob"), h.task(id, "n", "bob").ID, []string{"dave", "eve"}, "parallel", ""); err != nil {
 				t.Fatal(err)
 			}
 			h.decide(id, "n", "bob", true) // 1 of 4 < 0.5
 			h.wantStatus(id, model.StatusRunning)
 			h.decide(id, "n", "dave", true) // 2 of 4
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantTasks(id, "n", map[string]string{"bob": A, "carol": X, "dave": A, "eve": X})
+			h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A, "carol": X, "dave": A, "eve": X})
 		})
 	})
 }
@@ -350,14 +349,14 @@ func TestApprovalDataRoutes(t *testing.T) {
 					{"from":"dba","to":"end"}]}`)
 			for _, tc := range []struct {
 				data string
-				dba  string
-				end  string
+				dba  model.NodeState
+				end  model.NodeState
 			}{{`{"level":5}`, "active", ""}, {`{"level":1}`, "skipped", "completed"}} {
 				id := h.start("ann", v.key, `{"level":0}`)
-				if _, err := h.eng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, engine.DecideRequest{Data: []byte(tc.data)}); err != nil {
+				if _, err := h.eng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, "", []byte(tc.data)); err != nil {
 					t.Fatal(err)
 				}
-				h.wantNodes(id, map[string]string{"lead": "completed", "dba": tc.dba, "end": tc.end})
+				h.wantNodes(id, map[string]model.NodeState{"lead": "completed", "dba": tc.dba, "end": tc.end})
 				if got := h.contextValue(id, v.path).Raw; got != tc.data[9:10] {
 					t.Fatalf("%s: context.%s = %s after approving with %s", v.key, v.path, got, tc.data)
 				}

@@ -2,15 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"runtime/debug"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
-	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/scheduler"
 )
 
@@ -48,6 +45,27 @@ func (e *Engine) FireTimers(ctx context.Context, timers []*model.Timer) []error 
 	}
 	e.fireTimers(ctx, fires, errs)
 	return errs
+}
+
+// fireTimer handles a due timer of an instance (the scheduler calls it). Timers of node visits that are over, or
+// already handled, do nothing.
+func (e *Engine) fireTimer(ctx context.Context, tenant string, t *model.Timer) error {
+	_, err := e.update(ctx, "timer", tenant, t.InstanceID, model.ActorSystem, firing(t))
+	if model.IsKind(err, model.ENOTFOUND) {
+		return nil
+	}
+	return err
+}
+
+// firing is the action of a step that fires timer t: a timer of an ended instance is only marked fired.
+func firing(t *model.Timer) action {
+	return func(s *step) error {
+		if s.inst.Ended() {
+			s.w.FiredTimers = append(s.w.FiredTimers, t.ID)
+			return nil
+		}
+		return s.fire(t)
+	}
 }
 
 // timerFire is a timer to fire and its place in the scheduler's batch.
@@ -96,42 +114,15 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 	answers := map[string]readAnswer{} // shared by the round's steps: they often need the same template
 	todo := round
 	for attempt := 0; len(todo) > 0; attempt++ {
-		byInst := make(map[string]timerFire, len(todo))
+		txs := make(stepTxs, len(todo))
 		ids := make([]string, len(todo))
 		for i, f := range todo {
-			byInst[f.t.InstanceID] = f
+			txs[f.t.InstanceID] = &stepTx{e: e, ctx: ctx, name: "timer", tenant: tenant, instance: f.t.InstanceID, actor: model.ActorSystem,
+				act: firing(f.t), reads: &reads{answers: answers, pending: map[string]func(ctx context.Context) (any, error){}}}
 			ids[i] = f.t.InstanceID
 		}
-		rds := make(map[string]*reads, len(todo))
-		done := make(map[string]*model.Work, len(todo))
-		res, err := e.store.UpdateInstances(ctx, tenant, ids, func(w *model.Work) (err error) {
-			defer func() {
-				if p := recover(); p != nil {
-					err = fmt.Errorf("engine: timer of instance %s panicked: %v\n%s", w.Instance.ID, p, debug.Stack())
-				}
-			}()
-			f := byInst[w.Instance.ID]
-			rd := &reads{answers: answers, pending: map[string]func(ctx context.Context) (any, error){}}
-			rds[w.Instance.ID] = rd
-			c, err := e.compiledIn(ctx, rd, tenant, w.Instance.Template, w.Instance.Version)
-			if err == nil {
-				r := e.newRun(ctx, w, c, model.ActorSystem)
-				r.reads = rd
-				if r.inst.Ended() {
-					w.FiredTimers = append(w.FiredTimers, f.t.ID)
-				} else {
-					err = r.fire(f.t)
-				}
-			}
-			if len(rd.pending) > 0 {
-				return errNeedRead // whatever the step did without the answers is left out
-			}
-			if err != nil {
-				return err
-			}
-			done[w.Instance.ID] = w
-			return nil
-		})
+		began := time.Now()
+		res, err := e.store.UpdateInstances(ctx, tenant, ids, txs.apply)
 		if err != nil {
 			// The transaction failed as a whole (a database error, a queued message taken meanwhile): nothing
 			// was written; each timer is fired alone, with its own retries.
@@ -144,18 +135,19 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 		var again []timerFire
 		need := &reads{answers: answers, pending: map[string]func(ctx context.Context) (any, error){}}
 		for _, f := range todo {
-			err := res[f.t.InstanceID]
+			t, err := txs[f.t.InstanceID], res[f.t.InstanceID]
 			switch {
 			case err == nil:
-				e.committed(done[f.t.InstanceID])
+				e.committed(t.done.w)
+				_ = t.ended(began, nil)
 			case errors.Is(err, errNeedRead) && attempt < maxReadRounds:
-				maps.Copy(need.pending, rds[f.t.InstanceID].pending)
+				maps.Copy(need.pending, t.reads.pending)
 				again = append(again, f)
 			case model.IsKind(err, model.ENOTFOUND):
 				// The instance is gone (purged): nothing to fire.
 			default:
 				e.log.Error("engine: timer failed; it will be retried", "timer_id", f.t.ID, "instance_id", f.t.InstanceID, "err", err)
-				errs[f.pos] = err
+				errs[f.pos] = t.ended(began, err)
 			}
 		}
 		if len(again) > 0 {
@@ -170,36 +162,16 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 	}
 }
 
+// stepTxs are the steps of a batch by instance id; apply runs the work's own (the store's fn for the batch).
+type stepTxs map[string]*stepTx
+
+func (ts stepTxs) apply(w *model.Work) error { return ts[w.Instance.ID].apply(w) }
+
 // fireOne fires one timer in a transaction of its own.
 func (e *Engine) fireOne(ctx context.Context, t *model.Timer) error {
-	err := e.FireTimer(ctx, t.TenantID, t)
+	err := e.fireTimer(ctx, t.TenantID, t)
 	if err != nil {
 		e.log.Error("engine: timer failed; it will be retried", "timer_id", t.ID, "instance_id", t.InstanceID, "err", err)
 	}
 	return err
-}
-
-// TimerOutbox returns the outbox handlers that arm and cancel timers in the scheduler.
-func TimerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
-	arm = func(ctx context.Context, items []model.OutboxItem) error {
-		its := make([]scheduler.Item, 0, len(items))
-		for _, it := range items {
-			var p struct {
-				Due int64 `json:"due"`
-			}
-			if err := json.Unmarshal(it.Payload, &p); err != nil {
-				return fmt.Errorf("engine: bad timer.arm payload for %s: %w", it.Ref, err)
-			}
-			its = append(its, scheduler.Item{ID: it.Ref, Due: time.UnixMilli(p.Due)})
-		}
-		return s.Schedule(ctx, its...)
-	}
-	cancel = func(ctx context.Context, items []model.OutboxItem) error {
-		ids := make([]string, len(items))
-		for i, it := range items {
-			ids[i] = it.Ref
-		}
-		return s.Cancel(ctx, ids...)
-	}
-	return arm, cancel
 }

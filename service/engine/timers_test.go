@@ -123,8 +123,8 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 		t.Run(d, func(t *testing.T) {
 			h1, h2 := twoEngines(t, d)
 			cs1, cs2 := &countingStore{Store: h1.s}, &countingStore{Store: h2.s}
-			h1.eng = newEngine(t, cs1, template.New(h1.s, h1.clk.Now), h1.s, engine.Options{Clock: h1.clk})
-			h2.eng = newEngine(t, cs2, template.New(h2.s, h2.clk.Now), h2.s, engine.Options{Clock: h2.clk})
+			h1.eng = newEngine(t, cs1, template.New(h1.s, template.Options{Clock: h1.clk}), h1.s, engine.Options{Clock: h1.clk})
+			h2.eng = newEngine(t, cs2, template.New(h2.s, template.Options{Clock: h2.clk}), h2.s, engine.Options{Clock: h2.clk})
 			h1.users("ann", "bob")
 			h1.publish("one", delayDef)
 			h1.publish("two", parDef)
@@ -188,7 +188,7 @@ func TestBatchedTimerFailureIsolated(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
+		h.eng = newEngine(t, cs, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk})
 		h.users("ann")
 		h.publish("one", delayDef)
 		due := `{"due":"` + t0.Add(time.Minute).Format(time.RFC3339) + `"}`
@@ -326,8 +326,8 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
 		cs := &countingStore{Store: s}
-		h.eng = newEngine(t, cs, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk})
-		h.tpl = template.New(s, h.clk.Now)
+		h.eng = newEngine(t, cs, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk})
+		h.tpl = template.New(s, template.Options{Clock: h.clk})
 		h.users("ann")
 		h.publish("one", delayDef)
 		other := &model.Principal{TenantID: "acme", Username: "root", Roles: []string{model.RoleAdmin}}
@@ -341,7 +341,7 @@ func TestBatchedTimersMixedTenants(t *testing.T) {
 		var mine, theirs []string
 		for i := 0; i < 6; i++ {
 			mine = append(mine, h.start("ann", "one", due))
-			v, err := h.eng.Start(h.ctx, other, engine.StartRequest{Template: "one", Context: []byte(due)})
+			v, err := h.eng.Start(h.ctx, other, engine.StartParams{Template: "one", Context: []byte(due)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -426,8 +426,10 @@ func TestTimersNeverEarly(t *testing.T) {
 		if _, err := s.DispatchOutbox(h.ctx, 100, func(_ context.Context, items []model.OutboxItem) error {
 			for _, it := range items {
 				if it.Kind == model.OutboxTimerArm && it.Ref == row.ID {
-					var p struct{ Due int64 }
-					_ = json.Unmarshal(it.Payload, &p)
+					var p model.TimerArm
+					if err := json.Unmarshal(it.Payload, &p); err != nil {
+						t.Fatalf("timer.arm payload %s: %v", it.Payload, err)
+					}
 					armed = append(armed, p.Due)
 				}
 			}
@@ -438,12 +440,12 @@ func TestTimersNeverEarly(t *testing.T) {
 		if len(armed) != 1 || armed[0] != want.UnixMilli() {
 			t.Fatalf("armed at %v, want %d", armed, want.UnixMilli())
 		}
-		// The scheduler armed from that item delivers it at 2 ms, not at 1.3 ms (when a probe due at 1 ms goes).
+		// The scheduler armed from that item (as the composition root's timer.arm handler does) delivers it at 2 ms,
+		// not at 1.3 ms (when a probe due at 1 ms goes).
 		sched := scheduler.NewMemory(scheduler.Options{Clock: h.clk})
 		defer sched.Close()
-		arm, _ := engine.TimerOutbox(sched)
-		if err := arm(h.ctx, []model.OutboxItem{{Kind: model.OutboxTimerArm, Ref: row.ID, Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, armed[0]))},
-			{Kind: model.OutboxTimerArm, Ref: "probe", Payload: json.RawMessage(fmt.Sprintf(`{"due":%d}`, t0.Add(time.Millisecond).UnixMilli()))}}); err != nil {
+		if err := sched.Schedule(h.ctx, scheduler.Item{ID: row.ID, Due: model.TimerArm{Due: armed[0]}.DueAt()},
+			scheduler.Item{ID: "probe", Due: t0.Add(time.Millisecond)}); err != nil {
 			t.Fatal(err)
 		}
 		fired := make(chan string, 4)

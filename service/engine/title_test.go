@@ -25,7 +25,7 @@ func TestTitleDefaultsToTheTemplateName(t *testing.T) {
 		}
 		h.publish("nameless", waitDef)
 
-		title := func(eng *engine.Engine, req engine.StartRequest) string {
+		title := func(eng *engine.Engine, req engine.StartParams) string {
 			t.Helper()
 			v, err := eng.Start(h.ctx, as("alice"), req)
 			if err != nil {
@@ -37,17 +37,17 @@ func TestTitleDefaultsToTheTemplateName(t *testing.T) {
 			}
 			return inst.Title
 		}
-		if got := title(h.eng, engine.StartRequest{Template: "leave", Context: json.RawMessage(`{}`)}); got != "请假申请" {
+		if got := title(h.eng, engine.StartParams{Template: "leave", Context: json.RawMessage(`{}`)}); got != "请假申请" {
 			t.Fatalf("title %q, want the template's name", got)
 		}
-		replica := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
-		if got := title(replica, engine.StartRequest{Template: "leave", Context: json.RawMessage(`{}`)}); got != "请假申请" {
+		replica := newEngine(t, s, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+		if got := title(replica, engine.StartParams{Template: "leave", Context: json.RawMessage(`{}`)}); got != "请假申请" {
 			t.Fatalf("title %q on a replica that compiled the version from the store, want the template's name", got)
 		}
-		if got := title(h.eng, engine.StartRequest{Template: "leave", Title: "Alice, 3 days", Context: json.RawMessage(`{}`)}); got != "Alice, 3 days" {
+		if got := title(h.eng, engine.StartParams{Template: "leave", Title: "Alice, 3 days", Context: json.RawMessage(`{}`)}); got != "Alice, 3 days" {
 			t.Fatalf("title %q, want the one given", got)
 		}
-		if got := title(h.eng, engine.StartRequest{Template: "nameless", Context: json.RawMessage(`{}`)}); got != "nameless" {
+		if got := title(h.eng, engine.StartParams{Template: "nameless", Context: json.RawMessage(`{}`)}); got != "nameless" {
 			t.Fatalf("title %q, want the key of a template created without a name", got)
 		}
 	})

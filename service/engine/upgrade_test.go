@@ -53,7 +53,7 @@ func TestInstancesStartedBeforeTheUpgrade(t *testing.T) {
 			h.decide(id, "C", "carol", false)
 			h.asBeforeUpgrade(id)
 			h.decide(id, "B", "bob", true)
-			h.wantNodes(id, map[string]string{"C": "rejected", "D": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"C": "rejected", "D": "active"})
 			inst, _ := h.get(id)
 			for i, e := range inst.State.Edges {
 				if e == model.EdgeDead {
@@ -74,7 +74,7 @@ func TestInstancesStartedBeforeTheUpgrade(t *testing.T) {
 			h.asBeforeUpgrade(id)
 			h.decide(id, "B", "bob", false)
 			h.wantStatus(id, model.StatusRejected)
-			h.wantNodes(id, map[string]string{"D": "skipped", "E": "skipped"})
+			h.wantNodes(id, map[string]model.NodeState{"D": "skipped", "E": "skipped"})
 		})
 
 		// g routes: x only when c1 (false here), y (bob) always, z (carol) always. x and y meet at j (or); j and z
@@ -97,13 +97,13 @@ func TestInstancesStartedBeforeTheUpgrade(t *testing.T) {
 		t.Run("a dead edge whose source completed is pruned: the and join merges the other branch", func(t *testing.T) {
 			h := h.sub(t)
 			id := h.start("ann", "routing", `{"c1":false,"c2":false}`)
-			h.wantNodes(id, map[string]string{"x": "skipped", "y": "active", "z": "active"})
+			h.wantNodes(id, map[string]model.NodeState{"x": "skipped", "y": "active", "z": "active"})
 			h.asBeforeUpgrade(id)
 			h.decide(id, "y", "bob", true)
-			h.wantNodes(id, map[string]string{"j": "skipped", "yend": "completed"})
+			h.wantNodes(id, map[string]model.NodeState{"j": "skipped", "yend": "completed"})
 			h.decide(id, "z", "carol", true)
 			h.wantStatus(id, model.StatusCompleted)
-			h.wantNodes(id, map[string]string{"k": "completed", "end": "completed"})
+			h.wantNodes(id, map[string]model.NodeState{"k": "completed", "end": "completed"})
 		})
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/hmac"
 	"encoding/json"
 	"errors"
+	"sort"
 	"strings"
 	"time"
 
@@ -25,19 +26,19 @@ type InstanceView struct {
 
 // NodeView is one node of an instance.
 type NodeView struct {
-	NodeID         string     `json:"node_id"`
-	Name           string     `json:"name"`
-	Type           string     `json:"type"`
-	State          string     `json:"state"`
-	NodeInstanceID string     `json:"node_instance_id"`
-	Visit          int        `json:"visit"`
-	StartedAt      *time.Time `json:"started_at"`
-	EndedAt        *time.Time `json:"ended_at"`
-	WaitingFor     string     `json:"waiting_for,omitempty"`
-	Error          string     `json:"error,omitempty"`
-	ErrorCode      string     `json:"error_code,omitempty"`
-	Attempt        int        `json:"attempt,omitempty"`
-	CallbackURL    string     `json:"callback_url,omitempty"`
+	NodeID         string          `json:"node_id"`
+	Name           string          `json:"name"`
+	Type           string          `json:"type"`
+	State          model.NodeState `json:"state"`
+	NodeInstanceID string          `json:"node_instance_id"`
+	Visit          int             `json:"visit"`
+	StartedAt      *time.Time      `json:"started_at"`
+	EndedAt        *time.Time      `json:"ended_at"`
+	WaitingFor     string          `json:"waiting_for,omitempty"`
+	Error          string          `json:"error,omitempty"`
+	ErrorCode      string          `json:"error_code,omitempty"`
+	Attempt        int             `json:"attempt,omitempty"`
+	CallbackURL    string          `json:"callback_url,omitempty"`
 	seq            int
 }
 
@@ -47,7 +48,7 @@ func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets boo
 		v.Tasks = []*model.Task{}
 	}
 	for _, ns := range inst.State.Nodes {
-		if ns.State == nodeReset {
+		if ns.State == model.NodeReset {
 			continue
 		}
 		nv := NodeView{NodeID: ns.NodeID, Name: ns.Name, Type: ns.Type, State: ns.State, NodeInstanceID: ns.NodeInstanceID, Visit: ns.Visit,
@@ -128,9 +129,9 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if err != nil {
 		return "", err
 	}
-	states := map[string]string{}
+	states := map[string]model.NodeState{}
 	for id, ns := range inst.State.Nodes {
-		if ns.State != nodeReset {
+		if ns.State != model.NodeReset {
 			states[id] = ns.State
 		}
 	}
@@ -139,9 +140,9 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if err != nil {
 		return "", err
 	}
-	r := &run{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
+	s := &step{e: e, ctx: ctx, c: c, inst: inst, w: &model.Work{Instance: inst}}
 	if len(inst.State.Edges) == len(c.Def.Edges) {
-		r.upgradeEdges()
+		s.upgradeEdges()
 	}
 	failed := ""
 	if inst.Status == model.StatusFailed && inst.State.Error != nil {
@@ -250,7 +251,7 @@ func (e *Engine) ResumeBookmark(ctx context.Context, actor *model.Principal, id 
 	}
 	b, err := e.store.GetBookmark(ctx, actor.TenantID, id)
 	if err != nil {
-		if instID := InstanceOf(id); instID != "" {
+		if instID := instanceOf(id); instID != "" {
 			// Approval waits have no row: they are resumed by deciding their tasks.
 			if inst, _, gerr := e.store.GetInstance(ctx, actor.TenantID, instID); gerr == nil {
 				for _, ns := range inst.State.Nodes {
@@ -279,7 +280,7 @@ func (e *Engine) Callback(ctx context.Context, actor *model.Principal, tenant, i
 	if !signed && !systemPrincipal(actor) {
 		return nil, errSystemWait
 	}
-	if InstanceOf(nodeInstanceID) != instanceID {
+	if instanceOf(nodeInstanceID) != instanceID {
 		return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no callback %s/%s", instanceID, nodeInstanceID)
 	}
 	if actor != nil {
@@ -310,9 +311,9 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 	if err := model.CheckDocumentDepth("data", data); err != nil {
 		return nil, err
 	}
-	w, err := e.update(ctx, tn, instID, who, func(r *run) error {
-		var ns *model.NodeState
-		for _, x := range r.inst.State.Nodes {
+	w, err := e.update(ctx, "resume", tn, instID, who, func(s *step) error {
+		var ns *model.NodeVisit
+		for _, x := range s.inst.State.Nodes {
 			if x.NodeInstanceID == nodeInstanceID {
 				ns = x
 			}
@@ -322,10 +323,10 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 			// second pooled connection while this one holds the row lock).
 			return errNoSuchWait
 		}
-		if !ns.Active() || r.inst.Ended() || (ns.WaitingFor != "callback" && ns.WaitingFor != "message" && ns.WaitingFor != "delay") {
+		if !ns.Active() || s.inst.Ended() || (ns.WaitingFor != "callback" && ns.WaitingFor != "message" && ns.WaitingFor != "delay") {
 			return model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over: node %s is %s", ns.NodeID, ns.State)
 		}
-		return r.resumeWait(ns, data, action, nil)
+		return s.resumeWait(ns, data, action, nil)
 	})
 	if errors.Is(err, errNoSuchWait) {
 		if _, gerr := e.store.GetBookmark(ctx, tn, nodeInstanceID); gerr != nil {
@@ -334,7 +335,7 @@ func (e *Engine) resume(ctx context.Context, actor *model.Principal, instID, nod
 		return nil, model.CodedError(model.ECONFLICT, "already_resumed", "this wait is over")
 	}
 	if err != nil {
-		if model.IsKind(err, model.ENOTFOUND) && !strings.Contains(err.Error(), "wait") && !strings.Contains(err.Error(), "callback") {
+		if errors.Is(err, model.ErrNoInstance) {
 			return nil, model.CodedError(model.ENOTFOUND, "callback_not_found", "no instance %s", instID)
 		}
 		return nil, err
@@ -368,22 +369,7 @@ func (e *Engine) StartedView(ctx context.Context, tenant, id string) (*InstanceV
 	return e.view(inst, tasks, false), nil
 }
 
-// DecidedView rebuilds the answer of approve or reject of taskID on instanceID: the task as it is now and the
-// caller's tasks of the instance pending now.
-func (e *Engine) DecidedView(ctx context.Context, actor *model.Principal, taskID, instanceID string) (*Decided, error) {
-	t, err := e.GetTask(ctx, actor, taskID)
-	if err != nil {
-		return nil, err
-	}
-	_, tasks, err := e.store.GetInstance(ctx, actor.TenantID, instanceID)
-	if err != nil {
-		return nil, err
-	}
-	d := &Decided{Task: t, NextTasks: []*model.Task{}}
-	for _, nt := range tasks {
-		if nt.Status == model.TaskPending && nt.Assignee == actor.Username {
-			d.NextTasks = append(d.NextTasks, nt)
-		}
-	}
-	return d, nil
+// sortNodes orders node views by activation.
+func sortNodes(ns []NodeView) {
+	sort.SliceStable(ns, func(i, j int) bool { return ns[i].seq < ns[j].seq })
 }

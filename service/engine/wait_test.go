@@ -31,7 +31,7 @@ func TestStartCompiledAndWait(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		replica := newEngine(t, s, template.New(s, h.clk.Now), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+		replica := newEngine(t, s, template.New(s, template.Options{Clock: h.clk}), s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
 
 		type result struct {
 			v    *engine.InstanceView
@@ -63,7 +63,7 @@ func TestStartCompiledAndWait(t *testing.T) {
 		approveOn := func(e *engine.Engine, id string) {
 			t.Helper()
 			tk := h.task(id, "lead", "bob")
-			if _, err := e.Approve(h.ctx, as("bob"), tk.ID, engine.DecideRequest{}); err != nil {
+			if _, err := e.Approve(h.ctx, as("bob"), tk.ID, "", nil); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -135,7 +135,7 @@ func TestWaitPollsLessAndLess(t *testing.T) {
 	h.publish("wait", waitDef)
 	cs := &readCountingStore{Store: s}
 	eng := newEngine(t, cs, h.tpl, s, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
-	v, err := eng.Start(h.ctx, as("alice"), engine.StartRequest{Template: "wait"})
+	v, err := eng.Start(h.ctx, as("alice"), engine.StartParams{Template: "wait"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestWaitPollsLessAndLess(t *testing.T) {
 		t.Fatalf("%d reads in ten minutes of waiting; want about 130 (a fixed 250 ms poll makes 2,400)", reads)
 	}
 	// The end is seen at the next poll when another engine commits it, and at once when this one does.
-	if _, err := eng.Approve(h.ctx, as("bob"), h.task(v.ID, "lead", "bob").ID, engine.DecideRequest{}); err != nil {
+	if _, err := eng.Approve(h.ctx, as("bob"), h.task(v.ID, "lead", "bob").ID, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -181,7 +181,7 @@ func TestAuditedSteps(t *testing.T) {
 		h.users("bob")
 		h.publish("wait", waitDef)
 		start := &model.AuditEntry{TenantID: model.DefaultTenant, Actor: "admin", Action: model.AuditInstanceOverride}
-		v, err := h.eng.Start(model.WithAudit(h.ctx, start), admin, engine.StartRequest{Template: "wait"})
+		v, err := h.eng.Start(model.WithAudit(h.ctx, start), admin, engine.StartParams{Template: "wait"})
 		if err != nil {
 			t.Fatal(err)
 		}

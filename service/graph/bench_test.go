@@ -108,9 +108,9 @@ func BenchmarkValidate100Raw(b *testing.B) {
 // BenchmarkMermaid10k renders the 10,000-node definition with states.
 func BenchmarkMermaid10k(b *testing.B) {
 	d := bigDefinition(10_000)
-	states := map[string]string{}
+	states := map[string]model.NodeState{}
 	for i, n := range d.Nodes {
-		states[n.ID] = []string{"completed", "active", "waiting", "skipped"}[i%4]
+		states[n.ID] = []model.NodeState{"completed", "active", "waiting", "skipped"}[i%4]
 	}
 	b.ReportAllocs()
 	for b.Loop() {

@@ -28,7 +28,7 @@ const maxEdgeLabel = 60
 //
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.
-func Mermaid(d *model.Definition, states map[string]string, edgeLabel func(model.Edge) string) string {
+func Mermaid(d *model.Definition, states map[string]model.NodeState, edgeLabel func(model.Edge) string) string {
 	return MermaidInstance(d, states, nil, "", edgeLabel)
 }
 
@@ -54,7 +54,7 @@ var EdgeStyles = map[string]string{
 // EdgePruned, EdgeKilled or "" for undecided) drawn as a link style, and pruned and killed edges labelled so that
 // the difference reads without colour too. failed, when not "", is the node whose error failed the instance: it is
 // drawn with a heavy red border (ErrorNodeStyle).
-func MermaidInstance(d *model.Definition, states map[string]string, edgeStates []string, failed string, edgeLabel func(model.Edge) string) string {
+func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string, edgeLabel func(model.Edge) string) string {
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	if d == nil {
@@ -192,17 +192,20 @@ func shape(nodeType string) (open, close string) {
 	return "(", ")" // rounded rectangle for anything unknown
 }
 
-func writeStates(b *strings.Builder, d *model.Definition, gen []string, states map[string]string) {
-	classes := []struct{ state, style string }{
-		{"active", "fill:#dbeafe,stroke:#2563eb,stroke-width:2px"},
-		{"waiting", "fill:#fef9c3,stroke:#ca8a04,stroke-width:2px"},
-		{"completed", "fill:#dcfce7,stroke:#16a34a"},
-		{"rejected", "fill:#fee2e2,stroke:#dc2626"},
-		{"skipped", "fill:#f3f4f6,stroke:#9ca3af,color:#6b7280,stroke-dasharray: 4 3"},
-		{"failed", "fill:#fecaca,stroke:#b91c1c,stroke-width:2px"},
-		{"cancelled", "fill:#e5e7eb,stroke:#6b7280,color:#6b7280"},
+func writeStates(b *strings.Builder, d *model.Definition, gen []string, states map[string]model.NodeState) {
+	classes := []struct {
+		state model.NodeState
+		style string
+	}{
+		{model.NodeActive, "fill:#dbeafe,stroke:#2563eb,stroke-width:2px"},
+		{model.NodeWaiting, "fill:#fef9c3,stroke:#ca8a04,stroke-width:2px"},
+		{model.NodeCompleted, "fill:#dcfce7,stroke:#16a34a"},
+		{model.NodeRejected, "fill:#fee2e2,stroke:#dc2626"},
+		{model.NodeSkipped, "fill:#f3f4f6,stroke:#9ca3af,color:#6b7280,stroke-dasharray: 4 3"},
+		{model.NodeFailed, "fill:#fecaca,stroke:#b91c1c,stroke-width:2px"},
+		{model.NodeCancelled, "fill:#e5e7eb,stroke:#6b7280,color:#6b7280"},
 	}
-	members := make(map[string][]string, len(classes))
+	members := make(map[model.NodeState][]string, len(classes))
 	seen := make(map[string]bool, len(d.Nodes))
 	for i := range d.Nodes {
 		id := d.Nodes[i].ID
@@ -216,7 +219,7 @@ func writeStates(b *strings.Builder, d *model.Definition, gen []string, states m
 	}
 	for _, c := range classes {
 		b.WriteString("    classDef ")
-		b.WriteString(c.state)
+		b.WriteString(string(c.state))
 		b.WriteByte(' ')
 		b.WriteString(c.style)
 		b.WriteByte('\n')
@@ -226,7 +229,7 @@ func writeStates(b *strings.Builder, d *model.Definition, gen []string, states m
 			b.WriteString("    class ")
 			b.WriteString(strings.Join(m, ","))
 			b.WriteByte(' ')
-			b.WriteString(c.state)
+			b.WriteString(string(c.state))
 			b.WriteByte('\n')
 		}
 	}

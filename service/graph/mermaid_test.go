@@ -106,7 +106,7 @@ func TestMermaidEscaping(t *testing.T) {
 
 func TestMermaidStates(t *testing.T) {
 	d := parsed(t, linear(node("a", "auto"), node("b", "auto"), node("c", "auto")))
-	got := graph.Mermaid(d, map[string]string{
+	got := graph.Mermaid(d, map[string]model.NodeState{
 		"start": "completed", "a": "completed", "b": "active", "c": "waiting", "end": "weird", "ghost": "failed",
 	}, nil)
 	for _, line := range []string{
@@ -133,7 +133,7 @@ func TestMermaidStates(t *testing.T) {
 		t.Errorf("a line ends in ';':\n%s", got)
 	}
 	// An empty, non-nil map still defines the classes (an instance with no node states yet).
-	if got := graph.Mermaid(d, map[string]string{}, nil); !strings.Contains(got, "classDef completed") || strings.Contains(got, "    class ") {
+	if got := graph.Mermaid(d, map[string]model.NodeState{}, nil); !strings.Contains(got, "classDef completed") || strings.Contains(got, "    class ") {
 		t.Errorf("empty states:\n%s", got)
 	}
 }
@@ -179,7 +179,7 @@ func TestMermaidDuplicateIDs(t *testing.T) {
 		Nodes: []model.Node{{ID: "a", Type: model.NodeStart}, {ID: "a", Type: model.NodeEnd}, {Type: model.NodeEnd}},
 		Edges: []model.Edge{{From: "a", To: "a"}},
 	}
-	got := graph.Mermaid(d.Index(), map[string]string{"a": "completed"}, nil)
+	got := graph.Mermaid(d.Index(), map[string]model.NodeState{"a": "completed"}, nil)
 	for _, line := range []string{`    n0(["a"])`, `    n1((("a")))`, `    n2((("end")))`, `    n0 --> n0`, `    class n0 completed`} {
 		if !strings.Contains(got, line+"\n") {
 			t.Errorf("missing %q in\n%s", line, got)
@@ -194,7 +194,7 @@ func TestMermaidInstanceEdgeStates(t *testing.T) {
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	out := graph.MermaidInstance(d, map[string]string{"start": "completed", "m": "completed", "dir": "rejected", "end": "skipped"},
+	out := graph.MermaidInstance(d, map[string]model.NodeState{"start": "completed", "m": "completed", "dir": "rejected", "end": "skipped"},
 		[]string{graph.EdgeTaken, graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}, "dir", nil)
 	for _, line := range []string{
 		`n1 -->|"default · pruned"| n3`,

@@ -9,6 +9,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -19,7 +20,7 @@ import (
 // that had both cached once its user cache is older than UserCacheTTL, for good; the new frank's own token works.
 func TestDeletedAccountStaysDead(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+		clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
 		a, b := newService(s, clk), newService(s, clk)
 		if _, err := a.Bootstrap(ctx, "admin-password", false); err != nil {
 			t.Fatal(err)
@@ -89,7 +90,7 @@ func TestDeletedAccountStaysDead(t *testing.T) {
 // user_exists naming the holder); login stays exact.
 func TestLookAlikeUsernames(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		a := newService(s, &clock{t: time.Now()})
+		a := newService(s, clock.NewFake(time.Now()))
 		if _, err := a.Bootstrap(ctx, "admin-password", false); err != nil {
 			t.Fatal(err)
 		}
@@ -119,7 +120,7 @@ func TestPasswordChangeThrottle(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		for name, newCounter := range counters(t) {
 			t.Run(name, func(t *testing.T) {
-				clk := &clock{t: time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)}
+				clk := clock.NewFake(time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC))
 				a := serviceWith(s, clk, newCounter())
 				b := a
 				if name == "redis" {

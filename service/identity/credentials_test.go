@@ -12,6 +12,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/store"
@@ -49,8 +50,8 @@ func counters(t *testing.T) map[string]func() ratelimit.Counter {
 	}
 }
 
-func serviceWith(s *store.Store, clk *clock, c ratelimit.Counter) *identity.Service {
-	return identity.New(s, identity.Options{Secret: []byte("identity-test-secret-identity-test"), BcryptCost: bcrypt.MinCost, Now: clk.Now, Attempts: c})
+func serviceWith(s *store.Store, clk *clock.Fake, c ratelimit.Counter) *identity.Service {
+	return identity.New(s, identity.Options{Secret: []byte("identity-test-secret-identity-test"), BcryptCost: bcrypt.MinCost, Clock: clk, Attempts: c})
 }
 
 func retryAfter(err error) int {
@@ -69,7 +70,7 @@ func TestLoginThrottle(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		for name, newCounter := range counters(t) {
 			t.Run(name, func(t *testing.T) {
-				clk := &clock{t: time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)}
+				clk := clock.NewFake(time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC))
 				shared := newCounter()
 				a := serviceWith(s, clk, shared)
 				if _, err := a.Bootstrap(ctx, "admin-password", false); err != nil {
@@ -145,7 +146,7 @@ func TestLoginThrottleRace(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
 	for name, newCounter := range counters(t) {
 		t.Run(name, func(t *testing.T) {
-			clk := &clock{t: time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)}
+			clk := clock.NewFake(time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC))
 			a := serviceWith(s, clk, newCounter())
 			if _, err := a.CreateUser(ctx, model.DefaultTenant, identity.CreateUserRequest{Username: "dave-" + name, Password: "dave-password"}); err != nil {
 				t.Fatal(err)
@@ -171,14 +172,12 @@ func TestLoginThrottleRace(t *testing.T) {
 	}
 }
 
-func (c *clock) Set(t time.Time) { c.mu.Lock(); c.t = t; c.mu.Unlock() }
-
 // TestTokenVersions: a password change, an admin reset, disabling and a role taken away end a user's sessions
 // (401 token_revoked, on every replica within the cache time); a role given applies to the live token; deleting
 // the user ends them too.
 func TestTokenVersions(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		clk := &clock{t: time.Now()}
+		clk := clock.NewFake(time.Now())
 		a, b := newService(s, clk), newService(s, clk)
 		if _, err := a.Bootstrap(ctx, "admin-password", false); err != nil {
 			t.Fatal(err)
@@ -289,7 +288,7 @@ func ptr[T any](v T) *T { return &v }
 // at most once a minute.
 func TestAPITokens(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		clk := &clock{t: time.Now().UTC().Truncate(time.Second)}
+		clk := clock.NewFake(time.Now().UTC().Truncate(time.Second))
 		a, b := newService(s, clk), newService(s, clk)
 		if _, err := a.Bootstrap(ctx, "admin-password", false); err != nil {
 			t.Fatal(err)

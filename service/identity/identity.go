@@ -22,6 +22,7 @@ import (
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/ratelimit"
 )
 
@@ -45,8 +46,8 @@ type Options struct {
 	// request beyond it queues up to HashQueueWait, then gets 503 busy. Default: the number of CPUs.
 	HashConcurrency int
 	HashQueueWait   time.Duration // default 2s
-	Now             func() time.Time
-	Logger          *slog.Logger
+	Clock           clock.Clock   // default clock.Real{}
+	Logger          *slog.Logger  // default slog.Default()
 }
 
 // Login throttling (API.md): after LoginUserLimit failed attempts for one username, or LoginIPLimit from one
@@ -109,8 +110,8 @@ func New(store model.IdentityStore, opts Options) *Service {
 	if opts.BcryptCost == 0 {
 		opts.BcryptCost = bcrypt.DefaultCost
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -129,7 +130,7 @@ func New(store model.IdentityStore, opts Options) *Service {
 	}
 	dummy, _ := bcrypt.GenerateFromPassword([]byte("not-a-real-password"), opts.BcryptCost)
 	return &Service{store: store, key: DeriveKey(opts.Secret, "bearer-token"), ttl: opts.TokenTTL, cost: opts.BcryptCost,
-		now: opts.Now, log: opts.Logger, dummy: dummy, userTTL: opts.UserCacheTTL, attempts: opts.Attempts,
+		now: opts.Clock.Now, log: opts.Logger, dummy: dummy, userTTL: opts.UserCacheTTL, attempts: opts.Attempts,
 		hashSlots: make(chan struct{}, opts.HashConcurrency), hashWait: opts.HashQueueWait}
 }
 

@@ -2,13 +2,13 @@ package identity_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/crypto/bcrypt"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -16,16 +16,8 @@ import (
 
 var ctx = context.Background()
 
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) Now() time.Time          { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
-func (c *clock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
-
-func newService(s *store.Store, clk *clock) *identity.Service {
-	return identity.New(s, identity.Options{Secret: []byte("identity-test-secret-identity-test"), BcryptCost: bcrypt.MinCost, Now: clk.Now})
+func newService(s *store.Store, clk *clock.Fake) *identity.Service {
+	return identity.New(s, identity.Options{Secret: []byte("identity-test-secret-identity-test"), BcryptCost: bcrypt.MinCost, Clock: clk})
 }
 
 func codeOf(err error) string {
@@ -60,7 +52,7 @@ func TestBootstrapPasswordChange(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				ids := newService(s, &clock{t: time.Now()})
+				ids := newService(s, clock.NewFake(time.Now()))
 				created, err := ids.Bootstrap(ctx, tc.password, tc.defaulted)
 				if err != nil || !created {
 					t.Fatalf("bootstrap: %v %v", created, err)
@@ -88,7 +80,7 @@ func TestBootstrapPasswordChange(t *testing.T) {
 // (5 s; a fake clock), with no read per request before that; the replica that disabled them refuses at once.
 func TestDisabledAcrossReplicas(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		clk := &clock{t: time.Now()}
+		clk := clock.NewFake(time.Now())
 		a, b := newService(s, clk), newService(s, clk)
 		if _, err := a.Bootstrap(ctx, "admin-password", false); err != nil {
 			t.Fatal(err)

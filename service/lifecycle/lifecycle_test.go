@@ -3,14 +3,13 @@ package lifecycle_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/lifecycle"
 )
 
@@ -44,8 +43,6 @@ func worker(j *journal, name string) (*lifecycle.Service, chan struct{}) {
 	}}, running
 }
 
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
-
 // TestRunStartsInOrderAndStopsInReverse: workers start in the listed order (each running before the next starts
 // matters only for their Run, so the test waits on each), and a stop asked for by the context stops them in
 // reverse order, returning nil.
@@ -59,7 +56,7 @@ func TestRunStartsInOrderAndStopsInReverse(t *testing.T) {
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- lifecycle.Run(ctx, 5*time.Second, quiet(), ws...) }()
+	go func() { done <- lifecycle.Run(ctx, 5*time.Second, testkit.Quiet(), ws...) }()
 	for _, r := range runs {
 		<-r
 	}
@@ -95,7 +92,7 @@ func TestRunStopsWhenAWorkerDies(t *testing.T) {
 				return run(ctx)
 			}}
 			done := make(chan error, 1)
-			go func() { done <- lifecycle.Run(context.Background(), 5*time.Second, quiet(), a, b, c) }()
+			go func() { done <- lifecycle.Run(context.Background(), 5*time.Second, testkit.Quiet(), a, b, c) }()
 			<-ra
 			<-rc
 			close(release)
@@ -131,7 +128,7 @@ func TestRunBoundsTheStop(t *testing.T) {
 	}}
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- lifecycle.Run(ctx, 50*time.Millisecond, quiet(), a, b) }()
+	go func() { done <- lifecycle.Run(ctx, 50*time.Millisecond, testkit.Quiet(), a, b) }()
 	<-ra
 	<-running
 	stop()
@@ -197,7 +194,7 @@ func TestStartFailureStopsTheStarted(t *testing.T) {
 	a, ra := worker(j, "a")
 	done := make(chan error, 1)
 	go func() {
-		done <- lifecycle.Run(context.Background(), time.Second, quiet(), a, &lifecycle.Service{Name: "broken"})
+		done <- lifecycle.Run(context.Background(), time.Second, testkit.Quiet(), a, &lifecycle.Service{Name: "broken"})
 	}()
 	err := <-done
 	<-ra

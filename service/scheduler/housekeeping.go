@@ -29,12 +29,18 @@ type Job struct {
 	Run   func(ctx context.Context) error
 }
 
+// HousekeeperOptions tune the housekeeper; the zero value is the default. Its jobs run on gocron's own clock.
+type HousekeeperOptions struct {
+	Logger *slog.Logger // default slog.Default(); gocron logs through it too
+}
+
 // NewHousekeeper returns a stopped Housekeeper of the jobs. rdb may be nil (single process: no locking); lock
 // keys are prefix+"lock:"+job name. A job without a name, a positive interval or a function is an error.
-func NewHousekeeper(rdb redis.UniversalClient, prefix string, logger *slog.Logger, jobs ...Job) (*Housekeeper, error) {
+func NewHousekeeper(rdb redis.UniversalClient, prefix string, opts HousekeeperOptions, jobs ...Job) (*Housekeeper, error) {
 	if rdb != nil && prefix == "" {
 		return nil, fmt.Errorf("scheduler: housekeeper: the job locks in Redis need a key prefix (HALLEY_REDIS_PREFIX)")
 	}
+	logger := opts.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}

@@ -14,15 +14,15 @@ import (
 // startHousekeeper runs job every 50 ms under the name "purge-test" until the test ends.
 func startHousekeeper(t *testing.T, rdb redis.UniversalClient, prefix string, job func(ctx context.Context) error) {
 	t.Helper()
-	if _, err := scheduler.NewHousekeeper(rdb, prefix, nil, scheduler.Job{Every: time.Second}); err == nil {
+	if _, err := scheduler.NewHousekeeper(rdb, prefix, scheduler.HousekeeperOptions{}, scheduler.Job{Every: time.Second}); err == nil {
 		t.Fatalf("NewHousekeeper accepted a job without a name or a function")
 	}
 	if rdb != nil {
-		if _, err := scheduler.NewHousekeeper(rdb, "", nil, scheduler.Job{Name: "purge-test", Every: time.Second, Run: job}); err == nil {
+		if _, err := scheduler.NewHousekeeper(rdb, "", scheduler.HousekeeperOptions{}, scheduler.Job{Name: "purge-test", Every: time.Second, Run: job}); err == nil {
 			t.Fatalf("NewHousekeeper accepted Redis locks without a key prefix")
 		}
 	}
-	hk, err := scheduler.NewHousekeeper(rdb, prefix, nil, scheduler.Job{Name: "purge-test", Every: 50 * time.Millisecond, Run: job})
+	hk, err := scheduler.NewHousekeeper(rdb, prefix, scheduler.HousekeeperOptions{}, scheduler.Job{Name: "purge-test", Every: 50 * time.Millisecond, Run: job})
 	if err != nil {
 		t.Fatalf("NewHousekeeper: %v", err)
 	}

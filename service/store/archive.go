@@ -278,7 +278,8 @@ func (s *Store) LoadArchiveRecords(ctx context.Context, ids []string) ([]*model.
 	for _, row := range insts {
 		id, _ := row["id"].(string)
 		ended, _ := row["ended_at"].(time.Time)
-		status, _ := row["status"].(string)
+		rowStatus, _ := row["status"].(string)
+		status := model.InstanceStatus(rowStatus)
 		if status == model.StatusRunning || ended.IsZero() {
 			continue // never archive a running instance
 		}
@@ -510,7 +511,7 @@ func (s *Store) changedSince(tx *gorm.DB, recs []*model.ArchiveRecord, ids []str
 	var changed []string
 	for _, r := range recs {
 		st, ok := now[r.ID]
-		if !ok || busy[r.ID] || st.rev != r.Rev || st.status != r.Status || st.ended == nil || !st.ended.Equal(r.EndedAt) {
+		if !ok || busy[r.ID] || st.rev != r.Rev || model.InstanceStatus(st.status) != r.Status || st.ended == nil || !st.ended.Equal(r.EndedAt) {
 			changed = append(changed, r.ID)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"strconv"
@@ -47,13 +48,13 @@ func toInstanceRow(i *model.Instance) (instanceRow, error) {
 	if ctx == "" {
 		ctx = "{}"
 	}
-	return instanceRow{ID: i.ID, TenantID: i.TenantID, Tkey: i.Template, Version: i.Version, Title: i.Title, Status: i.Status,
+	return instanceRow{ID: i.ID, TenantID: i.TenantID, Tkey: i.Template, Version: i.Version, Title: i.Title, Status: string(i.Status),
 		Initiator: i.Initiator, CorrelationID: i.CorrelationID, Context: ctx, State: string(st), Rev: i.Rev,
 		CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(), EndedAt: utcPtr(i.EndedAt)}, nil
 }
 
 func (r *instanceRow) toModel(withState bool) (*model.Instance, error) {
-	i := &model.Instance{ID: r.ID, TenantID: r.TenantID, Template: r.Tkey, Version: r.Version, Title: r.Title, Status: r.Status,
+	i := &model.Instance{ID: r.ID, TenantID: r.TenantID, Template: r.Tkey, Version: r.Version, Title: r.Title, Status: model.InstanceStatus(r.Status),
 		Initiator: r.Initiator, CorrelationID: r.CorrelationID, Context: json.RawMessage(r.Context), Rev: r.Rev,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EndedAt: utcPtr(r.EndedAt)}
 	if withState && r.State != "" {
@@ -104,14 +105,14 @@ func toTaskRow(t *model.Task) taskRow {
 		after = strings.Join(t.AfterSigners, ",")
 	}
 	return taskRow{ID: t.ID, TenantID: t.TenantID, InstanceID: t.InstanceID, NodeID: t.NodeID, NodeName: t.NodeName, NodeInstanceID: t.NodeInstanceID,
-		Assignee: t.Assignee, Status: t.Status, Kind: t.Kind, Grp: t.Group, Position: t.Position, ParentID: t.ParentID, AfterSigners: after,
+		Assignee: t.Assignee, Status: string(t.Status), Kind: t.Kind, Grp: t.Group, Position: t.Position, ParentID: t.ParentID, AfterSigners: after,
 		Comment: t.Comment, Data: string(t.Data), DecidedBy: t.DecidedBy, Title: t.Title, Tkey: t.Template, Initiator: t.Initiator,
 		CreatedAt: t.CreatedAt.UTC(), DecidedAt: utcPtr(t.DecidedAt)}
 }
 
 func (r *taskRow) toModel() *model.Task {
 	t := &model.Task{ID: r.ID, TenantID: r.TenantID, InstanceID: r.InstanceID, NodeID: r.NodeID, NodeName: r.NodeName, NodeInstanceID: r.NodeInstanceID,
-		Assignee: r.Assignee, Status: r.Status, Kind: r.Kind, Group: r.Grp, Position: r.Position, ParentID: r.ParentID, Comment: r.Comment,
+		Assignee: r.Assignee, Status: model.TaskStatus(r.Status), Kind: r.Kind, Group: r.Grp, Position: r.Position, ParentID: r.ParentID, Comment: r.Comment,
 		DecidedBy: r.DecidedBy, Title: r.Title, Template: r.Tkey, Initiator: r.Initiator, CreatedAt: r.CreatedAt.UTC(), DecidedAt: utcPtr(r.DecidedAt)}
 	if r.AfterSigners != "" {
 		t.AfterSigners = strings.Split(r.AfterSigners, ",")
@@ -362,22 +363,21 @@ func instanceArgs(r *instanceRow) []any {
 		r.UpdatedAt, r.EndedAt}
 }
 
-// UpdateInstance locks, loads, calls fn and writes back, in one transaction.
+// UpdateInstance locks, loads, calls fn and writes back, in one transaction: UpdateInstances of one instance.
 func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
-	return s.hotTx(ctx, func(tx *gorm.DB) error {
-		ws, err := s.lockWorks(tx, tenant, []string{id})
-		if err != nil {
-			return err
-		}
-		if len(ws) == 0 {
-			return s.goneIfArchived(ctx, tenant, id, model.Errorf(model.ENOTFOUND, "instance %q not found", id))
-		}
-		w := ws[0]
-		if err := fn(w); err != nil {
-			return err
-		}
-		return s.saveWorks(tx, nil, w)
-	})
+	u := &instancesTx{s: s, tenant: tenant, ids: []string{id}, fn: fn}
+	if err := s.hotTx(ctx, u.run); err != nil {
+		return err
+	}
+	if err := u.out[id]; errors.Is(err, model.ErrNoInstance) {
+		return s.goneIfArchived(ctx, tenant, id, err)
+	}
+	return u.out[id]
+}
+
+// noInstance is the ENOTFOUND of a step on an instance that does not exist; it wraps model.ErrNoInstance.
+func noInstance(id string) error {
+	return model.Errorf(model.ENOTFOUND, "instance %q not found", id).Wrapping(model.ErrNoInstance)
 }
 
 var _ model.BatchInstanceStore = (*Store)(nil)
@@ -389,30 +389,42 @@ func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string
 			return nil, fmt.Errorf("store: instance %s to create is of tenant %q, not %q", w.Instance.ID, w.Instance.TenantID, tenant)
 		}
 	}
-	var out map[string]error
-	err := s.hotTx(ctx, func(tx *gorm.DB) error {
-		out = make(map[string]error, len(ids)) // afresh for every attempt
-		ws, err := s.lockWorks(tx, tenant, ids)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			out[id] = model.Errorf(model.ENOTFOUND, "instance %q not found", id)
-		}
-		keep := ws[:0:0]
-		for _, w := range ws {
-			err := fn(w)
-			out[w.Instance.ID] = err
-			if err == nil {
-				keep = append(keep, w)
-			}
-		}
-		return s.saveWorks(tx, creates, keep...)
-	})
-	if err != nil {
+	u := &instancesTx{s: s, tenant: tenant, ids: ids, fn: fn, creates: creates}
+	if err := s.hotTx(ctx, u.run); err != nil {
 		return nil, err
 	}
-	return out, nil
+	return u.out, nil
+}
+
+// instancesTx is the transaction of UpdateInstance and UpdateInstances: lock the instances, run fn on each one
+// found, write back the works fn accepted (and insert creates). hotTx runs it again after a deadlock.
+type instancesTx struct {
+	s       *Store
+	tenant  string
+	ids     []string
+	fn      func(w *model.Work) error
+	creates []*model.Work
+	out     map[string]error // each id's outcome, afresh for every attempt
+}
+
+func (u *instancesTx) run(tx *gorm.DB) error {
+	u.out = make(map[string]error, len(u.ids))
+	ws, err := u.s.lockWorks(tx, u.tenant, u.ids)
+	if err != nil {
+		return err
+	}
+	for _, id := range u.ids {
+		u.out[id] = noInstance(id)
+	}
+	keep := ws[:0:0]
+	for _, w := range ws {
+		err := u.fn(w)
+		u.out[w.Instance.ID] = err
+		if err == nil {
+			keep = append(keep, w)
+		}
+	}
+	return u.s.saveWorks(tx, u.creates, keep...)
 }
 
 // lockWorks locks the instance rows with these ids (of one tenant) in id order, and loads each with its open
@@ -430,7 +442,7 @@ func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Wo
 	lockQ := "SELECT " + instanceCols + " FROM instances WHERE id IN (" + in + ") AND tenant_id = ? ORDER BY id"
 	taskQ := "SELECT " + taskCols + " FROM tasks WHERE instance_id IN (" + in + ") AND status IN (?, ?) ORDER BY id"
 	lockArgs := append(strArgs(ids), tenant)
-	taskArgs := append(strArgs(ids), model.TaskPending, model.TaskWaiting)
+	taskArgs := append(strArgs(ids), string(model.TaskPending), string(model.TaskWaiting))
 	var rows *sql.Rows
 	if s.dialect == MySQL {
 		// The task read runs after the lock is granted, so it sees what the previous holder committed.
@@ -810,7 +822,7 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id string) (*model.Inst
 func (s *Store) ListInstances(ctx context.Context, f model.InstanceFilter) ([]*model.Instance, string, error) {
 	q := s.db.WithContext(ctx).Omit("state").Where("tenant_id = ?", f.TenantID)
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		q = q.Where("status = ?", string(f.Status))
 	}
 	if f.Template != "" {
 		q = q.Where("tkey = ?", f.Template)
@@ -868,7 +880,7 @@ func (s *Store) ListTasks(ctx context.Context, f model.TaskFilter) ([]*model.Tas
 		q = q.Where("assignee = ?", f.Assignee)
 	}
 	if f.Status != "" {
-		q = q.Where("status = ?", f.Status)
+		q = q.Where("status = ?", string(f.Status))
 	}
 	if f.InstanceID != "" {
 		q = q.Where("instance_id = ?", f.InstanceID)
@@ -1028,7 +1040,7 @@ func (s *Store) ListCC(ctx context.Context, tenant, username string, page model.
 	out := make([]*model.CCRecord, len(rows))
 	for i, r := range rows {
 		out[i] = &model.CCRecord{ID: r.CC.ID, TenantID: r.CC.TenantID, InstanceID: r.CC.InstanceID, NodeID: r.CC.NodeID, Username: r.CC.Username,
-			CreatedAt: r.CC.CreatedAt.UTC(), ReadAt: utcPtr(r.CC.ReadAt), Read: r.CC.ReadAt != nil, Title: r.Title, Template: r.Tkey, Status: r.Status}
+			CreatedAt: r.CC.CreatedAt.UTC(), ReadAt: utcPtr(r.CC.ReadAt), Read: r.CC.ReadAt != nil, Title: r.Title, Template: r.Tkey, Status: model.InstanceStatus(r.Status)}
 	}
 	return out, next, nil
 }

@@ -14,7 +14,7 @@ import (
 func TestStateCodecMatchesEncodingJSON(t *testing.T) {
 	at := time.Date(2026, 11, 23, 2, 3, 4, 567890123, time.UTC)
 	end := at.Add(time.Hour)
-	st := model.InstanceState{Seq: 42, Edges: []byte{0, 1, 2, 1, 0, 2}, Nodes: map[string]*model.NodeState{
+	st := model.InstanceState{Seq: 42, Edges: []byte{0, 1, 2, 1, 0, 2}, Nodes: map[string]*model.NodeVisit{
 		"lead": {NodeID: "lead", Name: `审批 "lead" <&>`, Type: "approval", State: "active", NodeInstanceID: "i.n3", Visit: 2, StartedAt: &at,
 			Attempt: 1, Error: "e\u2028\n", WaitingFor: "plugin", Seq: 3, Groups: []model.SignTally{{Total: 3, Approved: 1, Outcome: ""}},
 			Timers: []string{"i.n3-timeout"}, Chain: &model.PluginChain{Phase: "pre", Names: []string{"a", "b"}, Index: 1, RunID: "i.r1", Then: "run"},

@@ -104,7 +104,7 @@ func (s *Store) CancelCronTimers(ctx context.Context, tenant, key string) ([]str
 // RunningInstance returns a running instance of the template started by initiator, or "".
 func (s *Store) RunningInstance(ctx context.Context, tenant, key, initiator string) (string, error) {
 	var ids []string
-	err := s.db.WithContext(ctx).Model(&instanceRow{}).Where("tenant_id = ? AND tkey = ? AND initiator = ? AND status = ?", tenant, key, initiator, model.StatusRunning).
+	err := s.db.WithContext(ctx).Model(&instanceRow{}).Where("tenant_id = ? AND tkey = ? AND initiator = ? AND status = ?", tenant, key, initiator, string(model.StatusRunning)).
 		Limit(1).Pluck("id", &ids).Error
 	if err != nil || len(ids) == 0 {
 		return "", err

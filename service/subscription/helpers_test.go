@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/outbound"
@@ -36,7 +36,7 @@ func newFixture(t *testing.T, s *store.Store, mod func(*subscription.Options)) *
 	f := &fixture{t: t, store: s, clock: clock.NewFake(t0)}
 	// The receivers are httptest servers on 127.0.0.1: the tests allow loopback explicitly, as an operator
 	// would with HALLEY_OUTBOUND_ALLOW; the default refuses it.
-	opts := subscription.Options{Clock: f.clock, Logger: quiet(), Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second,
+	opts := subscription.Options{Clock: f.clock, Logger: testkit.Quiet(), Jitter: func() float64 { return 0.5 }, Timeout: 5 * time.Second,
 		Outbound: loopbackAllowed(t)}
 	if mod != nil {
 		mod(&opts)
@@ -57,8 +57,6 @@ func loopbackAllowed(t *testing.T) *outbound.Client {
 	}
 	return outbound.New(outbound.Options{Allow: allow})
 }
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func (f *fixture) subscribe(req subscription.CreateRequest) *model.Subscription {
 	f.t.Helper()

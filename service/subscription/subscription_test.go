@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
@@ -125,7 +126,7 @@ func TestWants(t *testing.T) {
 
 		// Another replica (a second service on the same store) subscribes to "*": this one sees it after a
 		// refresh, as its periodic re-read does.
-		replica := subscription.New(s, subscription.Options{Clock: f.clock, Logger: quiet()})
+		replica := subscription.New(s, subscription.Options{Clock: f.clock, Logger: testkit.Quiet()})
 		star, err := replica.Create(context.Background(), admin, subscription.CreateRequest{Event: "*", Template: "leave", WebhookURL: "https://c.example.com/"})
 		if err != nil {
 			t.Fatal(err)
@@ -200,7 +201,7 @@ func TestThroughTheOutboxDispatcher(t *testing.T) {
 		if err := s.CreateInstance(context.Background(), w); err != nil {
 			t.Fatal(err)
 		}
-		d, err := outbox.New(s, outbox.Handlers{model.OutboxEvent: f.svc.OutboxHandler()}, outbox.Options{Logger: quiet()})
+		d, err := outbox.New(s, outbox.Handlers{model.OutboxEvent: f.svc.OutboxHandler()}, outbox.Options{Logger: testkit.Quiet()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -456,7 +457,7 @@ func TestSealedSecrets(t *testing.T) {
 		}
 
 		// A replica with another key cannot sign: the attempt fails without sending, and says why.
-		other := subscription.New(s, subscription.Options{Clock: f.clock, Logger: quiet(), SecretKey: []byte("another key")})
+		other := subscription.New(s, subscription.Options{Clock: f.clock, Logger: testkit.Quiet(), SecretKey: []byte("another key")})
 		f.clock.Advance(time.Second) // so that the log's newest entry is this one
 		f.handle(f.event("instance.completed", "leave", nil))
 		if n, err := other.DeliverOnce(context.Background()); err != nil || n != 1 {
@@ -522,7 +523,7 @@ func TestRun(t *testing.T) {
 
 // BenchmarkWants: the engine asks on every event of every instance, inside its transactions.
 func BenchmarkWants(b *testing.B) {
-	s, err := store.Open(context.Background(), store.Config{URL: "sqlite://" + filepath.Join(b.TempDir(), "halley.db"), Logger: quiet()})
+	s, err := store.Open(context.Background(), store.Config{URL: "sqlite://" + filepath.Join(b.TempDir(), "halley.db"), Logger: testkit.Quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -530,7 +531,7 @@ func BenchmarkWants(b *testing.B) {
 	if _, err := s.Migrate(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	svc := subscription.New(s, subscription.Options{Logger: quiet()})
+	svc := subscription.New(s, subscription.Options{Logger: testkit.Quiet()})
 	b.Run("none", func(b *testing.B) {
 		for b.Loop() {
 			svc.Wants(model.DefaultTenant, "task.created", "leave")

@@ -13,8 +13,8 @@ import (
 )
 
 func TestTriggerSecrets(t *testing.T) {
-	s := New(nil, nil, WithSecretKey([]byte("key-one")))
-	other := New(nil, nil, WithSecretKey([]byte("key-two")))
+	s := New(nil, Options{SecretKey: []byte("key-one")})
+	other := New(nil, Options{SecretKey: []byte("key-two")})
 	def := []byte(`{"nodes":[{"id":"s","type":"start","trigger":{"kind":"sync-api","header_token":"tok-1","header_password":""}},{"id":"e","type":"end","header_token":"not a trigger"}]}`)
 
 	stored, err := s.keepSecrets(def, nil)

@@ -17,6 +17,7 @@ import (
 	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/condition"
 	"github.com/halley-bpm/halley/service/graph"
 )
@@ -108,33 +109,30 @@ type Service struct {
 	secretKey []byte
 }
 
-// Option configures the service.
-type Option func(*Service)
-
-// WithPublishers gives the service the publishers told about every version published, in order.
-func WithPublishers(ps ...Publisher) Option {
-	return func(s *Service) { s.listeners = append(s.listeners, ps...) }
+// Options tune the service; the zero value is the default.
+type Options struct {
+	Clock clock.Clock // default clock.Real{}
+	// Publishers are told about every version published, in order.
+	Publishers []Publisher
+	// SecretKey is the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
+	// development key is used: tests and tools only.
+	SecretKey []byte
 }
-
-// WithSecretKey sets the key trigger secrets are stored with (derived from HALLEY_SECRET). Without it a fixed
-// development key is used: tests and tools only.
-func WithSecretKey(key []byte) Option { return func(s *Service) { s.secretKey = key } }
 
 type cacheKey struct {
 	tenant, key string
 	version     int
 }
 
-// New returns the service. now defaults to time.Now.
-func New(store Store, now func() time.Time, opts ...Option) *Service {
-	if now == nil {
-		now = time.Now
+// New returns the service.
+func New(store Store, opts Options) *Service {
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
 	}
-	s := &Service{store: store, now: now, secretKey: []byte("halley-development-trigger-secret-key")}
-	for _, o := range opts {
-		o(s)
+	if opts.SecretKey == nil {
+		opts.SecretKey = []byte("halley-development-trigger-secret-key")
 	}
-	return s
+	return &Service{store: store, now: opts.Clock.Now, listeners: opts.Publishers, secretKey: opts.SecretKey}
 }
 
 // ValidationOptions wires the MongoDB-style condition compiler into graph validation.
@@ -460,14 +458,14 @@ func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) 
 }
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
-func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]string) (string, error) {
+func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState) (string, error) {
 	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "")
 }
 
 // InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
 // with the definition's edges): taken, pruned and killed edges are drawn differently, and failed (when not "")
 // names the node whose error failed the instance.
-func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]string, edges []byte, failed string) (string, error) {
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState, edges []byte, failed string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err

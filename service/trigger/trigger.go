@@ -58,9 +58,24 @@ type Deps struct {
 	Publisher *Publisher
 }
 
-// New returns the service, or an error naming the dependency that is missing. clk defaults to clock.Real{} and
-// log to slog.Default().
-func New(d Deps, clk clock.Clock, log *slog.Logger) (*Service, error) {
+// Options tune the trigger service and its publisher; the zero value is the default.
+type Options struct {
+	Clock  clock.Clock  // default clock.Real{}
+	Logger *slog.Logger // default slog.Default()
+}
+
+func (o Options) withDefaults() Options {
+	if o.Clock == nil {
+		o.Clock = clock.Real{}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// New returns the service, or an error naming the dependency that is missing.
+func New(d Deps, opts Options) (*Service, error) {
 	switch {
 	case d.Store == nil:
 		return nil, fmt.Errorf("trigger: Store is required")
@@ -71,13 +86,9 @@ func New(d Deps, clk clock.Clock, log *slog.Logger) (*Service, error) {
 	case d.Publisher == nil:
 		return nil, fmt.Errorf("trigger: Publisher is required")
 	}
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Service{store: d.Store, templates: d.Templates, engine: d.Engine, pub: d.Publisher, clock: clk, log: log, limiters: map[string]*rate.Limiter{}}, nil
+	opts = opts.withDefaults()
+	return &Service{store: d.Store, templates: d.Templates, engine: d.Engine, pub: d.Publisher, clock: opts.Clock, log: opts.Logger,
+		limiters: map[string]*rate.Limiter{}}, nil
 }
 
 // Publisher keeps the start triggers of published versions in force: told about every version published
@@ -90,19 +101,13 @@ type Publisher struct {
 	log   *slog.Logger
 }
 
-// NewPublisher returns the publisher; crontab fires are armed in sched. clk defaults to clock.Real{} and log to
-// slog.Default().
-func NewPublisher(store Store, sched scheduler.Scheduler, clk clock.Clock, log *slog.Logger) (*Publisher, error) {
+// NewPublisher returns the publisher; crontab fires are armed in sched.
+func NewPublisher(store Store, sched scheduler.Scheduler, opts Options) (*Publisher, error) {
 	if store == nil || sched == nil {
 		return nil, fmt.Errorf("trigger: a publisher needs a store and a scheduler")
 	}
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Publisher{store: store, sched: sched, clock: clk, log: log}, nil
+	opts = opts.withDefaults()
+	return &Publisher{store: store, sched: sched, clock: opts.Clock, log: opts.Logger}, nil
 }
 
 var (
@@ -283,9 +288,9 @@ type Call struct {
 
 // CallResult is what an API trigger answers.
 type CallResult struct {
-	InstanceID string          `json:"instance_id"`
-	Status     string          `json:"status"`
-	Context    json.RawMessage `json:"context,omitempty"`
+	InstanceID string               `json:"instance_id"`
+	Status     model.InstanceStatus `json:"status"`
+	Context    json.RawMessage      `json:"context,omitempty"`
 	// Done is false when a sync call's wait ended before the instance did.
 	Done bool `json:"-"`
 }

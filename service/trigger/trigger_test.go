@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -13,42 +13,26 @@ import (
 	"github.com/halley-bpm/halley/service/trigger"
 )
 
-type noEvents struct{}
-
-func (noEvents) Wants(string, string, string) bool { return false }
-
-type nobody struct{}
-
-func (nobody) Notify() {}
-
 // TestNewNamesTheMissingDependency: the publisher needs a store and a scheduler, the service its four
 // dependencies; a missing one is an error naming it, not a nil at the first crontab fire.
 func TestNewNamesTheMissingDependency(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)
 	sched := scheduler.NewMemory(scheduler.Options{})
 	defer sched.Close()
-	if _, err := trigger.NewPublisher(nil, sched, nil, nil); err == nil {
+	if _, err := trigger.NewPublisher(nil, sched, trigger.Options{}); err == nil {
 		t.Error("NewPublisher accepted no store")
 	}
-	if _, err := trigger.NewPublisher(s, nil, nil, nil); err == nil {
+	if _, err := trigger.NewPublisher(s, nil, trigger.Options{}); err == nil {
 		t.Error("NewPublisher accepted no scheduler")
 	}
-	pub, err := trigger.NewPublisher(s, sched, nil, nil)
+	pub, err := trigger.NewPublisher(s, sched, trigger.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, nil, template.WithPublishers(pub))
-	files, err := plugin.NewCache(t.TempDir(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eng, err := engine.New(engine.Deps{Store: s, Templates: tpl, Directory: s, Events: noEvents{}, Outbox: nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor}, engine.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	tpl := template.New(s, template.Options{Publishers: []template.Publisher{pub}})
+	eng := enginetest.New(t, s, tpl, s, engine.Options{})
 	full := func() trigger.Deps { return trigger.Deps{Store: s, Templates: tpl, Engine: eng, Publisher: pub} }
-	if _, err := trigger.New(full(), nil, nil); err != nil {
+	if _, err := trigger.New(full(), trigger.Options{}); err != nil {
 		t.Fatalf("complete deps: %v", err)
 	}
 	for name, drop := range map[string]func(*trigger.Deps){
@@ -59,7 +43,7 @@ func TestNewNamesTheMissingDependency(t *testing.T) {
 	} {
 		d := full()
 		drop(&d)
-		if svc, err := trigger.New(d, nil, nil); err == nil || svc != nil || !strings.Contains(err.Error(), name) {
+		if svc, err := trigger.New(d, trigger.Options{}); err == nil || svc != nil || !strings.Contains(err.Error(), name) {
 			t.Errorf("without %s: New = %v, %v; want an error naming it", name, svc, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -25,7 +26,7 @@ func quickDefinition() map[string]any {
 // the database into the archive, their GETs (instance, history, diagram, tasks) answer 410 archived, a running
 // instance stays, and `halley archive show` prints an archived one back.
 func TestArchiveEndToEnd(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	for _, d := range storetest.Dialects {
 		t.Run(d, func(t *testing.T) {
 			dataDir := t.TempDir()
@@ -50,7 +51,7 @@ func TestArchiveEndToEnd(t *testing.T) {
 				r := cl.call(t.Context(), h.URL(), "GET", path, nil, "")
 				return r.status == http.StatusGone && r.code() == "archived"
 			}
-			if !waitFor(30*time.Second, func() bool {
+			if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool {
 				return gone("/api/v1/instances/"+done) && gone("/api/v1/instances/"+approved["id"].(string))
 			}) {
 				t.Fatalf("finished instances were not archived: %v", cl.call(t.Context(), h.URL(), "GET", "/api/v1/instances/"+done, nil, ""))

@@ -125,7 +125,7 @@ func TestConfigFlagAfterTheCommand(t *testing.T) {
 // TestBinaryServesWithConfigFile: `halley serve --config x.yaml` listens where x.yaml says, with the admin password
 // it gives (the environment holds neither).
 func TestBinaryServesWithConfigFile(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	dir := t.TempDir()
 	addr := freeAddr(t)
 	cfg := filepath.Join(dir, "x.yaml")

@@ -46,7 +46,7 @@ func (c *client) call(method, path string, body any) (int, map[string]any) {
 // TestCrashKeepsTimers starts instances that wait on delay timers, kills Halley with SIGKILL before the timers
 // are due, starts it again on the same database, and checks that every timer fires exactly once.
 func TestCrashKeepsTimers(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	cases := []struct {
 		name  string
 		env   func(t *testing.T) []string

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -10,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/archive"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -22,7 +22,7 @@ import (
 func TestFaultKillDuringSweep(t *testing.T) {
 	requireFaults(t)
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	dbURL := storetest.URL(t, store.MySQL)
 	archiveDir := t.TempDir()
 	env := faultEnv("HALLEY_DATABASE_URL="+dbURL, "HALLEY_ARCHIVE_DIR="+archiveDir)
@@ -98,7 +98,7 @@ func TestFaultKillDuringSweep(t *testing.T) {
 	for kills < 12 && midBatch < 4 && queryInt(t, db, "SELECT COUNT(*) FROM instances") > 0 {
 		left := pending() // the batch the last kill interrupted: the new process finishes it first (once the lease expired)
 		h.start()
-		caught := waitForFast(60*time.Second, func() bool {
+		caught := testkit.Eventually(60*time.Second, 2*time.Millisecond, func() bool {
 			p := pending()
 			return p != "" && p != left || queryInt(t, db, "SELECT COUNT(*) FROM instances") == 0
 		})
@@ -112,7 +112,7 @@ func TestFaultKillDuringSweep(t *testing.T) {
 		t.Fatalf("no kill landed mid-batch in %d tries", kills)
 	}
 	h.start()
-	if !waitFor(120*time.Second, func() bool {
+	if !testkit.Eventually(120*time.Second, 50*time.Millisecond, func() bool {
 		return queryInt(t, db, "SELECT COUNT(*) FROM instances") == 0 && queryInt(t, db, "SELECT COUNT(*) FROM archive_batches") == 0
 	}) {
 		t.Fatalf("the sweep did not finish: %d instances left, %d batches pending", queryInt(t, db, "SELECT COUNT(*) FROM instances"),
@@ -167,19 +167,6 @@ func TestFaultKillDuringSweep(t *testing.T) {
 		}
 	}
 	t.Logf("retention sweep killed %d times (%d mid-batch) and restarted: %d instances archived once each in %d file(s)", kills, midBatch, len(seen), len(files))
-}
-
-// waitForFast polls cond every 2 ms (a batch is under way for tens of milliseconds).
-func waitForFast(timeout time.Duration, cond func() bool) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	for ctx.Err() == nil {
-		if cond() {
-			return true
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-	return false
 }
 
 func mustCompact(v any) string {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 )
 
@@ -40,24 +41,6 @@ func requireFaults(t *testing.T) {
 	if os.Getenv("HALLEY_FAULTS") != "1" {
 		t.Skip("fault test: set HALLEY_FAULTS=1 or run `make faults`")
 	}
-}
-
-// requireTool returns the path of a program the test starts, skipping without it (failing under CI=true).
-func requireTool(t *testing.T, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		for _, dir := range []string{"/usr/sbin", "/usr/local/sbin"} {
-			if _, serr := os.Stat(filepath.Join(dir, name)); serr == nil {
-				return filepath.Join(dir, name)
-			}
-		}
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("%s is required under CI=true", name)
-		}
-		t.Skipf("%s not found; skipping (CI=true would fail)", name)
-	}
-	return p
 }
 
 // syncBuffer is a bytes.Buffer a process writes to while the test reads it.
@@ -76,19 +59,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// waitFor polls cond every 50 ms until it holds or the timeout passes.
-func waitFor(timeout time.Duration, cond func() bool) bool {
-	for deadline := time.Now().Add(timeout); ; {
-		if cond() {
-			return true
-		}
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // halleyProc is one halley process; restart keeps its environment and data directory and takes a new port.
@@ -129,7 +99,7 @@ func (h *halleyProc) start() {
 		h.t.Fatal(err)
 	}
 	base := "http://" + addr
-	if !waitFor(60*time.Second, func() bool { return readyz(base) == http.StatusOK }) {
+	if !testkit.Eventually(60*time.Second, 50*time.Millisecond, func() bool { return readyz(base) == http.StatusOK }) {
 		cmd.Process.Kill()
 		cmd.Wait()
 		h.t.Fatalf("%s: /readyz never answered 200:\n%s", h.name, tail(h.logs.String(), 4000))
@@ -202,7 +172,7 @@ func (s *service) start() {
 	s.mu.Lock()
 	s.cmd = cmd
 	s.mu.Unlock()
-	if !waitFor(60*time.Second, s.up) {
+	if !testkit.Eventually(60*time.Second, 50*time.Millisecond, s.up) {
 		s.t.Fatalf("%s did not come up:\n%s", s.name, tail(s.logs.String(), 4000))
 	}
 }
@@ -238,7 +208,7 @@ func freePort(t *testing.T) int {
 // startRedis runs a private redis-server without persistence, so a restart loses every key.
 func startRedis(t *testing.T) *service {
 	t.Helper()
-	bin := requireTool(t, "redis-server")
+	bin := testkit.RequireTool(t, "redis-server", "")
 	port := freePort(t)
 	s := &service{t: t, name: "redis-server", port: port, logs: &syncBuffer{},
 		args: []string{bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(port), "--save", "", "--appendonly", "no",
@@ -255,8 +225,8 @@ func (s *service) addr() string { return "127.0.0.1:" + strconv.Itoa(s.port) }
 // startMariaDB runs a private mariadbd on a fresh data directory (root without a password on 127.0.0.1).
 func startMariaDB(t *testing.T) *service {
 	t.Helper()
-	bin := requireTool(t, "mariadbd")
-	install := requireTool(t, "mariadb-install-db")
+	bin := testkit.RequireTool(t, "mariadbd", "")
+	install := testkit.RequireTool(t, "mariadb-install-db", "")
 	dir := t.TempDir()
 	data := filepath.Join(dir, "data")
 	// As root, mariadbd refuses to start without --user; run it as root, which owns the temporary directory.
@@ -802,7 +772,7 @@ func finishRunning(t *testing.T, a *api, base string, db *sql.DB) int {
 	t.Helper()
 	ids := queryStrings(t, db, "SELECT id FROM instances WHERE status = 'running'")
 	for _, id := range ids {
-		ok := waitFor(30*time.Second, func() bool {
+		ok := testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool {
 			inst := a.mustCall(t, base, "GET", "/api/v1/instances/"+id, nil)
 			if inst["status"] != "running" {
 				return true

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -24,7 +25,7 @@ import (
 func TestFaultKillUnderStepLoad(t *testing.T) {
 	requireFaults(t)
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	dbURL := storetest.URL(t, store.MySQL)
 	rs := startRedis(t)
 	env := faultEnv("HALLEY_DATABASE_URL="+dbURL, "HALLEY_REDIS_URL=redis://"+rs.addr()+"/0")
@@ -66,7 +67,7 @@ func TestFaultKillUnderStepLoad(t *testing.T) {
 func TestFaultRedisFlushAndRestart(t *testing.T) {
 	requireFaults(t)
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	dbURL := storetest.URL(t, store.MySQL)
 	rs := startRedis(t)
 	h := startHalley(t, "halley", bin, faultEnv("HALLEY_DATABASE_URL="+dbURL, "HALLEY_REDIS_URL=redis://"+rs.addr()+"/0",
@@ -123,10 +124,10 @@ func TestFaultRedisFlushAndRestart(t *testing.T) {
 	l.setPhase("restart")
 	rs.stop(syscall.SIGTERM) // --save "": the restart loses every key
 	downAt := time.Now()
-	notReady := waitFor(10*time.Second, func() bool { return readyz(h.URL()) == http.StatusServiceUnavailable })
+	notReady := testkit.Eventually(10*time.Second, 50*time.Millisecond, func() bool { return readyz(h.URL()) == http.StatusServiceUnavailable })
 	time.Sleep(time.Second)
 	rs.start()
-	ready := waitFor(30*time.Second, func() bool { return readyz(h.URL()) == http.StatusOK })
+	ready := testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool { return readyz(h.URL()) == http.StatusOK })
 	readyAfter := time.Since(downAt)
 	l.setPhase("after")
 	time.Sleep(2 * time.Second)
@@ -141,7 +142,7 @@ func TestFaultRedisFlushAndRestart(t *testing.T) {
 	db := openSQL(t, dbURL)
 	l.retryLost(t, cl, h.URL())
 	// Every timer is due at most 5 s after its instance started; allow for the re-arm and a loaded machine.
-	if !waitFor(40*time.Second, func() bool {
+	if !testkit.Eventually(40*time.Second, 50*time.Millisecond, func() bool {
 		return queryInt(t, db, "SELECT COUNT(*) FROM timers WHERE status = 'pending'") == 0 &&
 			queryInt(t, db, "SELECT COUNT(*) FROM instances WHERE status = 'running'") == 0
 	}) {
@@ -177,7 +178,7 @@ func TestFaultRedisFlushAndRestart(t *testing.T) {
 func TestFaultMySQLRestart(t *testing.T) {
 	requireFaults(t)
 	t.Parallel()
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	my := startMariaDB(t)
 	if _, err := my.mysql(t, "mysql").Exec("CREATE DATABASE halley CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"); err != nil {
 		t.Fatal(err)
@@ -198,14 +199,14 @@ func TestFaultMySQLRestart(t *testing.T) {
 		l.setPhase("down " + sig.String())
 		my.stop(sig)
 		downAt := time.Now()
-		if !waitFor(10*time.Second, func() bool { return readyz(h.URL()) == http.StatusServiceUnavailable }) {
+		if !testkit.Eventually(10*time.Second, 50*time.Millisecond, func() bool { return readyz(h.URL()) == http.StatusServiceUnavailable }) {
 			t.Errorf("%v: /readyz never answered 503 while the database was down", sig)
 		}
 		notReady := time.Since(downAt)
 		time.Sleep(2 * time.Second)
 		my.start()
 		upAt := time.Now()
-		if !waitFor(30*time.Second, func() bool { return readyz(h.URL()) == http.StatusOK }) {
+		if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool { return readyz(h.URL()) == http.StatusOK }) {
 			t.Fatalf("%v: halley did not recover after the database came back", sig)
 		}
 		figures = append(figures, fmt.Sprintf("%v: 503 after %v, ready %v after mariadbd was up (%v outage)",

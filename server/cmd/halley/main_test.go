@@ -16,19 +16,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
 
-// buildBinary builds the real halley binary once per test run.
-func buildBinary(t *testing.T) string {
+// buildHalley builds the real halley binary.
+func buildHalley(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "halley")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
+	return testkit.GoBuild(t, ".", ".", "halley")
 }
 
 func freeAddr(t *testing.T) string {
@@ -71,7 +67,7 @@ func start(t *testing.T, bin string, extra ...string) (*exec.Cmd, string, *bytes
 }
 
 func TestBinaryServesAndShutsDownGracefully(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	for _, d := range storetest.Dialects {
 		t.Run(d, func(t *testing.T) {
 			extra := []string{"HALLEY_ADMIN_PASSWORD=bin-test-pw"}
@@ -112,7 +108,7 @@ func TestBinaryServesAndShutsDownGracefully(t *testing.T) {
 }
 
 func TestBinaryRefusesBadConfiguration(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	cmd := exec.Command(bin)
 	cmd.Env = []string{"HALLEY_LOG_LEVEL=loud", "HALLEY_DATA_DIR=" + t.TempDir()}
 	out, err := cmd.CombinedOutput()
@@ -127,7 +123,7 @@ func TestBinaryRefusesBadConfiguration(t *testing.T) {
 // TestTemplatesLoad loads the ready-made templates and example plugins into a running Halley, twice: the second
 // run changes nothing.
 func TestTemplatesLoad(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	_, url, _ := start(t, bin, "HALLEY_ADMIN_PASSWORD=load-test-pw")
 	var out bytes.Buffer
 	args := []string{"--url", url, "--password", "load-test-pw"}
@@ -150,7 +146,7 @@ func TestTemplatesLoad(t *testing.T) {
 // HALLEY_SHUTDOWN_TIMEOUT: the run is killed (it would take a minute) and abandoned for another replica, the
 // process logs "stopped" and exits 0.
 func TestBinaryStopsWithinShutdownTimeout(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	cmd, url, logs := start(t, bin, "HALLEY_ADMIN_PASSWORD=stop-test-pw", "HALLEY_SHUTDOWN_TIMEOUT=3s", "HALLEY_LOG_LEVEL=debug")
 	token := login(t, url, "admin", "stop-test-pw")
 	// The plugin runs as a uid of its own (the sandbox): the marker goes where that uid may write, outside the
@@ -262,7 +258,7 @@ func call(t *testing.T, method, url, token, ctype string, body io.Reader) (int, 
 // TestTemplatesLoadFindsTheServer: without --url, `templates load` reads the configuration serve reads (file and
 // environment) and targets HALLEY_PUBLIC_URL, else http://HALLEY_ADDR with 0.0.0.0 made 127.0.0.1; --url wins.
 func TestTemplatesLoadFindsTheServer(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	_, url, _ := start(t, bin, "HALLEY_ADMIN_PASSWORD=find-me-pw")
 	port := url[strings.LastIndexByte(url, ':')+1:]
 	yaml := filepath.Join(t.TempDir(), "halley.yaml")
@@ -315,7 +311,7 @@ func TestTemplatesLoadFindsTheServer(t *testing.T) {
 // TestBinaryWiresCredentials: serve builds what the credentials issue needs from the configuration — the trigger
 // rate limit (HALLEY_TRIGGER_RATE_LIMIT), login throttling and the audit recorder (GET /audit lists a change).
 func TestBinaryWiresCredentials(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	_, url, logs := start(t, bin, "HALLEY_ADMIN_PASSWORD=wire-me-pw", "HALLEY_TRIGGER_RATE_LIMIT=0.5") // bursts of 1
 	if st, body := call(t, "POST", url+"/api/v1/trigger/async/erp/none", "", "application/json", strings.NewReader(`{}`)); st == 429 {
 		t.Fatalf("first trigger call: %d %s", st, body)

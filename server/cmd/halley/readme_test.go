@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/halley-bpm/halley/internal/testkit"
 )
 
 // TestReadmePath walks the README's own setup on the real binary, the way a new user does: in a copy of the
@@ -34,7 +36,7 @@ func TestReadmePath(t *testing.T) {
 		}
 	}
 	repo := copyRepository(t)
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	if err := os.MkdirAll(filepath.Join(repo, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +68,7 @@ func TestReadmePath(t *testing.T) {
 			t.Logf("make run output:\n%s", tail(logs.String(), 60))
 		}
 	})
-	if !waitFor(60*time.Second, func() bool { return readyz(base) == http.StatusOK }) {
+	if !testkit.Eventually(60*time.Second, 50*time.Millisecond, func() bool { return readyz(base) == http.StatusOK }) {
 		t.Fatalf("make run: /readyz never answered 200:\n%s", logs.String())
 	}
 	data := filepath.Join(repo, "data")

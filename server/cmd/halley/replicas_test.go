@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -46,8 +47,8 @@ func (a *api) text(t *testing.T, base, path string) (int, string) {
 // its run log reads the same through A and B, and a version whose file only A's disk had (a deployment from
 // before plugin files were in the database) runs on B once A has started and imported it.
 func TestPluginsOnEveryReplica(t *testing.T) {
-	bin := buildBinary(t)
-	requirePython(t)
+	bin := buildHalley(t)
+	testkit.RequirePython(t, "")
 	dbURL := storetest.URL(t, store.MySQL)
 	redisURL := storetest.RedisURL(t)
 	prefix := uniqueRedisPrefix(t, redisURL)
@@ -72,7 +73,7 @@ func TestPluginsOnEveryReplica(t *testing.T) {
 		t.Helper()
 		id := cl.mustCall(t, h.URL(), "POST", "/api/v1/instances", map[string]any{"template": key})["id"].(string)
 		var inst map[string]any
-		if !waitFor(30*time.Second, func() bool {
+		if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool {
 			inst = cl.mustCall(t, h.URL(), "GET", "/api/v1/instances/"+id, nil)
 			return inst["status"] != "running"
 		}) {
@@ -139,9 +140,4 @@ func TestPluginsOnEveryReplica(t *testing.T) {
 	if inst := run(b, "stamped-v2"); inst["status"] != "completed" || inst["context"].(map[string]any)["stamped"] != float64(2) {
 		t.Fatalf("after A imported its file, on B: %v", inst)
 	}
-}
-
-func requirePython(t *testing.T) {
-	t.Helper()
-	requireTool(t, "python3")
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/halley-bpm/halley/internal/testkit"
 )
 
 // hostDir returns a fresh folder outside /tmp, /var/tmp and /dev/shm, which sandboxed runs see as empty
@@ -70,7 +72,7 @@ func (a *api) runPlugin(t *testing.T, base, name string) map[string]any {
 run:
 	id := a.mustCall(t, base, "POST", "/api/v1/instances", map[string]any{"template": "run-" + name})["id"].(string)
 	var inst map[string]any
-	if !waitFor(60*time.Second, func() bool {
+	if !testkit.Eventually(60*time.Second, 50*time.Millisecond, func() bool {
 		inst = a.mustCall(t, base, "GET", "/api/v1/instances/"+id, nil)
 		return inst["status"] != "running"
 	}) {
@@ -89,7 +91,7 @@ func TestPluginSandboxInTheBinary(t *testing.T) {
 		}
 		t.Skip("needs root")
 	}
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	// Outside /tmp, where the plugins see the files and only their modes keep them out.
 	data := filepath.Join(hostDir(t), "data")
 	if err := os.Mkdir(data, 0o755); err != nil { // as an operator might have made it
@@ -197,7 +199,7 @@ func TestPluginSandboxWithFileCapabilities(t *testing.T) {
 		}
 		t.Skip("needs root")
 	}
-	setcap, setpriv := requireTool(t, "setcap"), requireTool(t, "setpriv")
+	setcap, setpriv := testkit.RequireTool(t, "setcap", ""), testkit.RequireTool(t, "setpriv", "")
 	const halleyUID = 63600
 	// Outside /tmp, where the plugins see the data dir and only its modes keep them out.
 	root := filepath.Join(hostDir(t), "root")
@@ -211,7 +213,7 @@ func TestPluginSandboxWithFileCapabilities(t *testing.T) {
 	}
 	// The binary where the unprivileged user can execute it, with the image's file capabilities.
 	bin := filepath.Join(root, "halley")
-	if b, err := os.ReadFile(buildBinary(t)); err != nil || os.WriteFile(bin, b, 0o755) != nil {
+	if b, err := os.ReadFile(buildHalley(t)); err != nil || os.WriteFile(bin, b, 0o755) != nil {
 		t.Fatalf("copy the binary: %v", err)
 	}
 	if out, err := exec.Command(setcap, "cap_setuid,cap_setgid,cap_chown,cap_kill,cap_sys_admin=p", bin).CombinedOutput(); err != nil {
@@ -239,7 +241,7 @@ func TestPluginSandboxWithFileCapabilities(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	base := "http://" + addr
-	if !waitFor(30*time.Second, func() bool { return readyz(base) == 200 }) {
+	if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool { return readyz(base) == 200 }) {
 		t.Fatalf("not ready; logs:\n%s", logs.String())
 	}
 	status, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
@@ -276,7 +278,7 @@ print(json.dumps({"context": {"uid": os.getuid(), "daemon": d.pid, "db": attempt
 	}
 	var pid int
 	_, _ = fmt.Sscan(fmt.Sprint(ctx["daemon"]), &pid)
-	if pid == 0 || !waitFor(5*time.Second, func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) }) {
+	if pid == 0 || !testkit.Eventually(5*time.Second, 50*time.Millisecond, func() bool { return syscall.Kill(pid, 0) != nil || isZombie(pid) }) {
 		syscall.Kill(pid, syscall.SIGKILL)
 		t.Errorf("the setsid daemon %d outlived its run", pid)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,7 +49,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		return err
 	}
 	defer sched.Close() //nolint:errcheck // shutting down: the scheduler's close error has no one to tell
-	auditLog := audit.New(st, clk.Now, lg)
+	auditLog := audit.New(st, audit.Options{Clock: clk, Logger: lg})
 
 	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
 	runLog, errRunLog := plugin.NewDBLog(st)               // every attempt's record, readable from any replica
@@ -58,18 +59,18 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
-	arm, cancelTimers := engine.TimerOutbox(sched)
+	arm, cancelTimers := timerOutbox(sched)
 	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: subs.OutboxHandler(), model.OutboxTimerArm: arm,
 		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
 		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }}) // deliveries are visible once their batch committed
-	publisher, errPublisher := trigger.NewPublisher(st, sched, clk, lg)
-	templates := template.New(st, clk.Now, template.WithPublishers(publisher), template.WithSecretKey(derive(cfg, "trigger-secret")))
+	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
+	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher}, SecretKey: derive(cfg, "trigger-secret")})
 	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: subs, Outbox: disp, PluginFiles: pluginFiles,
-		Executor: executor}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), PublicURL: cfg.PublicURL})
-	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, clk, lg)
+		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url")})
+	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, trigger.Options{Clock: clk, Logger: lg})
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, lg, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
@@ -220,6 +221,30 @@ func outboundClient(cfg *config.Config, lg *slog.Logger) *outbound.Client {
 // derive is a key for one purpose, derived from HALLEY_SECRET.
 func derive(cfg *config.Config, purpose string) []byte {
 	return identity.DeriveKey([]byte(cfg.Secret), purpose)
+}
+
+// timerOutbox returns the outbox handlers that arm and cancel timers in the scheduler: the timer.arm and
+// timer.cancel rows a step wrote are carried out once it committed.
+func timerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
+	arm = func(ctx context.Context, items []model.OutboxItem) error {
+		its := make([]scheduler.Item, 0, len(items))
+		for _, it := range items {
+			var p model.TimerArm
+			if err := json.Unmarshal(it.Payload, &p); err != nil {
+				return fmt.Errorf("bad timer.arm payload for %s: %w", it.Ref, err)
+			}
+			its = append(its, scheduler.Item{ID: it.Ref, Due: p.DueAt()})
+		}
+		return s.Schedule(ctx, its...)
+	}
+	cancel = func(ctx context.Context, items []model.OutboxItem) error {
+		ids := make([]string, len(items))
+		for i, it := range items {
+			ids[i] = it.Ref
+		}
+		return s.Cancel(ctx, ids...)
+	}
+	return arm, cancel
 }
 
 // wake is the outbox handler of plugin runs queued for a claim: it wakes the executor, which claims them.

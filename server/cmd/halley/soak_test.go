@@ -57,7 +57,7 @@ func TestSoak(t *testing.T) {
 		t.Fatalf("HALLEY_SOAK_DB=%q: want sqlite or mysql", db)
 	}
 
-	_, base, logs := start(t, buildBinary(t), extra...)
+	_, base, logs := start(t, buildHalley(t), extra...)
 	// One kept-alive connection per client: the default two idle connections per host would make the load
 	// open and close connections all the time, and each connection is a server goroutine.
 	admin := &soakClient{base: base, client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: clients}}}

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -112,7 +113,7 @@ func countLogs(lines []map[string]any, match func(m map[string]any) bool) int {
 // database, become ready once both are up, and write only JSON lines with HALLEY_LOG_FORMAT=json — go-redis's
 // complaints about the missing Redis included.
 func TestStartBeforeTheDatabase(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	dbURL, err := url.Parse(storetest.URL(t, store.MySQL))
 	if err != nil {
 		t.Fatal(err)
@@ -146,7 +147,7 @@ func TestStartBeforeTheDatabase(t *testing.T) {
 		}
 	})
 
-	if !waitFor(20*time.Second, func() bool { s, _ := getStatus(base + "/healthz"); return s == http.StatusOK }) {
+	if !testkit.Eventually(20*time.Second, 50*time.Millisecond, func() bool { s, _ := getStatus(base + "/healthz"); return s == http.StatusOK }) {
 		t.Fatal("/healthz never answered while the database was down")
 	}
 	if s, body := getStatus(base + "/readyz"); s != http.StatusServiceUnavailable || body["status"] != "starting" {
@@ -158,12 +159,12 @@ func TestStartBeforeTheDatabase(t *testing.T) {
 	retrying := func(m map[string]any) bool {
 		return strings.Contains(m["msg"].(string), "database is not reachable yet") && m["attempt"] != nil
 	}
-	if !waitFor(20*time.Second, func() bool { return countLogs(jsonLines(t, logs.String()), retrying) >= 3 }) {
+	if !testkit.Eventually(20*time.Second, 50*time.Millisecond, func() bool { return countLogs(jsonLines(t, logs.String()), retrying) >= 3 }) {
 		t.Fatal("no log line per attempt to reach the database")
 	}
 
 	dbProxy.start()
-	if !waitFor(30*time.Second, func() bool { return strings.Contains(logs.String(), "halley is serving") }) {
+	if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool { return strings.Contains(logs.String(), "halley is serving") }) {
 		t.Fatal("halley did not start once the database was up")
 	}
 	// Redis is still down: the process is up, but not ready, and go-redis has things to say.
@@ -171,11 +172,11 @@ func TestStartBeforeTheDatabase(t *testing.T) {
 		t.Fatalf("/readyz without redis = %d %v; want 503 naming redis", s, body)
 	}
 	goRedis := func(m map[string]any) bool { return m["component"] == "go-redis" }
-	if !waitFor(20*time.Second, func() bool { return countLogs(jsonLines(t, logs.String()), goRedis) > 0 }) {
+	if !testkit.Eventually(20*time.Second, 50*time.Millisecond, func() bool { return countLogs(jsonLines(t, logs.String()), goRedis) > 0 }) {
 		t.Fatal("go-redis logged nothing while redis was down (or not through slog)")
 	}
 	redisProxy.start()
-	if !waitFor(30*time.Second, func() bool { s, _ := getStatus(base + "/readyz"); return s == http.StatusOK }) {
+	if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool { s, _ := getStatus(base + "/readyz"); return s == http.StatusOK }) {
 		t.Fatal("/readyz never became 200 once redis was up")
 	}
 	if s, _ := getStatus(base + "/api/v1/templates"); s != http.StatusUnauthorized {
@@ -205,7 +206,7 @@ func TestStartBeforeTheDatabase(t *testing.T) {
 // TestDatabaseWaitGivesUp: with HALLEY_DB_WAIT=2s and no database, halley gives up after a few logged attempts
 // and exits 1 with a JSON error line that says so.
 func TestDatabaseWaitGivesUp(t *testing.T) {
-	bin := buildBinary(t)
+	bin := buildHalley(t)
 	cmd := exec.Command(bin, "serve")
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HALLEY_ADDR=" + freeAddr(t), "HALLEY_DATA_DIR=" + t.TempDir(),
 		"HALLEY_DATABASE_URL=mysql://nobody:x@" + freeAddr(t) + "/halley", "HALLEY_LOG_FORMAT=json", "HALLEY_DB_WAIT=2s"}

@@ -1,7 +1,9 @@
-// Command schemagen writes the JSON Schema of a process definition, model/definition.schema.json, from the Go
-// types in model/ (their json, jsonschema and jsonschema_extras tags, and their doc comments as descriptions), and
-// the field reference of docs/templates.md from that schema. `make generate` runs it (and then regenerates the
-// front end's TypeScript types from the schema); the tests beside it fail when a committed file is stale.
+// Command schemagen writes what model/ generates: the JSON Schema of a process definition,
+// model/definition.schema.json, from the Go types in model/ (their json, jsonschema and jsonschema_extras tags,
+// and their doc comments as descriptions), the field reference of docs/templates.md from that schema, and the
+// state diagrams of docs/engine.md from the transition tables of model/states.go. `make generate` runs it (and then
+// regenerates the front end's TypeScript types from the schema); the tests beside it fail when a committed file is
+// stale.
 package main
 
 import (
@@ -33,14 +35,11 @@ func run() error {
 	if err := os.Chdir(root); err != nil {
 		return err
 	}
-	schema, docs, err := generate()
+	files, err := generate()
 	if err != nil {
 		return err
 	}
-	for _, f := range []struct {
-		path string
-		data []byte
-	}{{schemaFile, schema}, {docsFile, docs}} {
+	for _, f := range files {
 		if old, err := os.ReadFile(f.path); err == nil && bytes.Equal(old, f.data) {
 			continue
 		}
@@ -52,22 +51,40 @@ func run() error {
 	return nil
 }
 
-// generate returns the schema file and docs/templates.md with its reference rebuilt. It runs in the repository
-// root.
-func generate() (schema, docs []byte, err error) {
+// generated is a file schemagen writes, with its content.
+type generated struct {
+	path string
+	data []byte
+}
+
+// generate returns the schema file, docs/templates.md with its reference rebuilt and docs/engine.md with its state
+// tables redrawn. It runs in the repository root.
+func generate() ([]generated, error) {
 	s, err := buildSchema()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	if schema, err = marshal(s); err != nil {
-		return nil, nil, err
+	schema, err := marshal(s)
+	if err != nil {
+		return nil, err
 	}
 	page, err := os.ReadFile(docsFile)
 	if err != nil {
-		return nil, nil, fmt.Errorf("schemagen: %w", err)
+		return nil, fmt.Errorf("schemagen: %w", err)
 	}
-	docs, err = spliceReference(page, reference(s))
-	return schema, docs, err
+	docs, err := spliceReference(page, reference(s))
+	if err != nil {
+		return nil, err
+	}
+	enginePage, err := os.ReadFile(engineDocsFile)
+	if err != nil {
+		return nil, fmt.Errorf("schemagen: %w", err)
+	}
+	engineDocs, err := spliceStates(enginePage)
+	if err != nil {
+		return nil, err
+	}
+	return []generated{{schemaFile, schema}, {docsFile, docs}, {engineDocsFile, engineDocs}}, nil
 }
 
 // repoRoot finds the directory holding go.mod, from the working directory up.

@@ -13,25 +13,23 @@ import (
 	"github.com/invopop/jsonschema"
 )
 
-// TestCommittedFilesAreFresh fails when model/definition.schema.json or the field reference in docs/templates.md
-// differs from what the Go types in model/ generate now.
+// TestCommittedFilesAreFresh fails when model/definition.schema.json, the field reference in docs/templates.md or
+// the state tables of docs/engine.md differ from what the Go types and the transition tables in model/ generate now.
 func TestCommittedFilesAreFresh(t *testing.T) {
 	t.Chdir("../../..")
-	schema, docs, err := generate()
+	files, err := generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []struct {
-		path string
-		want []byte
-	}{{schemaFile, schema}, {docsFile, docs}} {
+	for _, f := range files {
 		got, err := os.ReadFile(f.path)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, f.want) {
-			t.Errorf("%s is stale: the Go types in model/ changed. Run `make generate` (it rewrites the schema, the field "+
-				"reference of docs/templates.md and the front end's types) and commit the result.\nfirst difference: %s", f.path, firstDifference(got, f.want))
+		if !bytes.Equal(got, f.data) {
+			t.Errorf("%s is stale: the Go types or the transition tables in model/ changed. Run `make generate` (it rewrites the "+
+				"schema, the field reference of docs/templates.md, the state tables of docs/engine.md and the front end's types) "+
+				"and commit the result.\nfirst difference: %s", f.path, firstDifference(got, f.data))
 		}
 	}
 }

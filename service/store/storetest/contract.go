@@ -78,8 +78,8 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		}
 		called := false
 		err = st.UpdateInstance(ctx, tenant, "u-missing", func(*model.Work) error { called = true; return nil })
-		if !model.IsKind(err, model.ENOTFOUND) || called {
-			t.Fatalf("UpdateInstance of a missing id = %v (fn called %v), want ENOTFOUND", err, called)
+		if !model.IsKind(err, model.ENOTFOUND) || !errors.Is(err, model.ErrNoInstance) || called {
+			t.Fatalf("UpdateInstance of a missing id = %v (fn called %v), want ENOTFOUND wrapping model.ErrNoInstance", err, called)
 		}
 	})
 
@@ -100,7 +100,8 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res["g-1"] != nil || !errors.Is(res["g-2"], refused) || !model.IsKind(res["g-missing"], model.ENOTFOUND) {
+		if res["g-1"] != nil || !errors.Is(res["g-2"], refused) || !model.IsKind(res["g-missing"], model.ENOTFOUND) ||
+			!errors.Is(res["g-missing"], model.ErrNoInstance) {
 			t.Fatalf("outcomes %v", res)
 		}
 		if title("g-1") != "grouped" || title("g-2") != "before" || title("g-new") != "before" {

@@ -8,8 +8,6 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
-	"io"
-	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -17,6 +15,7 @@ import (
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/store"
 )
 
@@ -38,7 +37,7 @@ func Open(t *testing.T, dialect string) *store.Store {
 	t.Helper()
 	u := URL(t, dialect)
 	// A small pool: test packages run in parallel against one MySQL server.
-	s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: quiet(), MaxOpenConns: 16})
+	s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: testkit.Quiet(), MaxOpenConns: 16})
 	if err != nil {
 		t.Fatalf("open %s store: %v", dialect, err)
 	}
@@ -128,5 +127,3 @@ func randHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
-
-func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,0 +1,65 @@
+package engine
+
+import (
+	"context"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// StepObserver is told about every step the engine ends: committed, or failed with its error. Metrics and traces
+// hang here (Options.Observer); StepDone runs on the step's goroutine after its commit (or failure), so it must not
+// block.
+type StepObserver interface {
+	StepDone(ctx context.Context, r StepReport)
+}
+
+// StepReport is what one step was and did.
+type StepReport struct {
+	// Action names the step: start, approve, reject, transfer, add_sign, return, reclaim, jump, terminate,
+	// withdraw, resume (a callback or a bookmark), message, plugin_result, timer.
+	Action     string
+	TenantID   string
+	InstanceID string
+	// Took is the wall time from the step's first attempt to its end, reads outside the transaction and the wait
+	// for its group included.
+	Took time.Duration
+	// Err is why the step failed; nil when it committed.
+	Err error
+	// Moves are the transitions the committed step made, in order (none when it failed).
+	Moves []Moved
+}
+
+// Moved is one transition of a step.
+type Moved struct {
+	Kind    string // node, task, instance
+	Subject string // the node id, the task id or the instance id
+	Move    model.Move
+	From    string
+	To      string
+}
+
+// noObserver is the StepObserver of an engine nobody observes.
+type noObserver struct{}
+
+func (noObserver) StepDone(context.Context, StepReport) {}
+
+// stepEnded tells the observer that a step ended and returns its error.
+func (e *Engine) stepEnded(ctx context.Context, name, tenant, instanceID string, began time.Time, s *step, err error) error {
+	if !e.observed {
+		return err
+	}
+	r := StepReport{Action: name, TenantID: tenant, InstanceID: instanceID, Took: time.Since(began), Err: err}
+	if s != nil {
+		r.Moves = s.moves
+	}
+	e.observer.StepDone(ctx, r)
+	return err
+}
+
+// moved records a transition of the step for its observer.
+func (s *step) moved(kind, subject string, m model.Move, from, to string) {
+	if s.observed {
+		s.moves = append(s.moves, Moved{Kind: kind, Subject: subject, Move: m, From: from, To: to})
+	}
+}
