@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -197,16 +198,21 @@ func (r *run) copyTo(n *model.Node, ns *model.NodeState) error {
 		r.w.CC = append(r.w.CC, &model.CCRecord{ID: r.nextID("c"), TenantID: r.inst.TenantID, InstanceID: r.inst.ID, NodeID: n.ID, Username: u, CreatedAt: r.now})
 	}
 	r.history("cc.sent", n.ID, "", "", map[string]any{"users": users})
+	r.event("cc.created", n.ID, nil, map[string]any{"users": users, "node_name": n.Label()})
 	return nil
 }
 
-// event writes an event to the outbox when somebody subscribed to it.
-func (r *run) event(name, nodeID string, t *model.Task) {
+// event writes an event to the outbox when somebody wants it (a subscription, the notifications); extra fields
+// are added to its payload.
+func (r *run) event(name, nodeID string, t *model.Task, extra ...map[string]any) {
 	if !r.e.events.Wants(r.inst.TenantID, name, r.inst.Template) {
 		return
 	}
 	ev := map[string]any{"event": name, "at": r.now, "instance_id": r.inst.ID, "template": r.inst.Template,
-		"status": r.inst.Status, "node_id": nodeID, "task": t}
+		"status": r.inst.Status, "node_id": nodeID, "task": t, "title": r.inst.Title, "initiator": r.inst.Initiator}
+	for _, x := range extra {
+		maps.Copy(ev, x)
+	}
 	if name == "instance.failed" && r.inst.State.Error != nil {
 		ev["error"] = r.inst.State.Error // subscribers learn why: the node error's code, node and message
 		ev["node_id"] = r.inst.State.Error.NodeID
