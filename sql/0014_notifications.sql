@@ -68,6 +68,8 @@ CREATE UNIQUE INDEX idx_notification_deliveries_key ON notification_deliveries (
 
 CREATE INDEX idx_notification_deliveries_due ON notification_deliveries (status, next_attempt_at);
 
+CREATE INDEX idx_notification_deliveries_channel ON notification_deliveries (tenant_id, channel, status, next_attempt_at);
+
 CREATE INDEX idx_notification_deliveries_log ON notification_deliveries (tenant_id, created_at, id);
 
 CREATE TABLE notification_settings (

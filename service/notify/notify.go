@@ -102,7 +102,7 @@ type Options struct {
 	MaxAttempts int             // attempts before a delivery fails [8]
 	Backoff     []time.Duration // [DefaultBackoff]
 	Jitter      func() float64  // in [0, 1) [math/rand/v2.Float64]
-	// Lease is how long a claimed delivery belongs to its sender; it must exceed Timeout [1m].
+	// Lease is how long a claimed delivery belongs to its sender; it must exceed Timeout [3 × Timeout].
 	Lease        time.Duration
 	PollInterval time.Duration // look for due deliveries when nothing woke the loop [1s]
 	// TLSConfig is the base of SMTP connections' TLS (tests add their CA) [system roots].
@@ -159,7 +159,7 @@ func New(d Deps, opts Options) (*Service, error) {
 		opts.Jitter = rand.Float64
 	}
 	if opts.Lease <= opts.Timeout {
-		opts.Lease = max(time.Minute, 2*opts.Timeout)
+		opts.Lease = 3 * opts.Timeout
 	}
 	if opts.PollInterval <= 0 {
 		opts.PollInterval = time.Second

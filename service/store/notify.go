@@ -365,7 +365,7 @@ const rateWindow = time.Minute
 
 // ClaimChannelDeliveries leases up to n due deliveries of a channel within its rate. The channel row is locked
 // for the claim (FOR UPDATE on MySQL; SQLite serialises write transactions), so that replicas claiming the same
-// channel read and extend one send log: together they never exceed perMinute sends in any minute.
+// channel take turns, read and extend one send log: together they never exceed perMinute sends in any minute.
 func (s *Store) ClaimChannelDeliveries(ctx context.Context, tenant, channel string, n, perMinute int, now, leaseUntil time.Time) (*model.ChannelSend, error) {
 	out := &model.ChannelSend{}
 	err := s.inTxOpts(ctx, readCommitted, func(tx *gorm.DB) error {
@@ -390,9 +390,10 @@ func (s *Store) ClaimChannelDeliveries(ctx context.Context, tenant, channel stri
 		}
 		q := tx.Where("tenant_id = ? AND channel = ? AND status = ? AND next_attempt_at <= ?", tenant, channel, model.DeliveryPending, now.UTC()).
 			Order("next_attempt_at, created_at, id").Limit(take)
-		if s.dialect == MySQL {
-			q = q.Clauses(clause.Locking{Strength: "UPDATE", Options: "SKIP LOCKED"})
-		}
+		// The channel's lock already keeps other claims of it out; locking the rows read keeps out a late
+		// FinishNotificationDelivery of an expired lease. The (tenant, channel, status, due) index makes the
+		// scan touch this channel's rows only, so claims of other channels never wait on these.
+		q = q.Clauses(s.lockClause()...)
 		var rows []notifyDeliveryRow
 		if err := q.Find(&rows).Error; err != nil {
 			return fmt.Errorf("store: unable to read due deliveries of channel %s: %w", channel, err)

@@ -60,7 +60,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
 	notifier, errNotify := notify.New(notify.Deps{Store: st, Links: notify.WebLinks(cfg.PublicURL), Outbound: out,
-		SecretKey: derive(cfg, "notification-channel")}, notify.Options{Logger: lg}) // in-app notifications, mail and IM channels
+		SecretKey: derive(cfg, "notification-channel")}, notify.Options{Logger: lg, Timeout: cfg.NotifyTimeout}) // in-app notifications, mail and IM channels
 	arm, cancelTimers := engine.TimerOutbox(sched)
 	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: outbox.All(subs.OutboxHandler(), notifier.HandleEvents),
 		model.OutboxTimerArm: arm, model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
