@@ -188,4 +188,3 @@ func TestFailingChannelRecovers(t *testing.T) {
 		}
 	})
 }
-
