@@ -23,6 +23,7 @@ import (
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/notify"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -71,6 +72,20 @@ type wiring struct {
 	subs *subscription.Service
 	// executor is the engine's local plugin executor (engine.NoExecutor when unset).
 	executor engine.LocalExecutor
+	// notify is the notification service: it wants the events it tells people of, and the server serves it.
+	notify *notify.Service
+}
+
+// sinks want an event when one of them does (the composition root's eventSinks).
+type sinks []engine.EventSink
+
+func (s sinks) Wants(tenant, event, template string) bool {
+	for _, x := range s {
+		if x.Wants(tenant, event, template) {
+			return true
+		}
+	}
+	return false
 }
 
 // newEnvWith builds the services in the composition root's order (templates with the trigger publisher, the
@@ -90,9 +105,12 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	if w.engine != nil {
 		opts = *w.engine
 	}
-	var events engine.EventSink = noEvents{}
+	events := sinks{noEvents{}}
 	if w.subs != nil {
-		events = w.subs
+		events = append(events, w.subs)
+	}
+	if w.notify != nil {
+		events = append(events, w.notify)
 	}
 	if w.executor == nil {
 		w.executor = engine.NoExecutor
@@ -117,7 +135,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 		t.Fatal(err)
 	}
 	e.engine, e.triggers = eng, trg
-	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Notify: w.notify, Idempotency: s,
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
 		Audit: audit.New(s, opts.Clock.Now, quietLogger())}
 	if mod != nil {

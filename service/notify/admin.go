@@ -113,12 +113,15 @@ func (s *Service) TestChannel(ctx context.Context, p *model.Principal, name, to 
 		if err != nil {
 			return err
 		}
-		u := users[to]
-		if u == nil {
+		switch u := users[to]; {
+		case u != nil:
+			rcpt = Recipient{Username: u.Username, DisplayName: displayName(users, u.Username), Email: u.Email, Mobile: u.Mobile, IMID: u.IMID,
+				Language: language(u, settings)}
+		case to == p.Username:
+			rcpt = Recipient{Username: p.Username, DisplayName: p.Username, Language: settings.Language} // an API token, or a user gone
+		default:
 			return model.CodedError(model.EUNPROCESSABLE, "unknown_recipient", "to must be a username or an email address; no user %q", to)
 		}
-		rcpt = Recipient{Username: u.Username, DisplayName: displayName(users, u.Username), Email: u.Email, Mobile: u.Mobile, IMID: u.IMID,
-			Language: language(u, settings)}
 	}
 	if rcpt.Language == "" {
 		rcpt.Language = LangZH

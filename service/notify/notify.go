@@ -409,12 +409,12 @@ func (s *Service) render(ctx context.Context, v *tenantView, u *model.User, user
 			Title: d.Title, Step: d.Step, To: to}
 	}
 	web := msg(false)
-	in := &model.Notification{ID: uuid.NewString(), TenantID: n.tenant, Username: u.Username, Key: n.key + "/" + n.event, Event: n.event,
+	in := &model.Notification{ID: timeOrdered(), TenantID: n.tenant, Username: u.Username, Key: n.key + "/" + n.event, Event: n.event,
 		InstanceID: d.InstanceID, TaskID: d.TaskID, Title: truncate(d.Title, 500), NodeName: truncate(d.Step, 200), Message: web.Subject,
 		Link: n.inApp, At: now}
 	var out []*model.NotificationDelivery
 	for _, name := range v.settings.Events[n.event] {
-		dl := &model.NotificationDelivery{ID: uuid.NewString(), TenantID: n.tenant, Channel: name, Recipient: u.Username, Key: in.Key, Event: n.event,
+		dl := &model.NotificationDelivery{ID: timeOrdered(), TenantID: n.tenant, Channel: name, Recipient: u.Username, Key: in.Key, Event: n.event,
 			InstanceID: d.InstanceID, TaskID: d.TaskID, Status: model.DeliveryPending, CreatedAt: now, NextAttemptAt: &now}
 		ch := v.channels[name]
 		m := web
@@ -433,6 +433,16 @@ func (s *Service) render(ctx context.Context, v *tenantView, u *model.User, user
 		out = append(out, dl)
 	}
 	return in, out
+}
+
+// timeOrdered is a new id that sorts after the ids made before it (UUIDv7), so that lists ordered by (time, id)
+// show the notifications of one batch in the order they were written.
+func timeOrdered() string {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.NewString()
+	}
+	return id.String()
 }
 
 // Notify wakes the delivery loop. HandleEvents calls it, but its rows are visible only once the dispatch
