@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,77 @@ func TestTemplatesAndLanguages(t *testing.T) {
 	if !strings.Contains(f.logs.String(), "does not work") {
 		t.Error("the failing template was not logged")
 	}
+}
+
+// TestDailyDigest: at the tenant's hour (in its time zone) every user with pending approvals gets one digest a
+// day, in the app and through the digest's channels, however often the job runs; outside the hour, none.
+func TestDailyDigest(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		f := newFixture(t, s, "127.0.0.1")
+		var mu sync.Mutex
+		var got []notify.Message
+		hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			var m notify.Message
+			_ = json.Unmarshal(readAll(t, r.Body), &m)
+			mu.Lock()
+			got = append(got, m)
+			mu.Unlock()
+		}))
+		defer hook.Close()
+		f.user(&model.User{Username: "bob", Language: "en"})
+		f.user(&model.User{Username: "carol"})
+		f.channel("hook", model.ChannelWebhook, map[string]any{"url": hook.URL})
+		hour := 17 // 09:00 UTC is 17:00 in Shanghai
+		f.settings(&model.NotificationSettings{DigestHour: &hour, TimeZone: "Asia/Shanghai", Events: map[string][]string{model.NotifyDigest: {"hook"}}})
+		now := f.clk.Now()
+		w := &model.Work{Instance: &model.Instance{ID: "d1", TenantID: model.DefaultTenant, Template: "leave", Version: 1, Title: "Leave", Status: model.StatusRunning,
+			Initiator: "alice", Context: json.RawMessage(`{}`), CreatedAt: now, UpdatedAt: now, State: model.InstanceState{Nodes: map[string]*model.NodeState{}}}}
+		for i, a := range []string{"bob", "bob", "bob", "carol", "dave"} { // dave is not a user (any more)
+			tk := &model.Task{ID: "d1-t" + string(rune('a'+i)), TenantID: model.DefaultTenant, InstanceID: "d1", NodeID: "lead", NodeName: "Lead",
+				Assignee: a, Status: model.TaskPending, Kind: model.TaskKindApproval, CreatedAt: now}
+			w.NewTasks = append(w.NewTasks, tk)
+			w.Tasks = append(w.Tasks, tk)
+		}
+		if err := s.CreateInstance(context.Background(), w); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 { // the job runs several times within the hour, on any replica: the first writes them
+			if n, err := f.svc.Digest(context.Background()); err != nil || n != map[bool]int{true: 2, false: 0}[i == 0] {
+				t.Fatalf("digest run %d: %d %v", i, n, err)
+			}
+			f.clk.Advance(10 * time.Minute)
+		}
+		f.deliver()
+		mu.Lock()
+		if len(got) != 2 {
+			t.Fatalf("%d digests sent, want 2", len(got))
+		}
+		for _, m := range got {
+			switch m.To.Username {
+			case "bob":
+				if m.Subject != "You have 3 pending approvals" || m.Link != "https://halley.example.com/inbox" {
+					t.Errorf("bob's digest: %+v", m)
+				}
+			case "carol":
+				if m.Subject != "你有 1 条待审批" {
+					t.Errorf("carol's digest: %+v", m)
+				}
+			}
+		}
+		mu.Unlock()
+		if items, unread := f.inbox("bob"); len(items) != 1 || unread != 1 || items[0].Event != model.NotifyDigest || items[0].Link != "/inbox" {
+			t.Fatalf("bob's in-app digest: %v", items)
+		}
+		f.clk.Advance(2 * time.Hour) // 19:30 in Shanghai: not the hour
+		if n, err := f.svc.Digest(context.Background()); err != nil || n != 0 {
+			t.Fatalf("digest outside the hour: %d %v", n, err)
+		}
+		f.clk.Advance(22 * time.Hour) // the next day, at 17:30
+		if n, err := f.svc.Digest(context.Background()); err != nil || n != 2 {
+			t.Fatalf("next day's digest: %d %v", n, err)
+		}
+		if items, _ := f.inbox("bob"); len(items) != 2 {
+			t.Fatalf("bob has %d digests after two days", len(items))
+		}
+	})
 }

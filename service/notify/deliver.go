@@ -190,7 +190,8 @@ func (s *Service) backoff(n int) time.Duration {
 // Digest writes the daily digest ("you have 7 pending approvals") of every tenant whose digest_hour is the
 // current hour in its time zone, to every user with pending approvals: in the app and through the channels of
 // the tenant's "digest" setting. A housekeeping job calls it several times an hour on any replica: each user's
-// digest of a day is written once (its key is the day). It returns how many digests it wrote.
+// digest of a day is written once (its key is the day). It returns how many digests it wrote (0 when they were
+// written already).
 func (s *Service) Digest(ctx context.Context) (int, error) {
 	all, err := s.store.AllNotificationSettings(ctx)
 	if err != nil {
@@ -226,10 +227,11 @@ func (s *Service) Digest(ctx context.Context) (int, error) {
 		if len(ns) == 0 {
 			continue
 		}
-		if _, err := s.write(ctx, ns); err != nil {
+		n, _, err := s.write(ctx, ns)
+		if err != nil {
 			return total, err
 		}
-		total += len(ns)
+		total += n
 	}
 	if total > 0 {
 		s.Notify()

@@ -248,7 +248,7 @@ func (s *Service) HandleEvents(ctx context.Context, items []model.OutboxItem) er
 	if len(notices) == 0 {
 		return nil
 	}
-	n, err := s.write(ctx, notices)
+	_, n, err := s.write(ctx, notices)
 	if err != nil {
 		return err
 	}
@@ -312,8 +312,9 @@ type tenantView struct {
 	channels map[string]*model.Channel
 }
 
-// write renders the notices and stores them with their deliveries; it returns how many deliveries are new.
-func (s *Service) write(ctx context.Context, notices []*notice) (int, error) {
+// write renders the notices and stores them with their deliveries; it returns how many notifications and how
+// many deliveries are new.
+func (s *Service) write(ctx context.Context, notices []*notice) (int, int, error) {
 	byTenant := map[string][]*notice{}
 	for _, n := range notices {
 		byTenant[n.tenant] = append(byTenant[n.tenant], n)
@@ -324,7 +325,7 @@ func (s *Service) write(ctx context.Context, notices []*notice) (int, error) {
 	for tenant, ns := range byTenant {
 		v, users, err := s.view(ctx, tenant, ns)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		for _, n := range ns {
 			u := users[n.username]
@@ -336,10 +337,12 @@ func (s *Service) write(ctx context.Context, notices []*notice) (int, error) {
 			ds = append(ds, out...)
 		}
 	}
-	if _, err := s.store.AddNotifications(ctx, inApp); err != nil {
-		return 0, err
+	n, err := s.store.AddNotifications(ctx, inApp)
+	if err != nil {
+		return 0, 0, err
 	}
-	return s.store.AddNotificationDeliveries(ctx, ds)
+	d, err := s.store.AddNotificationDeliveries(ctx, ds)
+	return n, d, err
 }
 
 func (s *Service) view(ctx context.Context, tenant string, ns []*notice) (*tenantView, map[string]*model.User, error) {
