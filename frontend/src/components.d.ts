@@ -62,6 +62,7 @@ declare module 'vue' {
     LinearDialog: typeof import('./components/LinearDialog.vue')['default']
     MermaidView: typeof import('./components/MermaidView.vue')['default']
     NotificationBell: typeof import('./components/NotificationBell.vue')['default']
+    NotifyAdminTabs: typeof import('./components/NotifyAdminTabs.vue')['default']
     RoleSelect: typeof import('./components/RoleSelect.vue')['default']
     RouterLink: typeof import('vue-router')['RouterLink']
     RouterView: typeof import('vue-router')['RouterView']
