@@ -1077,6 +1077,9 @@ try {
     await call('POST', '/tokens', adminToken, { name: 'erp-zh', roles: ['admin'], expires_at: '2031-06-01T00:00:00Z' })
     for (const t of list(await call('GET', '/tokens', adminToken))) add([t.id, t.name, t.roles, t.owner, t.created_by])
     for (const e of list(await call('GET', '/audit?limit=200', adminToken))) add([e.actor, e.actor_token, e.action, e.target, e.reason, e.ip, e.request_id])
+    // The notification channels' names and settings, and what receivers answered (the delivery log's errors).
+    for (const c of list(await call('GET', '/channels', adminToken))) add([c.name, c.created_by, Object.values(c.config)])
+    for (const d of list(await call('GET', '/notification-deliveries?limit=200', adminToken))) add([d.channel, d.recipient, d.last_error])
     // Longest first, and only where they stand as words (the user "lead" must not cut "leader" in two).
     const patterns = (words) =>
       [...words]
@@ -1194,6 +1197,9 @@ try {
     await english('phone task approved')
     await page.goto(`${base}/m/profile`)
     await english('phone profile')
+    await page.goto(`${base}/m/notifications`)
+    await page.locator('[data-test=notification-item]').first().waitFor()
+    await english('phone notifications')
 
     await login('admin', ADMIN_PASSWORD, { viewport: desktop })
     for (const [label, path] of [
@@ -1203,6 +1209,8 @@ try {
       ['users', '/admin/users'],
       ['API tokens', '/admin/tokens'],
       ['audit log', '/admin/audit'],
+      ['notification channels', '/admin/channels'],
+      ['notification settings', '/admin/notification-settings'],
       ['form designer', '/admin/forms'],
       ['a network-off plugin', '/admin/plugins/offline-calc'],
     ]) {

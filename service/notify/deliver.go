@@ -155,7 +155,7 @@ func (s *Service) finish(ctx context.Context, d *model.NotificationDelivery, sen
 	case d.Attempts >= s.opts.MaxAttempts:
 		res.Status, res.Error, res.FinishedAt = model.DeliveryFailed, errorText(sendErr), &now
 	default:
-		res.Status, res.Error, res.NextAttemptAt = model.DeliveryPending, errorText(sendErr), now.Add(s.backoff(d.Attempts))
+		res.Status, res.Error, res.NextAttemptAt = model.DeliveryPending, errorText(sendErr), now.Add(s.backoff(d.Attempts)).Truncate(time.Microsecond)
 	}
 	lg := s.log.With("delivery_id", d.ID, "channel", d.Channel, "kind", d.Kind, "event", d.Event, "recipient", d.Recipient, "attempt", d.Attempts)
 	ok, err := s.store.FinishNotificationDelivery(ctx, res)

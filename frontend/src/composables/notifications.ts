@@ -3,6 +3,7 @@
 import { onMounted, onUnmounted, ref } from 'vue'
 import { api, type AppNotification } from '@/api'
 import { errorMessage } from '@/api/client'
+import { session } from '@/stores/session'
 
 const items = ref<AppNotification[]>([])
 const unread = ref(0)
@@ -10,12 +11,22 @@ const loading = ref(false)
 const error = ref('')
 let users = 0
 let timer: ReturnType<typeof setInterval> | undefined
+// owner is the session the list belongs to: another sign-in starts from an empty list, never the last user's.
+let owner: string | null = null
 
-/** refreshNotifications reads the newest notifications and the unread count. */
+/** refreshNotifications reads the newest notifications and the unread count of whoever is signed in. */
 export async function refreshNotifications(): Promise<void> {
+  const token = session.state.token
+  if (token !== owner) {
+    owner = token
+    items.value = []
+    unread.value = 0
+  }
+  if (!token) return
   loading.value = true
   try {
     const page = await api.notifications({ limit: 30 })
+    if (session.state.token !== token) return // signed out, or in as someone else, meanwhile
     items.value = page.items ?? []
     unread.value = page.unread ?? 0
     error.value = ''
@@ -48,14 +59,15 @@ export function phonePath(link: string): string {
   return link
 }
 
+/** notifications is the shared state itself (tests read it without a component). */
+export const notifications = { items, unread, loading, error }
+
 /** useNotifications keeps the list fresh while the calling component is mounted. */
 export function useNotifications() {
   onMounted(() => {
     users++
-    if (users === 1) {
-      void refreshNotifications()
-      timer = setInterval(() => void refreshNotifications(), 30_000)
-    }
+    void refreshNotifications()
+    if (users === 1) timer = setInterval(() => void refreshNotifications(), 30_000)
   })
   onUnmounted(() => {
     users--
