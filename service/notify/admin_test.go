@@ -3,6 +3,7 @@ package notify_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -358,6 +359,43 @@ func TestDailyDigest(t *testing.T) {
 		}
 		if items, _ := f.inbox("bob"); len(items) != 2 {
 			t.Fatalf("bob has %d digests after two days", len(items))
+		}
+	})
+}
+
+// TestRolledBackStepNotifiesNobody: the event rows of a step are written in its transaction; a step that fails
+// rolls them back with everything else, and nobody hears of it. The same step committed is heard of once.
+func TestRolledBackStepNotifiesNobody(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		f := newFixture(t, s, "")
+		f.user(&model.User{Username: "bob"})
+		f.commit() // an instance without events
+		step := func(fail bool) error {
+			return s.UpdateInstance(context.Background(), model.DefaultTenant, "i1", func(w *model.Work) error {
+				ev := f.taskCreated("bob", model.TaskKindApproval, 0)
+				ev["at"], ev["instance_id"], ev["template"], ev["title"], ev["initiator"] = f.clk.Now().UTC(), "i1", "leave", "Leave i1", "alice"
+				b, _ := json.Marshal(ev)
+				w.Outbox = append(w.Outbox, model.OutboxItem{TenantID: model.DefaultTenant, Kind: model.OutboxEvent, Ref: "task.created", Payload: b})
+				if fail {
+					return errors.New("the step failed after writing its event")
+				}
+				return nil
+			})
+		}
+		if err := step(true); err == nil {
+			t.Fatal("the failing step committed")
+		}
+		f.dispatch()
+		if items, _ := f.inbox("bob"); len(items) != 0 {
+			t.Fatalf("a rolled-back step was notified: %v", items)
+		}
+		if err := step(false); err != nil {
+			t.Fatal(err)
+		}
+		f.dispatch()
+		f.dispatch()
+		if items, _ := f.inbox("bob"); len(items) != 1 {
+			t.Fatalf("the committed step made %d notifications, want 1", len(items))
 		}
 	})
 }
