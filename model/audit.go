@@ -25,8 +25,12 @@ const (
 	AuditDepartmentCreate   = "department.create"
 	AuditSubscriptionCreate = "subscription.create"
 	AuditSubscriptionDelete = "subscription.delete"
-	AuditInstanceJump       = "instance.jump"
-	AuditInstanceTerminate  = "instance.terminate"
+	AuditChannelCreate      = "channel.create"
+	AuditChannelDelete      = "channel.delete"
+	// AuditNotificationSettings is a change of the tenant's notification settings (PUT /notification-settings).
+	AuditNotificationSettings = "notification_settings.update"
+	AuditInstanceJump         = "instance.jump"
+	AuditInstanceTerminate    = "instance.terminate"
 	// AuditInstanceOverride is an admin's start of a template whose trigger is not manual (POST /instances with
 	// "override_trigger": true).
 	AuditInstanceOverride = "instance.start_override"

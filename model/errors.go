@@ -22,6 +22,7 @@ const (
 	ERATELIMITED   = "rate_limited"  // 429
 	EINTERNAL      = "internal"      // 500
 	EUNAVAILABLE   = "unavailable"   // a service Halley needs (database, Redis) cannot be reached: 503
+	EBADGATEWAY    = "bad_gateway"   // a system Halley called refused or failed, e.g. a channel's test message: 502
 )
 
 // Error is a domain error: Kind is one of the codes above and decides the HTTP status; Code is the

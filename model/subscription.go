@@ -14,7 +14,7 @@ const EventAny = "*"
 var Events = []string{
 	"instance.started", "node.activated", "task.created", "task.decided",
 	"instance.completed", "instance.rejected", "instance.terminated", "instance.failed", "instance.withdrawn",
-	"timer.fired", "task.reminder",
+	"timer.fired", "task.reminder", "cc.created",
 }
 
 // ValidEvent reports whether name is one of Events or EventAny.

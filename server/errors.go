@@ -30,6 +30,7 @@ var statusOf = map[string]int{
 	model.ERATELIMITED:   http.StatusTooManyRequests,
 	model.EINTERNAL:      http.StatusInternalServerError,
 	model.EUNAVAILABLE:   http.StatusServiceUnavailable,
+	model.EBADGATEWAY:    http.StatusBadGateway,
 	"method_not_allowed": http.StatusMethodNotAllowed,
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/notify"
 	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
@@ -44,6 +45,8 @@ type Deps struct {
 	PluginSandbox SandboxReporter
 	// Subscriptions serves /subscriptions when set.
 	Subscriptions *subscription.Service
+	// Notify serves /notifications, /channels, /notification-settings and /notification-deliveries when set.
+	Notify *notify.Service
 	// Audit records admin changes, jumps, terminates and trigger overrides, and serves GET /audit.
 	Audit *audit.Recorder
 	// TriggerLimit limits the API trigger calls (/trigger/...) per client IP (HALLEY_TRIGGER_RATE_LIMIT); nil = no
@@ -77,6 +80,7 @@ type Server struct {
 	sandbox      SandboxReporter
 	pluginMax    int64
 	subs         *subscription.Service
+	notify       *notify.Service
 	audit        *audit.Recorder
 	triggerLimit *ratelimit.Buckets
 	proxies      []string
@@ -119,7 +123,7 @@ func New(d Deps) (*Server, error) {
 		d.PluginMaxSize = 10 << 20
 	}
 	reg := prometheus.NewRegistry()
-	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
+	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, notify: d.Notify, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
 		triggerLimit: d.TriggerLimit}
 	s.router = s.routes()
@@ -205,6 +209,11 @@ func (s *Server) routes() *gin.Engine {
 	authed.POST("/messages", s.sendMessage)
 	authed.GET("/cc", s.listCC)
 	authed.POST("/cc/:id/read", s.readCC)
+	if s.notify != nil {
+		authed.GET("/notifications", s.listNotifications)
+		authed.POST("/notifications/read-all", s.readAllNotifications)
+		authed.POST("/notifications/:id/read", s.readNotification)
+	}
 
 	admin := authed.Group("", adminOnly)
 	admin.POST("/users", s.createUser)
@@ -232,6 +241,15 @@ func (s *Server) routes() *gin.Engine {
 		admin.GET("/subscriptions/:id", s.getSubscription)
 		admin.DELETE("/subscriptions/:id", s.deleteSubscription)
 		admin.GET("/subscriptions/:id/deliveries", s.listDeliveries)
+	}
+	if s.notify != nil {
+		admin.POST("/channels", s.createChannel)
+		admin.GET("/channels", s.listChannels)
+		admin.DELETE("/channels/:name", s.deleteChannel)
+		admin.POST("/channels/:name/test", s.testChannel)
+		admin.GET("/notification-settings", s.getNotificationSettings)
+		admin.PUT("/notification-settings", s.putNotificationSettings)
+		admin.GET("/notification-deliveries", s.listNotificationDeliveries)
 	}
 	return r
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/notify"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -71,6 +72,20 @@ type wiring struct {
 	subs *subscription.Service
 	// executor is the engine's local plugin executor (engine.NoExecutor when unset).
 	executor engine.LocalExecutor
+	// notify is the notification service: it wants the events it tells people of, and the server serves it.
+	notify *notify.Service
+}
+
+// sinks want an event when one of them does (the composition root's eventSinks).
+type sinks []engine.EventSink
+
+func (s sinks) Wants(tenant, event, template string) bool {
+	for _, x := range s {
+		if x.Wants(tenant, event, template) {
+			return true
+		}
+	}
+	return false
 }
 
 // newEnvWith builds the services in the composition root's order (templates with the trigger publisher, the
@@ -99,9 +114,14 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	tpl := template.New(s, template.Options{Clock: opts.Clock, Publishers: []template.Publisher{pub}})
 	deps := enginetest.Deps(t, s, tpl, s)
 	deps.URLs = server.NewURLs(publicURL) // the router's own: tests follow the callback and result URLs the engine hands out
+	events := sinks{enginetest.NoEvents{}}
 	if w.subs != nil {
-		deps.Events = w.subs
+		events = append(events, w.subs)
 	}
+	if w.notify != nil {
+		events = append(events, w.notify)
+	}
+	deps.Events = events
 	if w.executor != nil {
 		deps.Executor = w.executor
 	}
@@ -114,7 +134,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 		t.Fatal(err)
 	}
 	e.engine, e.triggers = eng, trg
-	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Idempotency: s,
+	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Notify: w.notify, Idempotency: s,
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
 		Audit: audit.New(s, audit.Options{Clock: opts.Clock, Logger: testkit.Quiet()})}
 	if mod != nil {

@@ -19,6 +19,7 @@
 // of every step go to e2e/artifacts/. The last line is "N passed, M failed".
 import { spawn } from 'node:child_process'
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { createServer as createHTTPServer } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -80,6 +81,7 @@ const env = {
   HALLEY_DATA_DIR: dataDir,
   HALLEY_ADMIN_PASSWORD: ADMIN_PASSWORD,
   HALLEY_LOG_LEVEL: process.env.HALLEY_LOG_LEVEL || 'info',
+  HALLEY_OUTBOUND_ALLOW: '127.0.0.1', // the notification channel of the test posts to a receiver on loopback
 }
 delete env.HALLEY_DATABASE_URL // embedded SQLite, a temp directory
 delete env.HALLEY_REDIS_URL // in-process scheduler
@@ -864,6 +866,72 @@ try {
     await noHorizontalScroll()
   })
 
+  // ---- issue 26: notifications ----
+  await step('people hear of their work: the bell counts the unread ones and opens the request; the phone inbox too', async () => {
+    await login('alice', 'alice-own-pw-2')
+    const badge = page.locator('[data-test=notification-badge] .el-badge__content')
+    await badge.waitFor()
+    const unread = Number(await badge.innerText())
+    expect(unread >= 1, `alice's badge: ${unread}`)
+    await page.click('[data-test=notification-bell]')
+    const item = page.locator('[data-test=notification-item]', { hasText: 'Request approved' }).first()
+    await item.waitFor()
+    await item.click()
+    await page.waitForURL(/\/instances\/[^/]+$/) // her newest approved request
+    const after = (await call('GET', '/notifications', (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token))
+    expect(after.unread === unread - 1, `unread after opening one: ${after.unread}, before ${unread}`)
+    await login('bob', 'bob-pw-123', { viewport: { width: 390, height: 844 } })
+    await page.waitForURL(/\/m\/inbox/)
+    await page.click('[data-test=notification-bell]')
+    await page.waitForURL(/\/m\/notifications/)
+    await page.locator('[data-test=notification-item]', { hasText: 'New task' }).first().waitFor()
+    await noHorizontalScroll()
+  })
+
+  await step('admin adds a webhook channel, tests it, and sends new tasks through it in the settings', async () => {
+    const got = []
+    const receiver = createHTTPServer((req, res) => {
+      let body = ''
+      req.on('data', (c) => (body += c))
+      req.on('end', () => {
+        got.push({ headers: req.headers, body })
+        res.writeHead(204).end()
+      })
+    })
+    await new Promise((r) => receiver.listen(0, '127.0.0.1', r))
+    try {
+      await login('admin', ADMIN_PASSWORD)
+      await page.goto(`${base}/admin/channels`)
+      await page.click('[data-test=new-channel]')
+      await field(page, 'channel-name').fill('e2e-hook')
+      await page.click('[data-test=channel-kind]')
+      await pickOption('Webhook')
+      await field(page, 'channel-url').fill(`http://127.0.0.1:${receiver.address().port}/notify?token=e2e-url-secret`)
+      await field(page, 'channel-secret').fill('e2e-signing-secret')
+      await page.click('[data-test=create-channel]')
+      const row = page.locator('[data-test=channels-table] .el-table__row', { hasText: 'e2e-hook' })
+      await row.waitFor()
+      const shown = await page.locator('[data-test=channels-table]').innerText()
+      expect(shown.includes('http://127.0.0.1:') && shown.includes('/***') && !shown.includes('e2e-url-secret'), `the list shows the URL by host only: ${shown}`)
+      await page.click('[data-test=test-channel-e2e-hook]')
+      await page.click('[data-test=run-test]')
+      await page.locator('[data-test=test-result]', { hasText: 'accepted' }).waitFor()
+      expect(got.length === 1 && got[0].headers['x-halley-signature']?.startsWith('sha256='), `the receiver got ${got.length} signed test messages`)
+      await page.locator('.el-dialog:visible [data-test=run-test]').press('Escape')
+      await page.goto(`${base}/admin/notification-settings`)
+      await page.click('[data-test="channels-task.created"]')
+      await pickOption('e2e-hook')
+      await page.click('[data-test=save-notification-settings]')
+      await page.locator('.el-message', { hasText: 'saved' }).waitFor()
+      const settings = await call('GET', '/notification-settings', adminToken)
+      expect(JSON.stringify(settings.events['task.created']) === '["e2e-hook"]', JSON.stringify(settings))
+      const channels = JSON.stringify(await call('GET', '/channels', adminToken))
+      expect(!channels.includes('e2e-signing-secret') && !channels.includes('e2e-url-secret'), channels)
+    } finally {
+      receiver.close()
+    }
+  })
+
   // ---- issue 20: API tokens, deleting a user, the audit log ----
   await step('admin creates an API token with an expiry, sees it once, and deletes it', async () => {
     await login('admin', ADMIN_PASSWORD)
@@ -1009,6 +1077,9 @@ try {
     await call('POST', '/tokens', adminToken, { name: 'erp-zh', roles: ['admin'], expires_at: '2031-06-01T00:00:00Z' })
     for (const t of list(await call('GET', '/tokens', adminToken))) add([t.id, t.name, t.roles, t.owner, t.created_by])
     for (const e of list(await call('GET', '/audit?limit=200', adminToken))) add([e.actor, e.actor_token, e.action, e.target, e.reason, e.ip, e.request_id])
+    // The notification channels' names and settings, and what receivers answered (the delivery log's errors).
+    for (const c of list(await call('GET', '/channels', adminToken))) add([c.name, c.created_by, Object.values(c.config)])
+    for (const d of list(await call('GET', '/notification-deliveries?limit=200', adminToken))) add([d.channel, d.recipient, d.last_error])
     // Longest first, and only where they stand as words (the user "lead" must not cut "leader" in two).
     const patterns = (words) =>
       [...words]
@@ -1126,6 +1197,9 @@ try {
     await english('phone task approved')
     await page.goto(`${base}/m/profile`)
     await english('phone profile')
+    await page.goto(`${base}/m/notifications`)
+    await page.locator('[data-test=notification-item]').first().waitFor()
+    await english('phone notifications')
 
     await login('admin', ADMIN_PASSWORD, { viewport: desktop })
     for (const [label, path] of [
@@ -1135,6 +1209,8 @@ try {
       ['users', '/admin/users'],
       ['API tokens', '/admin/tokens'],
       ['audit log', '/admin/audit'],
+      ['notification channels', '/admin/channels'],
+      ['notification settings', '/admin/notification-settings'],
       ['form designer', '/admin/forms'],
       ['a network-off plugin', '/admin/plugins/offline-calc'],
     ]) {

@@ -37,6 +37,7 @@ export const routes: RouteRecordRaw[] = [
   // Phone (H5) pages: Vant, no desktop chrome. A phone asking for their desktop twins is sent here (the guard).
   { path: '/m/inbox', name: 'm-inbox', component: () => import('./views/h5/H5Inbox.vue'), meta: { bare: true, title: 'title.inbox' } },
   { path: '/m/profile', name: 'm-profile', component: () => import('./views/h5/H5Profile.vue'), meta: { bare: true, title: 'title.profile' } },
+  { path: '/m/notifications', name: 'm-notifications', component: () => import('./views/h5/H5Notifications.vue'), meta: { bare: true, title: 'title.notifications' } },
   { path: '/m/tasks/:id', name: 'm-task', component: () => import('./views/h5/H5Task.vue'), props: true, meta: { bare: true, title: 'title.task' } },
 
   // Admin.
@@ -61,6 +62,8 @@ export const routes: RouteRecordRaw[] = [
   { path: '/admin/instances', name: 'instances', component: () => import('./views/admin/InstancesView.vue'), meta: { admin: true, title: 'title.instances' } },
   { path: '/admin/users', name: 'users', component: () => import('./views/admin/UsersView.vue'), meta: { admin: true, title: 'title.users' } },
   { path: '/admin/tokens', name: 'tokens', component: () => import('./views/admin/TokensView.vue'), meta: { admin: true, title: 'title.tokens' } },
+  { path: '/admin/channels', name: 'channels', component: () => import('./views/admin/ChannelsView.vue'), meta: { admin: true, title: 'title.channels' } },
+  { path: '/admin/notification-settings', name: 'notification-settings', component: () => import('./views/admin/NotificationSettingsView.vue'), meta: { admin: true, title: 'title.notificationSettings' } },
   { path: '/admin/audit', name: 'audit', component: () => import('./views/admin/AuditView.vue'), meta: { admin: true, title: 'title.audit' } },
   { path: '/:pathMatch(.*)*', name: 'not-found', component: () => import('./views/NotFoundView.vue'), meta: { title: 'title.notFound' } },
 ]

@@ -42,6 +42,7 @@ type Config struct {
 	LogLevel           string
 	LogFormat          string
 	PublicURL          string
+	NotifyTimeout      time.Duration
 	BodyLimit          int64
 	TokenTTL           time.Duration
 	ShutdownTimeout    time.Duration
@@ -204,6 +205,7 @@ var settings = []Setting{
 	{"HALLEY_BODY_LIMIT", "body_limit", "1048576", "Largest accepted request body in bytes (413 beyond); plugin uploads have their own limit.", intSetter(func(c *Config, n int64) { c.BodyLimit = n }, 1024, 1<<30)},
 	{"HALLEY_TOKEN_TTL", "token_ttl", "12h", "Lifetime of a login token.", durationSetter(func(c *Config, d time.Duration) { c.TokenTTL = d }, time.Minute)},
 	{"HALLEY_IDEMPOTENCY_LEASE", "idempotency_lease", "1m", "After this long in flight, an Idempotency-Key whose request got no answer (its process died) is looked into by a retry: on the routes that change an instance the retry gets the committed work's result, or runs the request if nothing was committed. Longer than any request takes.", durationSetter(func(c *Config, d time.Duration) { c.IdempotencyLease = d }, time.Second)},
+	{"HALLEY_NOTIFY_TIMEOUT", "notify_timeout", "10s", "How long one attempt to hand a notification to a channel (SMTP relay, IM robot, webhook) may take; a claimed delivery is leased for 3 times as long, then another replica may try it.", durationSetter(func(c *Config, d time.Duration) { c.NotifyTimeout = d }, time.Second)},
 	{"HALLEY_SHUTDOWN_TIMEOUT", "shutdown_timeout", "30s", "How long SIGTERM waits for in-flight requests and jobs.", durationSetter(func(c *Config, d time.Duration) { c.ShutdownTimeout = d }, time.Second)},
 	{"HALLEY_DB_WAIT", "db_wait", "60s", "At start, how long to wait for the database to accept connections (retrying with back-off, each attempt logged) before giving up; 0s = one attempt. /healthz answers meanwhile and /readyz says 503 until the migrations are done.", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
@@ -259,7 +261,7 @@ var settings = []Setting{
 		c.PluginCgroup = v
 		return nil
 	}},
-	{"HALLEY_OUTBOUND_ALLOW", "outbound_allow", "", "Comma-separated CIDRs, IPs and host names (*.corp.example for a whole domain) that webhooks may reach although they are loopback, link-local, private or otherwise not public; unset = public addresses only.", func(c *Config, v string) error {
+	{"HALLEY_OUTBOUND_ALLOW", "outbound_allow", "", "Comma-separated CIDRs, IPs and host names (*.corp.example for a whole domain) that webhooks and notification channels (SMTP relays included) may reach although they are loopback, link-local, private or otherwise not public; unset = public addresses only.", func(c *Config, v string) error {
 		a, err := outbound.ParseAllow(v)
 		if err != nil {
 			return err

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -92,13 +93,17 @@ func (s *step) history(action, nodeID, taskID, comment string, data any) {
 	s.w.History = append(s.w.History, model.HistoryEvent{At: s.now, Actor: s.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
 }
 
-// event writes an event to the outbox when somebody subscribed to it.
-func (s *step) event(name, nodeID string, t *model.Task) {
+// event writes an event to the outbox when somebody wants it (a subscription, the notifications); extra fields
+// are added to its payload.
+func (s *step) event(name, nodeID string, t *model.Task, extra ...map[string]any) {
 	if !s.e.events.Wants(s.inst.TenantID, name, s.inst.Template) {
 		return
 	}
 	ev := map[string]any{"event": name, "at": s.now, "instance_id": s.inst.ID, "template": s.inst.Template,
-		"status": s.inst.Status, "node_id": nodeID, "task": t}
+		"status": s.inst.Status, "node_id": nodeID, "task": t, "title": s.inst.Title, "initiator": s.inst.Initiator}
+	for _, x := range extra {
+		maps.Copy(ev, x)
+	}
 	if name == "instance.failed" && s.inst.State.Error != nil {
 		ev["error"] = s.inst.State.Error // subscribers learn why: the node error's code, node and message
 		ev["node_id"] = s.inst.State.Error.NodeID

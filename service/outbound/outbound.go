@@ -1,5 +1,5 @@
-// Package outbound is the one HTTP client Halley calls other systems with: subscription webhooks today,
-// notification channels and anything else that takes a URL from an admin tomorrow.
+// Package outbound is the one HTTP client Halley calls other systems with: subscription webhooks, notification
+// channels (their SMTP relays through DialContext) and anything else that takes a URL from an admin.
 //
 // It refuses to connect to loopback, link-local (169.254.0.0/16 — cloud metadata — and fe80::/10), unspecified,
 // private (RFC 1918, fc00::/7), shared (CGNAT 100.64.0.0/10) and every other special-purpose range of the IANA
@@ -230,6 +230,13 @@ func (c *Client) HTTPClient(redirect func(req *http.Request, via []*http.Request
 		}
 		return nil
 	}}
+}
+
+// DialContext connects to addr ("host:port") with the same guard as the HTTP client: every address dialled must
+// be public or allowed, else the error wraps a *BlockedError that says so in words. Protocols other than HTTP
+// (SMTP relays of notification channels) connect through it.
+func (c *Client) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	return c.dial(ctx, network, addr)
 }
 
 // CheckAddr returns a *BlockedError unless ip may be called.

@@ -18,6 +18,20 @@ import (
 // Handler carries out a batch of outbox items of one kind.
 type Handler func(ctx context.Context, items []model.OutboxItem) error
 
+// All is a handler calling each of hs in order with the same items (several consumers of one kind: event rows
+// go to the subscriptions and to the notifications). The first error stops it, and the batch is dispatched again
+// later to all of them, so each must be idempotent, as every handler is.
+func All(hs ...Handler) Handler {
+	return func(ctx context.Context, items []model.OutboxItem) error {
+		for _, h := range hs {
+			if err := h(ctx, items); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
 // Handlers says who carries out the items of each kind (model.OutboxEvent, model.OutboxTimerArm, ...).
 type Handlers map[string]Handler
 

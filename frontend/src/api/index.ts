@@ -274,6 +274,70 @@ export interface AuditQuery {
   cursor?: string
 }
 
+/** One line of GET /notifications: link is the web app's page (/tasks/{id}, /instances/{id}, /inbox). */
+export interface AppNotification {
+  id: string
+  event: string
+  instance_id: string
+  task_id: string
+  title: string
+  node_name: string
+  /** the notice in the user's language, written when it happened */
+  message: string
+  link: string
+  at: string
+  read: boolean
+  read_at: string | null
+}
+
+export interface NotificationPage extends Page<AppNotification> {
+  /** how many of all my notifications are unread (the badge) */
+  unread: number
+}
+
+export type ChannelKind = 'smtp' | 'dingtalk' | 'feishu' | 'wecom' | 'webhook'
+
+/** A notification channel as the API shows it: secrets as "***", robot and webhook URLs by host only. */
+export interface Channel {
+  name: string
+  kind: ChannelKind
+  config: Record<string, string | number>
+  created_by: string
+  created_at: string
+}
+
+export interface MessageTemplate {
+  subject: string
+  body: string
+}
+
+export interface NotificationSettings {
+  language: '' | Language
+  digest_hour: number | null
+  timezone: string
+  events: Record<string, string[]>
+  templates: Record<string, Partial<Record<Language, MessageTemplate>>>
+  updated_by?: string
+  updated_at?: string
+}
+
+export interface NotificationDelivery {
+  id: string
+  channel: string
+  kind: ChannelKind | ''
+  recipient: string
+  event: string
+  instance_id: string
+  task_id: string
+  status: 'pending' | 'delivered' | 'failed' | 'skipped'
+  attempts: number
+  last_error: string
+  next_attempt_at: string | null
+  created_at: string
+  last_attempt_at: string | null
+  finished_at: string | null
+}
+
 export interface Me extends User {
   /** an API token, not a person: no profile, no password */
   token?: boolean
@@ -405,6 +469,20 @@ export const api = {
   // CC
   cc: () => request<Page<Instance & { read?: boolean; instance_id?: string }>>('GET', '/cc'),
   ccRead: (id: string) => request<unknown>('POST', `/cc/${encodeURIComponent(id)}/read`),
+
+  // Notifications
+  notifications: (q: { status?: 'unread'; limit?: number; cursor?: string } = {}) => request<NotificationPage>('GET', '/notifications', { query: q }),
+  notificationRead: (id: string) => request<void>('POST', `/notifications/${encodeURIComponent(id)}/read`),
+  notificationsReadAll: () => request<{ read: number }>('POST', '/notifications/read-all'),
+  channels: () => listAll<Channel>('/channels'),
+  createChannel: (c: { name: string; kind: ChannelKind; config: Record<string, unknown> }) =>
+    request<Channel>('POST', '/channels', { body: c, idempotencyKey: newIdempotencyKey() }),
+  deleteChannel: (name: string) => request<void>('DELETE', `/channels/${encodeURIComponent(name)}`),
+  testChannel: (name: string, to?: string) => request<{ channel: string; delivered: boolean }>('POST', `/channels/${encodeURIComponent(name)}/test`, { body: to ? { to } : {} }),
+  notificationSettings: () => request<NotificationSettings>('GET', '/notification-settings'),
+  saveNotificationSettings: (s: NotificationSettings) => request<NotificationSettings>('PUT', '/notification-settings', { body: s }),
+  notificationDeliveries: (q: { status?: string; limit?: number; cursor?: string }) =>
+    request<Page<NotificationDelivery>>('GET', '/notification-deliveries', { query: q }),
 
   // Plugins
   plugins: () => listAll<Plugin>('/plugins'),

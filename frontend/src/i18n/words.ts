@@ -86,3 +86,9 @@ export function historyNote(h: { action: string; comment?: string; data?: unknow
   const code = codeOf(h.data)
   return code ? { note: errorText(code), detail: h.comment } : { detail: h.comment }
 }
+
+/** notificationEventLabel names a notified event ("task.created", "digest"...) in a few words. */
+export function notificationEventLabel(event: string): string {
+  const k = `notifyEvent.${event.replace('.', '_')}`
+  return /^[a-z_.]+$/.test(event) && te(k, 'en') ? t(k) : event
+}

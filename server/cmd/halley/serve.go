@@ -25,6 +25,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/lifecycle"
+	"github.com/halley-bpm/halley/service/notify"
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/ratelimit"
@@ -59,23 +60,25 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
+	notifier, errNotify := notify.New(notify.Deps{Store: st, Links: notify.WebLinks(cfg.PublicURL), Outbound: out,
+		SecretKey: derive(cfg, "notification-channel")}, notify.Options{Logger: lg, Timeout: cfg.NotifyTimeout}) // in-app notifications, mail and IM channels
 	arm, cancelTimers := timerOutbox(sched)
-	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: subs.OutboxHandler(), model.OutboxTimerArm: arm,
-		model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
-		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify() }}) // deliveries are visible once their batch committed
+	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: outbox.All(subs.OutboxHandler(), notifier.HandleEvents),
+		model.OutboxTimerArm: arm, model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
+		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify(); notifier.Notify() }}) // deliveries are visible once their batch committed
 	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
 	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher}, SecretKey: derive(cfg, "trigger-secret")})
-	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: subs, Outbox: disp, PluginFiles: pluginFiles,
+	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url")})
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, trigger.Options{Clock: clk, Logger: lg})
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, auditLog, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
-		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
+		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
 		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
-	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errOutbox, errPublisher, errEngine, errTriggers, errTimers,
+	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -85,6 +88,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	err = lifecycle.Run(ctx, cfg.ShutdownTimeout, lg,
 		&lifecycle.Service{Name: "outbox dispatcher", Run: disp.Run},
 		&lifecycle.Service{Name: "webhook sender", Run: subs.Run},
+		&lifecycle.Service{Name: "notification sender", Run: notifier.Run},
 		&lifecycle.Service{Name: "plugin executor", Run: func(ctx context.Context) error { return executor.Run(ctx, eng.PluginQueue()) }, Drain: executor.Drain},
 		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, timers) }},
 		&lifecycle.Service{Name: "timer recovery", Run: func(ctx context.Context) error { return scheduler.Recover(ctx, st, sched, cfg.RedisCheckInterval, lg) }},
@@ -247,6 +251,19 @@ func timerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
 	return arm, cancel
 }
 
+// eventSinks want an event when any of them does: the engine writes an event row for the subscriptions and the
+// notifications alike, and the outbox hands it to both (outbox.All).
+type eventSinks []engine.EventSink
+
+func (s eventSinks) Wants(tenant, event, template string) bool {
+	for _, x := range s {
+		if x.Wants(tenant, event, template) {
+			return true
+		}
+	}
+	return false
+}
+
 // wake is the outbox handler of plugin runs queued for a claim: it wakes the executor, which claims them.
 func wake(n engine.Notifier) outbox.Handler {
 	return func(context.Context, []model.OutboxItem) error {
@@ -274,8 +291,8 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 }
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
-func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, auditLog *audit.Recorder,
-	lg *slog.Logger) []scheduler.Job {
+func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, notifier *notify.Service,
+	auditLog *audit.Recorder, lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
 	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
 	return []scheduler.Job{
@@ -310,6 +327,15 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 		}},
 		{Name: "purge-deliveries", Every: time.Hour, Run: func(ctx context.Context) error {
 			_, err := subs.PurgeDeliveries(ctx, time.Now().Add(-retention))
+			return err
+		}},
+		{Name: "purge-notifications", Every: time.Hour, Run: func(ctx context.Context) error {
+			_, err := notifier.Purge(ctx, time.Now().Add(-retention))
+			return err
+		}},
+		{Name: "notification-digest", Every: 10 * time.Minute, Run: func(ctx context.Context) error {
+			// Every run within a tenant's digest hour finds the digests of the day written already but for new users.
+			_, err := notifier.Digest(ctx)
 			return err
 		}},
 		{Name: "purge-audit-log", Every: time.Hour, Run: func(ctx context.Context) error {
