@@ -1,12 +1,13 @@
 package main
 
 import (
-	"github.com/halley-bpm/halley/internal/testkit"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/halley-bpm/halley/internal/testkit"
 )
 
 // TestFaultKillBetweenCommitAndSend: a step commits a task, and so its notification and the delivery to a
