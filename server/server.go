@@ -164,6 +164,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metricsHandler)
+	r.GET(apiDocsPath, s.apiDocs)
 
 	api := r.Group(apiBase, bodyLimit(func(c *gin.Context) int64 {
 		if isPluginUpload(c) {
@@ -173,6 +174,7 @@ func (s *Server) routes() *gin.Engine {
 	}))
 	api.POST("/auth/login", s.login)
 	api.GET("/schemas/definition.json", s.definitionSchema)
+	api.GET("/openapi.json", s.openapi)
 	api.GET(strings.TrimPrefix(formFramePath, "/api/v1"), s.formFrame)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.
