@@ -52,14 +52,15 @@ type Sandbox struct {
 	report SandboxReport
 	log    *slog.Logger
 
-	refused   error    // runs are refused (they would run as root)
-	workErr   error    // the work root is unusable
-	dropUID   bool     // runs get their own uid
-	prlimit   []string // argv prefix setting the limits; nil = none
-	cgroupDir string   // parent of the per-run leaves; "" = no cgroup
-	cgMemory  bool     // memory.max is set per leaf
-	cgPids    bool     // pids.max is set per leaf
-	netns     bool     // network=off plugins can run
+	refused   error      // runs are refused (they would run as root)
+	workErr   error      // the work root is unusable
+	dropUID   bool       // runs get their own uid
+	prlimit   []string   // argv prefix setting the limits; nil = none
+	limits    [][3]int64 // the same limits as {resource, soft, hard}, for runs of the warm Python runtime
+	cgroupDir string     // parent of the per-run leaves; "" = no cgroup
+	cgMemory  bool       // memory.max is set per leaf
+	cgPids    bool       // pids.max is set per leaf
+	netns     bool       // network=off plugins can run
 	netnsWhy  string
 	// nsInit: runs start through the init stage (plugin/internal/runinit) in mount and IPC namespaces of their own,
 	// with private /tmp, /var/tmp and /dev/shm; initCaps are the capabilities it needs, given to it as ambient
@@ -546,6 +547,7 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 	}
 	args := []string{pr}
 	var parts, skipped []string
+	var set [][3]int64
 	for _, l := range limits {
 		if l.value == 0 && l.res != unix.RLIMIT_CORE {
 			continue
@@ -564,8 +566,10 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 		if l.res == unix.RLIMIT_CPU {
 			// SIGXCPU ("CPU time limit exceeded") at the limit, SIGKILL a little later for a plugin catching it.
 			args = append(args, fmt.Sprintf("%s=%d:%d", l.flag, v, v+2))
+			set = append(set, [3]int64{int64(l.res), v, v + 2})
 		} else {
 			args = append(args, fmt.Sprintf("%s=%d", l.flag, v))
+			set = append(set, [3]int64{int64(l.res), v, v})
 		}
 		if l.res != unix.RLIMIT_CORE {
 			parts = append(parts, fmt.Sprintf("%s %s", l.name, human(l.res, v)))
@@ -577,6 +581,7 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 		return
 	}
 	s.prlimit = args
+	s.limits = set
 	detail := strings.Join(parts, ", ") + "; no core dumps"
 	if len(skipped) > 0 {
 		detail += "; not set: " + strings.Join(skipped, ", ")
@@ -893,6 +898,7 @@ type box struct {
 	uid    int
 	leaf   *leaf
 	netOff bool
+	warm   bool // forked by the warm Python runtime, which sets the run up as the init stage does
 }
 
 // begin takes what a run needs from the sandbox: a refusal when runs are refused, a uid from the pool (waiting
@@ -1028,14 +1034,14 @@ func (b *box) checkFormat(spec Spec, file string) error {
 // "halley-sandbox-init: <reason>" on stderr; prlimit exits 126 or 127 with the one line
 // "prlimit: failed to execute <prog>: <reason>".
 func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, bool) {
-	if b.s != nil && b.s.nsInit && exitCode == runinit.Failed {
+	if (b.warm || b.s != nil && b.s.nsInit) && exitCode == runinit.Failed {
 		reason, ok := strings.CutPrefix(string(stderr), runinit.Arg0+": ")
 		reason = strings.TrimSuffix(reason, "\n")
 		if ok && reason != "" && !strings.Contains(reason, "\n") {
 			return "the run could not be set up: " + reason, true
 		}
 	}
-	if b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
+	if b.warm || b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
 		return "", false
 	}
 	reason, ok := strings.CutPrefix(string(stderr), "prlimit: failed to execute "+prog+": ")
