@@ -25,7 +25,7 @@
 
 import ctypes
 import ctypes.util
-import errno
+import gc
 import io
 import os
 import resource
@@ -361,6 +361,10 @@ def main():
         except OSError:
             killpg(pid)
 
+    # Everything the server made so far is left alone by the collector, in the server and in every child: a
+    # collection in a child would otherwise write to (and so copy) every page of the server's heap.
+    gc.collect()
+    gc.freeze()
     ctl.send(b"ready")
     while True:
         for key, _ in sel.select():
