@@ -16,26 +16,27 @@
 # the connection.
 #
 # The child, in this order (any failure: one line "halley-sandbox-init: <reason>" on stderr, exit 125, before the
-# plugin runs): own process group; joins the run's cgroup leaf; reads the spec; new mount and IPC namespaces (and
-# a network namespace for network=off runs) with private /tmp, /var/tmp, /dev/shm, /dev/mqueue (and empty /run,
-# /var/run for network=off runs), the run directory bound back when hidden; switches to the run's uid and gid with
-# no supplementary groups and no capability left; enters the run directory; sets no_new_privs; installs the
-# seccomp filter of network=off runs and checks it; sets the rlimits; puts the pipes on 0, 1 and 2 and closes every
-# other descriptor; takes the run's environment and nothing else; only then runs the plugin.
+# plugin runs): its own process group; the pipes on 0, 1 and 2 and every other descriptor closed; reads the spec;
+# joins the run's cgroup leaf; new mount and IPC namespaces (and a network namespace for network=off runs) with
+# private /tmp, /var/tmp, /dev/shm, /dev/mqueue (and empty /run, /var/run for network=off runs), the run directory
+# bound back when hidden; switches to the run's uid and gid with no supplementary groups and no capability left;
+# enters the run directory; sets no_new_privs; installs the seccomp filter of network=off runs and checks it; sets
+# the rlimits; takes the run's environment and nothing else; only then compiles and runs the plugin file.
 
+import builtins
 import ctypes
 import ctypes.util
 import gc
 import io
 import os
 import resource
-import runpy
 import selectors
 import signal
 import socket
 import struct
 import sys
 import traceback
+import types
 
 # What plugins commonly import, loaded once here so that a run does not pay for it (the SDK's own imports among
 # them). Modules are shared state only in the sense that each run starts from the same freshly imported copy.
@@ -248,7 +249,13 @@ def child(fds):
     sys.dont_write_bytecode = True
     code = 0
     try:
-        runpy.run_path(plugin_file, run_name="__main__")
+        # As python3 runs a file: a fresh __main__ module with the file's code, compiled here.
+        main_mod = types.ModuleType("__main__")
+        main_mod.__file__, main_mod.__cached__, main_mod.__builtins__ = plugin_file, None, builtins
+        sys.modules["__main__"] = main_mod
+        with open(plugin_file, "rb") as f:
+            source = f.read()
+        exec(compile(source, plugin_file, "exec", dont_inherit=True), main_mod.__dict__)
     except SystemExit as e:
         if e.code is None:
             code = 0
