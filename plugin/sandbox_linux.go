@@ -73,6 +73,9 @@ type Sandbox struct {
 	python    string // resolved interpreter
 	pythonErr error
 	sh        string // for kill -1 as a run's uid
+	// setpriv is setpriv(1) (util-linux), which sets no_new_privs for runs spawned without the init stage (the
+	// init stage sets it itself, and so does a forked run); "" = not found.
+	setpriv string
 
 	slots chan int // free uid offsets
 }
@@ -194,6 +197,9 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	s.setupCgroup(add)
 	if sh, err := lookPath("sh", cfg.Path); err == nil {
 		s.sh = sh
+	}
+	if sp, err := lookPath("setpriv", cfg.Path); err == nil {
+		s.setpriv = sp
 	}
 	switch {
 	case s.cgroupDir != "":
@@ -967,6 +973,10 @@ func (b *box) command(argv []string, dir string) *exec.Cmd {
 	if b.s != nil && b.s.prlimit != nil {
 		argv = append(append(make([]string, 0, len(b.s.prlimit)+len(argv)), b.s.prlimit...), argv...)
 	}
+	if b.s != nil && !b.s.nsInit && b.s.setpriv != "" {
+		// Without the init stage, setpriv(1) sets no_new_privs: a setuid program gains nothing.
+		argv = append([]string{b.s.setpriv, "--no-new-privs"}, argv...)
+	}
 	var cmd *exec.Cmd
 	if b.s != nil && b.s.nsInit {
 		spec := runinit.Spec{UID: -1, GID: -1, Dir: dir, TmpSize: privateTmpSize, NetOff: b.netOff, Argv: argv}
@@ -1013,7 +1023,7 @@ func (b *box) sysProcAttr() *syscall.SysProcAttr {
 // #!). prlimit(1) executes the plugin with execvp(3), which would run such a file with /bin/sh instead; without
 // prlimit the start itself fails with ENOEXEC, and so must it here.
 func (b *box) checkFormat(spec Spec, file string) error {
-	if b.s == nil || b.s.prlimit == nil || spec.Runtime != RuntimeBinary {
+	if b.s == nil || b.s.prlimit == nil && (b.s.nsInit || b.s.setpriv == "") || spec.Runtime != RuntimeBinary {
 		return nil
 	}
 	f, err := os.Open(file)
@@ -1032,7 +1042,7 @@ func (b *box) checkFormat(spec Spec, file string) error {
 // execFailure tells whether the init stage could not set the run up, or prlimit(1) could not execute prog — the
 // plugin never started — and why. The init stage then exits runinit.Failed with the one line
 // "halley-sandbox-init: <reason>" on stderr; prlimit exits 126 or 127 with the one line
-// "prlimit: failed to execute <prog>: <reason>".
+// "prlimit: failed to execute <prog>: <reason>" (and so does setpriv, where it is the last step before the plugin).
 func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, bool) {
 	if (b.warm || b.s != nil && b.s.nsInit) && exitCode == runinit.Failed {
 		reason, ok := strings.CutPrefix(string(stderr), runinit.Arg0+": ")
@@ -1041,10 +1051,18 @@ func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, boo
 			return "the run could not be set up: " + reason, true
 		}
 	}
-	if b.warm || b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
+	if b.warm || b.s == nil || exitCode != 126 && exitCode != 127 {
 		return "", false
 	}
-	reason, ok := strings.CutPrefix(string(stderr), "prlimit: failed to execute "+prog+": ")
+	helper := "prlimit"
+	switch {
+	case b.s.prlimit != nil:
+	case !b.s.nsInit && b.s.setpriv != "":
+		helper = "setpriv"
+	default:
+		return "", false
+	}
+	reason, ok := strings.CutPrefix(string(stderr), helper+": failed to execute "+prog+": ")
 	reason = strings.TrimSuffix(reason, "\n")
 	if !ok || reason == "" || strings.Contains(reason, "\n") {
 		return "", false
