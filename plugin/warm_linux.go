@@ -71,9 +71,6 @@ func (f *forkServer) alive() bool {
 	}
 }
 
-// Pid is the server's process id (tests).
-func (f *forkServer) pid() int { return f.cmd.Process.Pid }
-
 // server returns the running fork server for python, starting one if there is none (or it died). nil: runs
 // spawn instead, because a start failed a moment ago (logged) or the runner is closed.
 func (w *warmServers) server(python string, s *Sandbox, lg *slog.Logger) *forkServer {
