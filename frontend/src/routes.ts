@@ -29,7 +29,7 @@ export const routes: RouteRecordRaw[] = [
   { path: '/inbox', name: 'inbox', component: () => import('./views/InboxView.vue'), meta: { title: 'title.inbox', phone: 'm-inbox' } },
   { path: '/tasks/:id', name: 'task', component: () => import('./views/TaskView.vue'), props: true, meta: { title: 'title.task', phone: 'm-task' } },
   { path: '/start', name: 'start', component: () => import('./views/StartListView.vue'), meta: { title: 'title.start' } },
-  { path: '/start/:tkey', name: 'start-form', component: () => import('./views/StartFormView.vue'), props: true, meta: { title: 'title.start' } },
+  { path: '/start/:tkey', name: 'start-form', component: () => import('./views/StartFormView.vue'), props: true, meta: { title: 'title.start', phone: 'm-start' } },
   { path: '/requests', name: 'requests', component: () => import('./views/MyRequestsView.vue'), meta: { title: 'title.requests' } },
   { path: '/cc', name: 'cc', component: () => import('./views/CcView.vue'), meta: { title: 'title.cc' } },
   { path: '/instances/:id', name: 'instance', component: () => import('./views/InstanceView.vue'), props: true, meta: { title: 'title.request' } },
@@ -38,6 +38,7 @@ export const routes: RouteRecordRaw[] = [
   { path: '/m/inbox', name: 'm-inbox', component: () => import('./views/h5/H5Inbox.vue'), meta: { bare: true, title: 'title.inbox' } },
   { path: '/m/profile', name: 'm-profile', component: () => import('./views/h5/H5Profile.vue'), meta: { bare: true, title: 'title.profile' } },
   { path: '/m/notifications', name: 'm-notifications', component: () => import('./views/h5/H5Notifications.vue'), meta: { bare: true, title: 'title.notifications' } },
+  { path: '/m/start/:tkey', name: 'm-start', component: () => import('./views/h5/H5Start.vue'), props: true, meta: { bare: true, title: 'title.start' } },
   { path: '/m/tasks/:id', name: 'm-task', component: () => import('./views/h5/H5Task.vue'), props: true, meta: { bare: true, title: 'title.task' } },
 
   // Admin.

@@ -609,6 +609,11 @@ export default {
     titlePlaceholder: 'What is this request about?',
     data: 'Data (JSON)',
     override: 'Start, overriding the trigger',
+    rawData: 'Advanced: the data as JSON (admins)',
+    rawHint: 'Fields given here override the form\'s fields of the same name.',
+    fixErrors: 'Please correct what is marked above before submitting.',
+    phoneTitle: 'New request',
+    failedAtOnce: 'The request could not start',
   },
   triggerKind: {
     manual: 'manual',
@@ -691,6 +696,15 @@ export default {
     atStep: 'at step “{node}”',
     code: 'Error code',
     unknown: 'A step failed with error “{code}”.',
+    missing: {
+      manager: { you: 'You have no manager.', them: 'The applicant has no manager.' },
+      leader: { you: 'Your department has no leader.', them: 'The applicant\'s department has no leader.' },
+      roles: 'No (enabled) user holds the role {roles}.',
+      departments: 'The department {departments} has no (enabled) member.',
+      users: 'The approvers {users} do not exist or are disabled.',
+      context: 'The form field “{field}” names no (valid) approver.',
+      fix: 'Ask an administrator to set it up, then start the request again.',
+    },
     codes: {
       plugin_failed: 'A plugin (an automatic call to another system) failed.',
       plugin_timeout: 'A plugin (an automatic call to another system) did not finish in time.',

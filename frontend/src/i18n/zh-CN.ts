@@ -605,6 +605,11 @@ export default {
     titlePlaceholder: '这个申请是关于什么的？',
     data: '数据（JSON）',
     override: '跳过触发器发起',
+    rawData: '高级：以 JSON 填写数据（管理员）',
+    rawHint: '这里的数据会覆盖表单中的同名字段。',
+    fixErrors: '请先改正上面标出的内容，再提交。',
+    phoneTitle: '发起申请',
+    failedAtOnce: '申请未能发起',
   },
   triggerKind: {
     manual: '手动',
@@ -687,6 +692,15 @@ export default {
     atStep: '出错步骤：“{node}”',
     code: '错误代码',
     unknown: '步骤出错，错误代码“{code}”。',
+    missing: {
+      manager: { you: '您没有直属上级。', them: '申请人没有直属上级。' },
+      leader: { you: '您所在的部门没有负责人。', them: '申请人所在的部门没有负责人。' },
+      roles: '没有（启用的）用户担任角色：{roles}。',
+      departments: '部门 {departments} 中没有（启用的）成员。',
+      users: '审批人 {users} 不存在或已停用。',
+      context: '表单字段“{field}”中没有填写（有效的）审批人。',
+      fix: '请联系管理员设置后重新发起申请。',
+    },
     codes: {
       plugin_failed: '插件（对其他系统的自动调用）执行失败。',
       plugin_timeout: '插件（对其他系统的自动调用）未在时限内完成。',
