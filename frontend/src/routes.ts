@@ -61,6 +61,7 @@ export const routes: RouteRecordRaw[] = [
   { path: '/admin/plugins', name: 'plugins', component: () => import('./views/admin/PluginsView.vue'), meta: { admin: true, title: 'title.plugins' } },
   { path: '/admin/plugins/:name', name: 'plugin', component: () => import('./views/admin/PluginView.vue'), props: true, meta: { admin: true, title: 'title.plugin' } },
   { path: '/admin/instances', name: 'instances', component: () => import('./views/admin/InstancesView.vue'), meta: { admin: true, title: 'title.instances' } },
+  { path: '/admin/attention', name: 'attention', component: () => import('./views/admin/AttentionView.vue'), meta: { admin: true, title: 'title.attention' } },
   { path: '/admin/users', name: 'users', component: () => import('./views/admin/UsersView.vue'), meta: { admin: true, title: 'title.users' } },
   { path: '/admin/tokens', name: 'tokens', component: () => import('./views/admin/TokensView.vue'), meta: { admin: true, title: 'title.tokens' } },
   { path: '/admin/channels', name: 'channels', component: () => import('./views/admin/ChannelsView.vue'), meta: { admin: true, title: 'title.channels' } },

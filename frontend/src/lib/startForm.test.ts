@@ -108,3 +108,18 @@ describe('walkCondition', () => {
     expect(seen).toEqual(['x:number', 'z:input'])
   })
 })
+
+describe('the resubmit task of a manual start', () => {
+  it('is shown through the generated start form, and the return found in the history', async () => {
+    const { nodeForm, lastReturn } = await import('@/composables/useTask')
+    const def = template('leave').definition
+    expect(nodeForm(def, 'start')?.fields?.map((f) => f.field)).toEqual(['days', 'from', 'reason'])
+    const h = [
+      { at: '1', action: 'task.returned', actor: 'bob', comment: 'first', data: { from: 'manager', to: 'lead' } },
+      { at: '2', action: 'task.returned', actor: 'carol', comment: '请改成 3 天', data: { from: 'lead', to: 'start' } },
+      { at: '3', action: 'task.created', actor: 'system' },
+    ]
+    expect(lastReturn(h, 'start')?.comment).toBe('请改成 3 天')
+    expect(lastReturn(h.slice(0, 1), 'start')).toBeUndefined()
+  })
+})
