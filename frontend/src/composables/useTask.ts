@@ -38,7 +38,7 @@ export function nodeForm(def: Definition | undefined, nodeId: string): FormSchem
 export function lastReturn(history: HistoryItem[], startId: string | undefined): HistoryItem | undefined {
   for (let i = history.length - 1; i >= 0; i--) {
     const h = history[i]
-    if (h.action === 'task.returned' && (!startId || (h.data as { to?: string } | undefined)?.to === startId)) return h
+    if (h.action === 'task.returned' && (!startId || (h.data as { to?: string } | undefined)?.to === startId)) return h // i18n-ignore: a history action, not a message key
   }
   return undefined
 }
