@@ -701,6 +701,17 @@ export default {
     reason: 'Reason',
     reasonOptional: 'Reason (optional)',
   },
+  timeline: {
+    showEngine: 'Show the engine\'s steps ({n})',
+    onBehalfOf: 'on behalf of {who}',
+    aStep: 'a step',
+    reason: {
+      no_approver: 'Nobody was found to approve this step.',
+      self_approval: 'The applicant approves their own request at this step.',
+      dedupe: 'This approver already approved an earlier step.',
+      timeout: 'The time allowed for this step ran out.',
+    },
+  },
   attention: {
     title: 'Needs attention',
     intro: 'Requests that failed, and requests waiting on someone who was disabled or deleted.',

@@ -697,6 +697,17 @@ export default {
     reason: '原因',
     reasonOptional: '原因（选填）',
   },
+  timeline: {
+    showEngine: '显示引擎步骤（{n}）',
+    onBehalfOf: '代 {who} 处理',
+    aStep: '某个步骤',
+    reason: {
+      no_approver: '此步骤找不到审批人。',
+      self_approval: '审批人就是申请人本人。',
+      dedupe: '此审批人已在之前的步骤同意过。',
+      timeout: '此步骤已超时。',
+    },
+  },
   attention: {
     title: '待处理异常',
     intro: '已失败的申请，以及正在等待已停用或已删除用户处理的申请。',
