@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/halley-bpm/halley/service/store"
@@ -112,6 +113,52 @@ func TestCreatedUserMustChangePassword(t *testing.T) {
 		}
 		if r := e.do("GET", "/api/v1/users/eve", e.admin, nil, nil); r.Status != 404 {
 			t.Fatalf("a refused create stores nothing: %d %s", r.Status, r.Body)
+		}
+	})
+}
+
+// TestListETag: the lists the UI polls carry a weak ETag; asking again with If-None-Match answers 304 without a
+// body until the list changes (a new task arrives), then 200 with a new ETag; errors carry none.
+func TestListETag(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		bob := e.mkUser("bob")
+		ann := e.mkUser("ann")
+		e.publish("fixed", []any{start(M{"kind": "manual"}),
+			M{"id": "review", "type": "approval", "name": "Review", "approvers": M{"users": []string{"bob"}}},
+			M{"id": "end", "type": "end"}}, []any{edge("start", "review"), edge("review", "end")})
+		first := e.do("GET", "/api/v1/tasks", bob, nil, nil)
+		tag := first.Header.Get("ETag")
+		if first.Status != 200 || !strings.HasPrefix(tag, `W/"`) || first.Header.Get("Cache-Control") != "private, no-cache" {
+			t.Fatalf("first GET /tasks: %d %q %v", first.Status, tag, first.Header)
+		}
+		same := e.do("GET", "/api/v1/tasks", bob, nil, map[string]string{"If-None-Match": tag})
+		if same.Status != 304 || len(same.Body) != 0 || same.Header.Get("ETag") != tag {
+			t.Fatalf("unchanged: %d %q %s", same.Status, same.Header.Get("ETag"), same.Body)
+		}
+		if r := e.do("POST", "/api/v1/instances", ann, M{"template": "fixed"}, nil); r.Status != 201 {
+			t.Fatalf("start: %d %s", r.Status, r.Body)
+		}
+		changed := e.do("GET", "/api/v1/tasks", bob, nil, map[string]string{"If-None-Match": tag})
+		if changed.Status != 200 || changed.Header.Get("ETag") == tag || len(changed.JSON["items"].([]any)) != 1 {
+			t.Fatalf("after a new task: %d %q %s", changed.Status, changed.Header.Get("ETag"), changed.Body)
+		}
+		// Another user's list is another body: never the same ETag as bob's non-empty one.
+		if r := e.do("GET", "/api/v1/tasks", ann, nil, map[string]string{"If-None-Match": changed.Header.Get("ETag")}); r.Status != 200 {
+			t.Fatalf("ann with bob's ETag: %d", r.Status)
+		}
+		for _, p := range []string{"/api/v1/cc", "/api/v1/instances"} { // (/notifications has it too, when notifications are on)
+			r := e.do("GET", p, bob, nil, nil)
+			if r.Status != 200 || r.Header.Get("ETag") == "" {
+				t.Fatalf("%s: %d %q", p, r.Status, r.Header.Get("ETag"))
+			}
+			if again := e.do("GET", p, bob, nil, map[string]string{"If-None-Match": r.Header.Get("ETag")}); again.Status != 304 {
+				t.Fatalf("%s again: %d", p, again.Status)
+			}
+		}
+		bad := e.do("GET", "/api/v1/tasks?limit=0", bob, nil, nil)
+		if bad.Status != 400 || bad.Header.Get("ETag") != "" || bad.code() != "invalid_limit" {
+			t.Fatalf("an error: %d %q %s", bad.Status, bad.Header.Get("ETag"), bad.Body)
 		}
 	})
 }
