@@ -48,6 +48,7 @@ export default {
     profile: 'Profile',
     home: 'Halley home',
     admin: 'admin',
+    count: '{n} waiting',
   },
   title: {
     signIn: 'Sign in',
@@ -365,6 +366,7 @@ export default {
     noMatch: 'No matching user',
   },
   h5: {
+    inboxCount: 'Inbox ({n})',
     profile: 'Me',
     startProcess: 'Start a process',
     myRequests: 'My requests',

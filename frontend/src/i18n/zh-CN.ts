@@ -28,6 +28,7 @@ export default {
     anyStatus: '任意状态',
   },
   nav: {
+    count: '{n} 项待处理',
     inbox: '待办',
     start: '发起',
     requests: '我的申请',
@@ -361,6 +362,7 @@ export default {
     noMatch: '没有匹配的用户',
   },
   h5: {
+    inboxCount: '待办（{n}）',
     profile: '我的',
     startProcess: '发起流程',
     myRequests: '我的申请',
