@@ -385,9 +385,12 @@ export default {
       template: 'Template',
       initiator: 'Initiator',
       waiting: 'Waiting',
+      decided: 'Decision',
     },
     empty: 'No tasks wait for you. Requests you need to approve appear here; to ask for something yourself, start a process.',
     untitled: '{template} #{id}',
+    tab: { pending: 'Waiting for me', handled: 'Handled by me', cc: 'Copied to me' },
+    emptyHandled: 'You have not decided any task yet.',
   },
   task: {
     byline: 'Step {step} · assigned to {assignee} · {ago} · task {status}',

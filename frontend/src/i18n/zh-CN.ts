@@ -381,9 +381,12 @@ export default {
       template: '流程模板',
       initiator: '发起人',
       waiting: '已等待',
+      decided: '处理结果',
     },
     empty: '暂无待办。需要您审批的申请会出现在这里；如需自己提出申请，请发起流程。',
     untitled: '{template} #{id}',
+    tab: { pending: '待我处理', handled: '我已处理', cc: '抄送我的' },
+    emptyHandled: '您还没有处理过任务。',
   },
   task: {
     byline: '步骤 {step} · 处理人 {assignee} · {ago} · 任务 {status}',
