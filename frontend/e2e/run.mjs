@@ -54,6 +54,7 @@ if (MOCK && CI) {
 }
 
 const { chromium } = await import('playwright-core')
+const { peopleWalk } = await import('./people.mjs')
 
 rmSync(artifacts, { recursive: true, force: true })
 mkdirSync(artifacts, { recursive: true })
@@ -1306,6 +1307,11 @@ try {
     const after = await call('GET', `/instances/${ticketInstance}`, adminToken)
     expect(after.context?.check?.ticket === 'T-2', `context after approve: ${JSON.stringify(after.context)}`)
   })
+
+  // Issue 32: the people's walk (e2e/people.mjs), in both languages.
+  for (const lang of ['zh-CN', 'en']) {
+    await peopleWalk(lang, { step, call, raw, login, expect, page: () => page, base, adminToken, publishTemplate })
+  }
 
   await step('no Content-Security-Policy violation in the whole run', async () => {
     const unexpected = cspViolations.filter((v) => !v.expected)

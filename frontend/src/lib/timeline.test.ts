@@ -101,3 +101,20 @@ describe('changesOf and initials', () => {
     expect(initials('  ')).toBe('?')
   })
 })
+
+describe('a resubmission as the engine writes it', () => {
+  it('is one act: the change first, the resubmit task’s approval and the request’s resubmit folded together', () => {
+    const items = [
+      h('task.returned', 'ben', { node_id: 'lead', task_id: 't1', comment: '改成 3 天' }),
+      h('context.changed', 'pia', { node_id: 'start', task_id: 't2', data: { changes: [{ path: 'days', before: '5', after: '3' }] } }),
+      h('task.approved', 'pia', { node_id: 'start', task_id: 't2' }),
+      h('node.completed', 'pia', { node_id: 'start' }),
+      h('instance.resubmitted', 'pia', { node_id: 'start' }),
+      h('task.created', 'pia', { node_id: 'lead', task_id: 't3' }),
+    ]
+    const { entries } = buildTimeline(items, fieldsByPath([start]))
+    expect(entries.map((e) => e.item.action)).toEqual(['task.returned', 'instance.resubmitted'])
+    expect(entries[1].changes).toEqual([{ label: '天数', before: '5', after: '3' }])
+    expect(entries[1].engine.map((x) => x.action)).toEqual(['task.created'])
+  })
+})

@@ -84,13 +84,21 @@ export function changesOf(h: HistoryItem, fields: Map<string, FormField>, label:
 export function buildTimeline(items: HistoryItem[], fields: Map<string, FormField> = new Map(), label?: (path: string) => string): { entries: TimelineEntry[]; before: HistoryItem[] } {
   const entries: TimelineEntry[] = []
   const before: HistoryItem[] = [] // engine steps before the first entry
-  for (const h of items) {
+  // Changes written before the decision they belong to, by task id, until that decision comes.
+  const early = new Map<string, FieldChange[]>()
+  for (const [i, h] of items.entries()) {
+    // An applicant's resubmit or withdraw is recorded as their task's decision and then the request's move: one act.
+    if ((h.action === 'task.approved' || h.action === 'task.rejected') && resubmitFollows(items, i)) { // i18n-ignore: history action codes
+      if (h.task_id && early.has(h.task_id)) early.set(`next:${h.actor}`, early.get(h.task_id)!)
+      continue
+    }
     const kind = HUMAN.has(h.action) ? 'act' : AUTOMATIC.has(h.action) ? 'auto' : OUTCOME.has(h.action) ? 'outcome' : undefined
     if (h.action === 'context.changed') { // i18n-ignore: history action codes
       // The changes belong to the decision of the same task (written just before or after it).
       const owner = [...entries].reverse().find((e) => e.kind === 'act' && (!h.task_id || e.item.task_id === h.task_id))
       const changes = changesOf(h, fields, label)
       if (owner) owner.changes.push(...changes)
+      else if (h.task_id) early.set(h.task_id, [...(early.get(h.task_id) ?? []), ...changes])
       else entries.push({ kind: 'act', item: h, changes, engine: [] })
       continue
     }
@@ -98,7 +106,10 @@ export function buildTimeline(items: HistoryItem[], fields: Map<string, FormFiel
       const d = dataOf(h)
       const onBehalfOf = typeof d.on_behalf_of === 'string' ? d.on_behalf_of : typeof d.delegated_from === 'string' ? d.delegated_from : undefined
       const reason = kind === 'auto' ? (typeof d.reason === 'string' ? d.reason : h.action.startsWith('node.timeout') ? 'timeout' : undefined) : undefined // i18n-ignore: history action codes
-      entries.push({ kind, item: h, changes: [], engine: [], ...(reason ? { reason } : {}), ...(onBehalfOf ? { onBehalfOf } : {}) })
+      const changes = (h.task_id && early.get(h.task_id)) || early.get(`next:${h.actor}`) || []
+      if (h.task_id) early.delete(h.task_id)
+      early.delete(`next:${h.actor}`)
+      entries.push({ kind, item: h, changes: [...changes], engine: [], ...(reason ? { reason } : {}), ...(onBehalfOf ? { onBehalfOf } : {}) })
       continue
     }
     const last = entries.at(-1)
@@ -107,6 +118,16 @@ export function buildTimeline(items: HistoryItem[], fields: Map<string, FormFiel
   }
   // A failed node followed by the instance's failure reads as one outcome: keep the first.
   return { entries: entries.filter((e, i) => !(e.item.action === 'instance.failed' && entries[i - 1]?.item.action === 'node.failed')), before } // i18n-ignore: history action codes
+}
+
+/** resubmitFollows: the decision at i is followed, by the same person, by the request's resubmit or withdraw. */
+function resubmitFollows(items: HistoryItem[], i: number): boolean {
+  for (let j = i + 1; j < items.length; j++) {
+    const x = items[j]
+    if (x.action === 'instance.resubmitted' || x.action === 'instance.withdrawn') return x.actor === items[i].actor // i18n-ignore: history action codes
+    if (HUMAN.has(x.action)) return false
+  }
+  return false
 }
 
 /** initials are what an avatar shows: the first letters of the first two words of a Latin name ("Bob Lead" → "BL"),
