@@ -390,6 +390,33 @@ type InstanceFilter struct {
 	Page      Page
 }
 
+// Why an instance needs an admin's attention (GET /instances?needs_attention=true): its `reason`.
+const (
+	AttentionFailed           = "failed"            // the instance failed; error_code is its node error's code
+	AttentionAssigneeDisabled = "assignee_disabled" // running, with an open task for a disabled user
+	AttentionAssigneeDeleted  = "assignee_deleted"  // running, with an open task for a user who no longer exists
+)
+
+// AttentionTask is an open task whose assignee cannot act: disabled or deleted.
+type AttentionTask struct {
+	TaskID   string `json:"task_id"`
+	NodeID   string `json:"node_id"`
+	NodeName string `json:"node_name"`
+	Assignee string `json:"assignee"`
+	Reason   string `json:"reason"` // AttentionAssigneeDisabled or AttentionAssigneeDeleted
+}
+
+// AttentionItem is one instance of the needs-attention list: the instance, why it is there (reason, and the error
+// code: the node error's code for a failed instance, the reason itself for a stuck task), the failure and the
+// stuck tasks.
+type AttentionItem struct {
+	*Instance
+	Reason    string          `json:"reason"`
+	ErrorCode string          `json:"error_code"`
+	Error     *NodeFailure    `json:"error"`
+	Tasks     []AttentionTask `json:"attention_tasks"`
+}
+
 // TaskFilter selects tasks for GET /tasks.
 type TaskFilter struct {
 	TenantID   string
@@ -410,6 +437,9 @@ type InstanceStore interface {
 	// GetInstance reads an instance (without locking) and all its tasks.
 	GetInstance(ctx context.Context, tenant, id string) (*Instance, []*Task, error)
 	ListInstances(ctx context.Context, f InstanceFilter) ([]*Instance, string, error)
+	// ListNeedsAttention lists, newest first, the tenant's failed instances and running ones with an open task
+	// for a disabled or deleted user, each with its reason (see AttentionItem).
+	ListNeedsAttention(ctx context.Context, tenant string, p Page) ([]*AttentionItem, string, error)
 	GetTask(ctx context.Context, tenant, id string) (*Task, error)
 	ListTasks(ctx context.Context, f TaskFilter) ([]*Task, string, error)
 	History(ctx context.Context, tenant, instanceID string) ([]HistoryEvent, error)

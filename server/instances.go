@@ -119,6 +119,20 @@ func (s *Server) listInstances(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	switch c.Query("needs_attention") {
+	case "", "false":
+	case "true":
+		items, next, err := s.engine.NeedsAttention(c.Request.Context(), principal(c), pg)
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		c.JSON(http.StatusOK, List[*model.AttentionItem]{Items: items, NextCursor: next})
+		return
+	default:
+		fail(c, model.CodedError(model.EINVALID, "invalid_needs_attention", "needs_attention must be true or false"))
+		return
+	}
 	items, next, err := s.engine.List(c.Request.Context(), principal(c), model.InstanceFilter{Status: model.InstanceStatus(c.Query("status")), Template: c.Query("template"),
 		Initiator: c.Query("initiator"), CorrelationID: c.Query("correlation_id"), Page: pg})
 	if err != nil {

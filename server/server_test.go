@@ -188,7 +188,8 @@ func (e *env) do(method, path, token string, body any, hdr map[string]string) re
 
 func (e *env) mkUser(name string, roles ...string) string {
 	e.t.Helper()
-	r := e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": name, "password": "pw-" + name + "-123", "roles": roles}, nil)
+	r := e.do("POST", "/api/v1/users", e.admin, map[string]any{"username": name, "password": "pw-" + name + "-123", "roles": roles,
+		"password_change_required": false}, nil)
 	if r.Status != 201 {
 		e.t.Fatalf("create %s: %d %s", name, r.Status, r.Body)
 	}

@@ -54,6 +54,7 @@ if (MOCK && CI) {
 }
 
 const { chromium } = await import('playwright-core')
+const { peopleWalk } = await import('./people.mjs')
 
 rmSync(artifacts, { recursive: true, force: true })
 mkdirSync(artifacts, { recursive: true })
@@ -302,7 +303,7 @@ try {
       { username: 'bob', password: 'bob-pw-123', display_name: 'Bob Lead', roles: ['lead'], department: 'Sales' },
       { username: 'carol', password: 'carol-pw-123', display_name: 'Carol Manager', roles: ['manager'], department: 'Sales' },
     ]) {
-      await call('POST', '/users', adminToken, u)
+      await call('POST', '/users', adminToken, { ...u, password_change_required: false })
     }
     const list = await call('GET', '/users', adminToken)
     const names = (list.items ?? list).map((u) => u.username)
@@ -959,7 +960,7 @@ try {
   })
 
   await step('admin deletes a user on the Users page; they cannot sign in any more', async () => {
-    await call('POST', '/users', adminToken, { username: 'dave', password: 'dave-pw-123', display_name: 'Dave Leaving' })
+    await call('POST', '/users', adminToken, { username: 'dave', password: 'dave-pw-123', display_name: 'Dave Leaving', password_change_required: false })
     await page.goto(`${base}/admin/users`)
     await page.click('[data-test=delete-dave]')
     await page.locator('.el-message-box:visible .el-button--primary').click()
@@ -992,7 +993,7 @@ try {
       { username: 'zhao', password: 'zhao-pw-123', display_name: '赵敏', department: 'Sales', manager: 'qian', roles: [] },
       { username: 'qian', password: 'qian-pw-123', display_name: '钱进', department: 'Sales', roles: ['lead'] },
     ]) {
-      await call('POST', '/users', adminToken, u)
+      await call('POST', '/users', adminToken, { ...u, password_change_required: false })
       const tok = (await call('POST', '/auth/login', undefined, { username: u.username, password: u.password })).token
       await call('PUT', '/me', tok, { language: 'zh-CN' })
     }
@@ -1254,7 +1255,7 @@ try {
 
   let ticketTask, ticketInstance
   await step('a phone approver sees a required field\'s error only once they touch it or press approve', async () => {
-    await call('POST', '/users', adminToken, { username: 'dan', password: 'dan-pw-12345', display_name: 'Dan Approver', roles: [] })
+    await call('POST', '/users', adminToken, { username: 'dan', password: 'dan-pw-12345', display_name: 'Dan Approver', roles: [], password_change_required: false })
     await call('POST', '/templates', adminToken, { key: 'ticket-check', name: 'Ticket check', definition: {
       nodes: [
         { id: 'start', type: 'start', trigger: { kind: 'manual' } },
@@ -1318,6 +1319,11 @@ try {
     const scripts = await page.evaluate(() => [...document.scripts].map((x) => x.src).filter((src) => src && !src.startsWith(location.origin)))
     expect(scripts.length === 0, `scripts from elsewhere: ${scripts.join(', ')}`)
   })
+
+  // Issue 32: the people's walk (e2e/people.mjs), in both languages.
+  for (const lang of ['zh-CN', 'en']) {
+    await peopleWalk(lang, { step, call, raw, login, expect, page: () => page, base, adminToken, publishTemplate })
+  }
 
   await step('no Content-Security-Policy violation in the whole run', async () => {
     const unexpected = cspViolations.filter((v) => !v.expected)

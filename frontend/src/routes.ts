@@ -29,7 +29,7 @@ export const routes: RouteRecordRaw[] = [
   { path: '/inbox', name: 'inbox', component: () => import('./views/InboxView.vue'), meta: { title: 'title.inbox', phone: 'm-inbox' } },
   { path: '/tasks/:id', name: 'task', component: () => import('./views/TaskView.vue'), props: true, meta: { title: 'title.task', phone: 'm-task' } },
   { path: '/start', name: 'start', component: () => import('./views/StartListView.vue'), meta: { title: 'title.start' } },
-  { path: '/start/:tkey', name: 'start-form', component: () => import('./views/StartFormView.vue'), props: true, meta: { title: 'title.start' } },
+  { path: '/start/:tkey', name: 'start-form', component: () => import('./views/StartFormView.vue'), props: true, meta: { title: 'title.start', phone: 'm-start' } },
   { path: '/requests', name: 'requests', component: () => import('./views/MyRequestsView.vue'), meta: { title: 'title.requests' } },
   { path: '/cc', name: 'cc', component: () => import('./views/CcView.vue'), meta: { title: 'title.cc' } },
   { path: '/instances/:id', name: 'instance', component: () => import('./views/InstanceView.vue'), props: true, meta: { title: 'title.request' } },
@@ -38,6 +38,7 @@ export const routes: RouteRecordRaw[] = [
   { path: '/m/inbox', name: 'm-inbox', component: () => import('./views/h5/H5Inbox.vue'), meta: { bare: true, title: 'title.inbox' } },
   { path: '/m/profile', name: 'm-profile', component: () => import('./views/h5/H5Profile.vue'), meta: { bare: true, title: 'title.profile' } },
   { path: '/m/notifications', name: 'm-notifications', component: () => import('./views/h5/H5Notifications.vue'), meta: { bare: true, title: 'title.notifications' } },
+  { path: '/m/start/:tkey', name: 'm-start', component: () => import('./views/h5/H5Start.vue'), props: true, meta: { bare: true, title: 'title.start' } },
   { path: '/m/tasks/:id', name: 'm-task', component: () => import('./views/h5/H5Task.vue'), props: true, meta: { bare: true, title: 'title.task' } },
 
   // Admin.
@@ -60,6 +61,7 @@ export const routes: RouteRecordRaw[] = [
   { path: '/admin/plugins', name: 'plugins', component: () => import('./views/admin/PluginsView.vue'), meta: { admin: true, title: 'title.plugins' } },
   { path: '/admin/plugins/:name', name: 'plugin', component: () => import('./views/admin/PluginView.vue'), props: true, meta: { admin: true, title: 'title.plugin' } },
   { path: '/admin/instances', name: 'instances', component: () => import('./views/admin/InstancesView.vue'), meta: { admin: true, title: 'title.instances' } },
+  { path: '/admin/attention', name: 'attention', component: () => import('./views/admin/AttentionView.vue'), meta: { admin: true, title: 'title.attention' } },
   { path: '/admin/users', name: 'users', component: () => import('./views/admin/UsersView.vue'), meta: { admin: true, title: 'title.users' } },
   { path: '/admin/tokens', name: 'tokens', component: () => import('./views/admin/TokensView.vue'), meta: { admin: true, title: 'title.tokens' } },
   { path: '/admin/channels', name: 'channels', component: () => import('./views/admin/ChannelsView.vue'), meta: { admin: true, title: 'title.channels' } },

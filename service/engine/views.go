@@ -115,6 +115,15 @@ func (e *Engine) List(ctx context.Context, actor *model.Principal, f model.Insta
 	return e.store.ListInstances(ctx, f)
 }
 
+// NeedsAttention lists, for an admin, the failed instances and the running ones with an open task for a disabled
+// or deleted user, each with its reason and error code. Codes: admin_required (403).
+func (e *Engine) NeedsAttention(ctx context.Context, actor *model.Principal, p model.Page) ([]*model.AttentionItem, string, error) {
+	if !actor.IsAdmin() {
+		return nil, "", model.CodedError(model.EFORBIDDEN, "admin_required", "only admins may list the instances needing attention")
+	}
+	return e.store.ListNeedsAttention(ctx, actor.TenantID, p)
+}
+
 // History returns an instance's events, oldest first.
 func (e *Engine) History(ctx context.Context, actor *model.Principal, id string) ([]model.HistoryEvent, error) {
 	if _, _, err := e.readable(ctx, actor, id); err != nil {

@@ -473,6 +473,9 @@ type CreateUserRequest struct {
 	Email       string   `json:"email"`
 	Mobile      string   `json:"mobile"`
 	IMID        string   `json:"im_id"`
+	// PasswordChangeRequired: the user must choose a new password at the first sign-in (absent: true, as after
+	// an admin's reset); false for a service account whose password nobody types.
+	PasswordChangeRequired *bool `json:"password_change_required"`
 }
 
 // CreateUser validates and stores a new user. EINVALID for bad fields, ECONFLICT when the username is taken.
@@ -481,7 +484,8 @@ func (s *Service) CreateUser(ctx context.Context, tenant string, req CreateUserR
 		return nil, err
 	}
 	u := &model.User{TenantID: tenant, Username: req.Username, DisplayName: strings.TrimSpace(req.DisplayName),
-		Roles: req.Roles, Department: req.Department, Manager: req.Manager, Language: req.Language, Email: req.Email, Mobile: req.Mobile, IMID: req.IMID}
+		Roles: req.Roles, Department: req.Department, Manager: req.Manager, Language: req.Language, Email: req.Email, Mobile: req.Mobile, IMID: req.IMID,
+		PasswordChangeRequired: req.PasswordChangeRequired == nil || *req.PasswordChangeRequired}
 	if u.Roles == nil {
 		u.Roles = []string{}
 	}

@@ -142,6 +142,14 @@ export interface Instance {
   error?: NodeErrorInfo | null
 }
 
+/** An instance that needs an admin (GET /instances?needs_attention=true). */
+export interface AttentionItem extends Instance {
+  reason: 'failed' | 'assignee_disabled' | 'assignee_deleted'
+  /** the node error's code for a failed instance, else the reason */
+  error_code: string
+  attention_tasks: { task_id: string; node_id: string; node_name: string; assignee: string; reason: 'assignee_disabled' | 'assignee_deleted' }[]
+}
+
 export interface HistoryItem {
   at: string
   actor?: string
@@ -429,6 +437,7 @@ export const api = {
     request<Instance>('POST', '/instances/linear', { body: b, idempotencyKey: newIdempotencyKey() }),
   instances: (q: { status?: string; template?: string; initiator?: string; correlation_id?: string; limit?: number; cursor?: string }) =>
     request<Page<Instance>>('GET', '/instances', { query: q }),
+  needsAttention: (q: { limit?: number; cursor?: string } = {}) => request<Page<AttentionItem>>('GET', '/instances', { query: { ...q, needs_attention: 'true' } }),
   instance: (id: string) => request<Instance>('GET', `/instances/${encodeURIComponent(id)}`),
   history: async (id: string) => items(await request<Page<HistoryItem>>('GET', `/instances/${encodeURIComponent(id)}/history`)),
   diagram: (id: string) => request<string>('GET', `/instances/${encodeURIComponent(id)}/diagram`, { text: true }),

@@ -3,6 +3,7 @@
 // already put them on the task.
 import { api, type Instance, type Task } from '@/api'
 import { t as tr } from '@/i18n'
+import { templateText } from '@/lib/labels'
 
 export interface InboxRow {
   task: Task
@@ -12,8 +13,22 @@ export interface InboxRow {
   instance?: Instance
 }
 
-export async function loadInbox(): Promise<InboxRow[]> {
-  const tasks = await api.tasks({ assignee: 'me', status: 'pending' })
+// Template names by key, fetched once per page load: lists show a process by its name, not its key.
+let names: Promise<Map<string, string>> | undefined
+export function templateNames(): Promise<Map<string, string>> {
+  names ??= api.templates().then(
+    (ts) => new Map(ts.map((t) => [t.key, templateText(t).name])),
+    () => new Map(),
+  )
+  return names
+}
+
+/** loadInbox lists my tasks — the pending ones (the default), or those I decided (handled) — with their request's
+ * title, the process's name and the initiator. */
+export async function loadInbox(which: 'pending' | 'handled' = 'pending'): Promise<InboxRow[]> {
+  const all = await api.tasks({ assignee: 'me', status: which === 'pending' ? 'pending' : 'all' })
+  const tasks = which === 'pending' ? all : all.filter((t) => t.status === 'approved' || t.status === 'rejected' || t.status === 'transferred')
+  const byKey = await templateNames()
   const need = [...new Set(tasks.filter((t) => !(t.template && t.initiator)).map((t) => t.instance_id))]
   const instances = new Map<string, Instance>()
   // A few at a time: an inbox of hundreds must not open hundreds of connections.
@@ -28,9 +43,13 @@ export async function loadInbox(): Promise<InboxRow[]> {
         task: t,
         instance: inst,
         title: t.instance_title || t.title || inst?.title || tr('inbox.untitled', { template: inst?.template ?? t.template ?? '', id: t.instance_id.slice(0, 8) }),
-        template: t.template || inst?.template || '',
+        template: byKey.get(t.template || inst?.template || '') || t.template || inst?.template || '',
         initiator: t.initiator || inst?.initiator || '',
       }
     })
-    .sort((a, b) => String(a.task.created_at ?? '').localeCompare(String(b.task.created_at ?? '')))
+    .sort((a, b) =>
+      which === 'pending'
+        ? String(a.task.created_at ?? '').localeCompare(String(b.task.created_at ?? ''))
+        : String(b.task.decided_at ?? '').localeCompare(String(a.task.decided_at ?? '')),
+    )
 }

@@ -6,6 +6,7 @@ import { api, type HistoryItem, type Instance, type ReturnTarget, type Task } fr
 import { errorMessage } from '@/api/client'
 import type { DefNode, Definition } from '@/lib/definition'
 import { initialValues, keepEdits, valuesToContext, type FormSchema } from '@/lib/form'
+import { startFormOf } from '@/lib/startForm'
 
 const versionCache = new Map<string, Promise<Definition | undefined>>()
 
@@ -24,12 +25,22 @@ export function versionDefinition(template: string, version: number): Promise<De
   return versionCache.get(key)!
 }
 
-/** nodeForm picks the form a task is shown through: its node's form, else the start form, else none. */
+/** nodeForm picks the form a task is shown through: its node's form, else the start form (the template's own or
+ * the one generated for it, lib/startForm.ts), else none. */
 export function nodeForm(def: Definition | undefined, nodeId: string): FormSchema | undefined {
   const node: DefNode | undefined = def?.nodes.find((n) => n.id === nodeId)
   if (node?.form) return node.form
-  const start = def?.nodes.find((n) => n.type === 'start')
-  return start?.trigger?.kind === 'form' ? start.trigger.form : undefined
+  return startFormOf(def)?.schema
+}
+
+/** lastReturn is the return that sent the request back to its applicant: who, why and when (the newest
+ * task.returned to the start), or undefined. */
+export function lastReturn(history: HistoryItem[], startId: string | undefined): HistoryItem | undefined {
+  for (let i = history.length - 1; i >= 0; i--) {
+    const h = history[i]
+    if (h.action === 'task.returned' && (!startId || (h.data as { to?: string } | undefined)?.to === startId)) return h // i18n-ignore: a history action, not a message key
+  }
+  return undefined
 }
 
 /**
@@ -60,6 +71,10 @@ export function useTask(id: () => string) {
   /** the form this task may write through (see editableForm): shown with its editable fields open */
   const ownForm = computed(() => !!task.value && !!editableForm(definition.value, task.value))
   const pending = computed(() => task.value?.status === 'pending')
+  /** for the applicant's resubmit task: the return that sent it back (its comment is the reason) */
+  const returned = computed(() =>
+    task.value?.kind === 'resubmit' ? lastReturn(history.value, definition.value?.nodes.find((n) => n.type === 'start')?.id ?? task.value.node_id) : undefined,
+  )
 
   async function load() {
     loading.value = true
@@ -95,5 +110,5 @@ export function useTask(id: () => string) {
     return Object.keys(d).length ? d : undefined
   }
 
-  return { task, instance, definition, history, returnTargets, loading, error, values, loadedValues, form, ownForm, pending, diagramVersion, load, approveData }
+  return { task, instance, definition, history, returnTargets, loading, error, values, loadedValues, form, ownForm, pending, returned, diagramVersion, load, approveData }
 }

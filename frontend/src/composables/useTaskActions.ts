@@ -5,7 +5,7 @@ import { computed, reactive, ref, type Ref } from 'vue'
 import { api, type Instance, type ReturnTarget, type Task } from '@/api'
 import { t } from '@/i18n'
 import { shownErrors, validateValues, type FormSchema } from '@/lib/form'
-import { draftProblem, emptyDraft, isMine, mayDecide, mayReclaim, offers, sendAction, type Draft, type DraftProblem, type TaskAction, type TaskActionApi, type Viewer } from '@/lib/taskActions'
+import { draftProblem, emptyDraft, isMine, isResubmit, mayDecide, mayReclaim, offers, sendAction, type Draft, type DraftProblem, type TaskAction, type TaskActionApi, type Viewer } from '@/lib/taskActions'
 import { session } from '@/stores/session'
 
 /** What the actions need of the page's task (composables/useTask.ts gives all of it). */
@@ -92,6 +92,9 @@ export interface TaskActionsOptions {
   api?: TaskActionApi
 }
 
+/** resubmitDone says what an applicant's resubmit (approve) or withdraw (reject) of a returned request did. */
+const resubmitDone = (a: TaskAction) => t(a === 'approve' ? 'actions.done.resubmit' : 'actions.done.withdraw')
+
 const signedIn = (): Viewer => ({ username: session.state.me?.username, admin: session.isAdmin.value })
 
 export function useTaskActions(t: TaskSource, o: TaskActionsOptions) {
@@ -136,7 +139,8 @@ export function useTaskActions(t: TaskSource, o: TaskActionsOptions) {
     if (!a || !task) return false
     problem.value = ''
     if (a === 'approve') triedApprove.value = true
-    const p = draftProblem(a, draft, formErrors.value)
+    const resubmit = isResubmit(task)
+    const p = draftProblem(a, draft, formErrors.value, resubmit)
     if (p) {
       problem.value = o.wording.problem(p, a)
       return false
@@ -144,7 +148,7 @@ export function useTaskActions(t: TaskSource, o: TaskActionsOptions) {
     busy.value = true
     try {
       await sendAction(send, task.id, a, draft, a === 'approve' ? t.approveData() : undefined)
-      o.succeeded(o.wording.done(a, draft))
+      o.succeeded(resubmit && (a === 'approve' || a === 'reject') ? resubmitDone(a) : o.wording.done(a, draft))
       open.value = null
       await t.load()
       return true

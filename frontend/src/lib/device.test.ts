@@ -65,6 +65,7 @@ describe('the router’s device guard', () => {
     expect(await land('/')).toBe('/m/inbox')
     expect(await land('/inbox')).toBe('/m/inbox')
     expect(await land('/tasks/t1?from=mail')).toBe('/m/tasks/t1?from=mail')
+    expect(await land('/start/leave')).toBe('/m/start/leave')
     // Pages without a phone twin stay what they are (they fit a phone).
     expect(await land('/requests')).toBe('/requests')
     expect(await land('/profile')).toBe('/profile')
@@ -75,6 +76,7 @@ describe('the router’s device guard', () => {
     viewport(1280)
     expect(await land('/')).toBe('/inbox')
     expect(await land('/tasks/t1')).toBe('/tasks/t1')
+    expect(await land('/start/leave')).toBe('/start/leave')
   })
 
   it('still asks a stranger to sign in first, coming back to the page asked for', async () => {
@@ -88,7 +90,7 @@ describe('the router’s device guard', () => {
     const byName = new Map(routes.filter((r) => r.name).map((r) => [r.name, r]))
     const params = (path: string) => [...path.matchAll(/:(\w+)/g)].map((m) => m[1])
     const twins = routes.filter((r) => r.meta?.phone)
-    expect(twins.map((r) => r.path)).toEqual(['/inbox', '/tasks/:id'])
+    expect(twins.map((r) => r.path)).toEqual(['/inbox', '/tasks/:id', '/start/:tkey'])
     for (const r of twins) {
       const twin = byName.get(r.meta!.phone!)
       expect(twin, r.meta!.phone).toBeDefined()

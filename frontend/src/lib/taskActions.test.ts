@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest'
 import type { InstanceStatus } from '@/api'
-import { draftProblem, emptyDraft, isMine, mayDecide, mayReclaim, offers, sendAction, type Draft, type TaskAction, type TaskFacts, type Viewer } from './taskActions'
+import { draftProblem, emptyDraft, isMine, isResubmit, mayDecide, mayReclaim, offers, sendAction, type Draft, type TaskAction, type TaskFacts, type Viewer } from './taskActions'
 import { recordingTaskApi } from '@/testing/taskApi'
 
 const bob: Viewer = { username: 'bob', admin: false }
@@ -91,4 +91,19 @@ describe('sendAction', () => {
       expect(calls).toEqual([c.want])
     })
   }
+})
+
+describe('a request returned to its applicant', () => {
+  const resubmit: TaskFacts = { status: 'pending', assignee: 'bob', kind: 'resubmit' }
+  it('offers resubmit (approve) and withdraw (reject) only, never the approver’s other buttons', () => {
+    expect(isResubmit(resubmit)).toBe(true)
+    expect(isResubmit(task('pending'))).toBe(false)
+    expect(offers(resubmit, 'running', bob, 3)).toEqual([{ action: 'approve' }, { action: 'reject' }])
+    expect(offers(resubmit, 'running', carol, 3)).toEqual([])
+  })
+  it('lets the applicant withdraw without a reason, while an approver’s reject still needs one', () => {
+    expect(draftProblem('reject', emptyDraft(), {}, true)).toBeUndefined()
+    expect(draftProblem('reject', emptyDraft(), {}, false)).toEqual({ need: 'comment' })
+    expect(draftProblem('approve', emptyDraft(), { days: 'Days is required' }, true)).toEqual({ need: 'form', message: 'Days is required' })
+  })
 })

@@ -17,7 +17,7 @@ export interface Viewer {
 }
 
 /** The task as the rules need it. */
-export type TaskFacts = Pick<Task, 'status' | 'assignee'>
+export type TaskFacts = Pick<Task, 'status' | 'assignee'> & { kind?: string }
 
 /** isMine: the task is the viewer's to act on (its assignee, or an admin, who may act on anyone's). */
 export function isMine(task: TaskFacts | null | undefined, viewer: Viewer): boolean {
@@ -49,10 +49,17 @@ export const DECISIONS: readonly TaskAction[] = ['approve', 'reject', 'transfer'
  * engine named a step to return to), else reclaim when they may take their decision back, else nothing. */
 export function offers(task: TaskFacts | null | undefined, instanceStatus: InstanceStatus | undefined, viewer: Viewer, returnTargets: number): Offer[] {
   if (mayDecide(task, instanceStatus, viewer)) {
+    // A request returned to its applicant: resubmit (approve) or withdraw (reject) — never the approver's buttons.
+    if (isResubmit(task)) return [{ action: 'approve' }, { action: 'reject' }]
     return DECISIONS.map((action) => (action === 'return' && returnTargets === 0 ? { action, disabledBy: 'actions.noReturnTarget' } : { action }))
   }
   if (mayReclaim(task, instanceStatus, viewer)) return [{ action: 'reclaim' }]
   return []
+}
+
+/** isResubmit: the task is the applicant's, after their request was returned to the start (重新提交 / 撤回). */
+export function isResubmit(task: TaskFacts | null | undefined): boolean {
+  return task?.kind === 'resubmit'
 }
 
 /** What a person fills in before an action is sent. */
@@ -77,8 +84,9 @@ export type DraftProblem = { need: 'comment' | 'users' | 'target' } | { need: 'f
 /** draftProblem is the first thing an action's draft lacks, or undefined when it may be sent: reject and return
  * need a comment (the applicant reads why), transfer and add-sign someone, return a step, and approve a form with
  * no errors left (formErrors: field id → message, of the fields the approver may fill in). */
-export function draftProblem(action: TaskAction, d: Draft, formErrors: Record<string, string> = {}): DraftProblem | undefined {
-  if ((action === 'reject' || action === 'return') && !d.comment.trim()) return { need: 'comment' }
+export function draftProblem(action: TaskAction, d: Draft, formErrors: Record<string, string> = {}, resubmit = false): DraftProblem | undefined {
+  // An applicant withdrawing their own returned request owes nobody a reason.
+  if (((action === 'reject' && !resubmit) || action === 'return') && !d.comment.trim()) return { need: 'comment' }
   if ((action === 'transfer' || action === 'add-sign') && !d.users.length) return { need: 'users' }
   if (action === 'return' && !d.target) return { need: 'target' }
   if (action === 'approve') {
