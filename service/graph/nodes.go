@@ -32,6 +32,8 @@ func (v *validator) checkNode(i int, n *model.Node) {
 		v.checkApproval(i, n, name, bad)
 	case model.NodeDelay:
 		checkDelay(name, n, bad)
+	case model.NodeSubprocess:
+		checkSubprocess(name, n, bad)
 	case model.NodeCallback:
 		if n.TimeoutBranch != "" {
 			v.branch(i, name, "timeout_branch", n.TimeoutBranch, bad)

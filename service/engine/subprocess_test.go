@@ -1,0 +1,331 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/outbox"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/subprocess"
+)
+
+// The sub-process tests (API.md "Sub-processes") drive the outbox by hand: drain dispatches every row (the
+// children's ends resume their parents, the cancels end children) until none is left.
+
+// drain dispatches the outbox until it is empty, through the sub-process handlers (other kinds are carried out by
+// nobody here) and returns how many rows it dispatched.
+func (h *harness) drain() int {
+	h.t.Helper()
+	none := func(context.Context, []model.OutboxItem) error { return nil }
+	hs := subprocess.Handlers(h.eng)
+	for _, k := range []string{model.OutboxEvent, model.OutboxTimerArm, model.OutboxTimerCancel, model.OutboxPluginRun} {
+		hs[k] = none
+	}
+	d, err := outbox.New(h.s, hs, outbox.Options{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	total := 0
+	for range 1000 {
+		n, err := d.DispatchOnce(h.ctx)
+		if err != nil {
+			h.t.Fatalf("dispatch: %v", err)
+		}
+		if n == 0 {
+			return total
+		}
+		total += n
+	}
+	h.t.Fatal("the outbox never drained")
+	return total
+}
+
+// children returns the child instances of an instance, in the order they started.
+func (h *harness) children(id string) []*model.Instance {
+	h.t.Helper()
+	inst, _ := h.get(id)
+	var out []*model.Instance
+	for _, c := range inst.State.Children {
+		ci, _ := h.get(c.ID)
+		out = append(out, ci)
+	}
+	return out
+}
+
+const paymentDef = `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"pay","type":"approval","approvers":{"users":["cashier"]}},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"pay"},{"from":"pay","to":"end"}]}`
+
+// subDef is a parent with one subprocess node (its extra fields given) between start and end.
+func subDef(extra string) string {
+	return `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"call","type":"subprocess","template":"payment"` + extra + `},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"call"},{"from":"call","to":"end"}]}`
+}
+
+// TestSubprocessRunsChildAndResumesParent: the child starts in the parent's step (same tenant, the parent's
+// initiator, parent_instance_id/node), gets the mapped input, and its completion resumes the parent through the
+// outbox with the output mapped back; a second dispatch of the same end changes nothing.
+func TestSubprocessRunsChildAndResumesParent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "cashier")
+		h.publish("payment", paymentDef)
+		h.publish("claim", subDef(`,"input":{"amount":"total","who.name":"employee","copy":"$"},"output":{"paid":"pay","result":"$"}`))
+		id := h.start("alice", "claim", `{"total":42,"employee":"alice"}`)
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeWaiting})
+		kids := h.children(id)
+		if len(kids) != 1 {
+			t.Fatalf("children = %d, want 1", len(kids))
+		}
+		kid := kids[0]
+		if kid.Initiator != "alice" || kid.Template != "payment" || kid.Version != 1 || kid.TenantID != model.DefaultTenant {
+			t.Fatalf("child = %+v", kid)
+		}
+		if p := kid.State.Parent; p == nil || p.InstanceID != id || p.NodeID != "call" || p.Depth != 1 {
+			t.Fatalf("child's parent = %+v", kid.State.Parent)
+		}
+		for path, want := range map[string]string{"amount": "42", "who.name": `"alice"`, "copy.total": "42"} {
+			if got := h.contextValue(kid.ID, path).Raw; got != want {
+				t.Errorf("child context %s = %s, want %s", path, got, want)
+			}
+		}
+		h.drain() // nothing ended yet: the parent still waits
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeWaiting})
+
+		h.decide(kid.ID, "pay", "cashier", true)
+		h.wantStatus(kid.ID, model.StatusCompleted)
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeWaiting}) // not before the outbox is dispatched
+		if n := h.drain(); n == 0 {
+			t.Fatal("the child's end wrote no outbox row")
+		}
+		h.wantStatus(id, model.StatusCompleted)
+		if got := h.contextValue(id, "paid").Raw; got != "null" && got != "" {
+			// pay is an approval without form data: the child's context has no "pay"; null is mapped.
+			t.Errorf("paid = %s", got)
+		}
+		if got := h.contextValue(id, "result.amount").Raw; got != "42" {
+			t.Errorf("result.amount = %s, want 42 (the child's whole context)", got)
+		}
+		if n := h.count(id, "subprocess.child_ended", "call"); n != 1 {
+			t.Errorf("subprocess.child_ended recorded %d times, want 1", n)
+		}
+		// The same end told again (a redelivered row) is ignored.
+		inst, _ := h.get(id)
+		if err := h.eng.ChildrenEnded(h.ctx, model.DefaultTenant, id, []model.ChildEnd{{Parent: *kid.State.Parent, ChildID: kid.ID,
+			Status: model.StatusCompleted}}); err != nil {
+			t.Fatal(err)
+		}
+		again, _ := h.get(id)
+		if again.Status != inst.Status || h.count(id, "node.completed", "call") != 1 || h.count(id, "subprocess.child_ended", "call") != 1 {
+			t.Fatalf("a second end moved the parent: %s, %v", again.Status, h.actions(id))
+		}
+	})
+}
+
+// TestSubprocessVersionPinnedAtParentStart: without version, the child runs the version that was latest when
+// the parent started, even when a newer one is published meanwhile; with version it runs that one.
+func TestSubprocessVersionPinnedAtParentStart(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "bob", "cashier")
+		h.publish("payment", paymentDef)
+		h.publish("claim", `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"first","type":"approval","approvers":{"users":["bob"]}},
+	{"id":"call","type":"subprocess","template":"payment"},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"first"},{"from":"first","to":"call"},{"from":"call","to":"end"}]}`)
+		h.publish("pinned", subDef(`,"version":1`))
+		id := h.start("alice", "claim", `{}`)
+		// version 2 of payment is published after the parent started
+		if _, err := h.tpl.SaveDraft(h.ctx, admin, "payment", json.RawMessage(strings.Replace(paymentDef, "cashier", "bob", 1))); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.tpl.Publish(h.ctx, admin, "payment"); err != nil {
+			t.Fatal(err)
+		}
+		h.decide(id, "first", "bob", true)
+		if kid := h.children(id)[0]; kid.Version != 1 {
+			t.Fatalf("child version = %d, want 1 (latest at the parent's start)", kid.Version)
+		}
+		later := h.start("alice", "claim", `{}`)
+		h.decide(later, "first", "bob", true)
+		if kid := h.children(later)[0]; kid.Version != 2 {
+			t.Fatalf("child of a later parent: version %d, want 2", kid.Version)
+		}
+		pinned := h.start("alice", "pinned", `{}`)
+		if kid := h.children(pinned)[0]; kid.Version != 1 {
+			t.Fatalf("pinned child: version %d, want 1", kid.Version)
+		}
+	})
+}
+
+// TestSubprocessFailure: a child rejected, failed, terminated or withdrawn is the node error subprocess_failed
+// with the child's id and status in its data; a catch branch reads it, a retry starts a new child.
+func TestSubprocessFailure(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "cashier", "boss")
+		h.publish("payment", paymentDef)
+		h.publish("plain", subDef(``))
+		h.publish("caught", `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"call","type":"subprocess","template":"payment","error_handler":{"operation":"catch","catch":{"branch":"fix"}}},
+	{"id":"fix","type":"approval","approvers":{"users":["boss"]}},
+	{"id":"end","type":"end","join":"or"}],
+ "edges":[{"from":"start","to":"call"},{"from":"call","to":"end"},{"from":"fix","to":"end"}]}`)
+		h.publish("retried", subDef(`,"error_handler":{"operation":"retry","retry":{"count":1,"period":"1m"}}`))
+
+		// rejected → the parent fails with the error carrying the child
+		id := h.start("alice", "plain", `{}`)
+		kid := h.children(id)[0]
+		h.decide(kid.ID, "pay", "cashier", false)
+		h.drain()
+		h.wantStatus(id, model.StatusFailed)
+		inst, _ := h.get(id)
+		e := inst.State.Error
+		if e == nil || e.Code != model.NodeErrSubprocessFailed || e.NodeID != "call" {
+			t.Fatalf("error = %+v", e)
+		}
+		var data struct {
+			ChildID string `json:"child_id"`
+			Status  string `json:"status"`
+		}
+		if err := json.Unmarshal(e.Data, &data); err != nil || data.ChildID != kid.ID || data.Status != "rejected" {
+			t.Fatalf("error data = %s (%v)", e.Data, err)
+		}
+
+		// terminated by an admin → caught: the branch runs with context.error
+		id = h.start("alice", "caught", `{}`)
+		kid = h.children(id)[0]
+		if _, err := h.eng.Terminate(h.ctx, admin, kid.ID, "stop"); err != nil {
+			t.Fatal(err)
+		}
+		h.drain()
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeFailed, "fix": model.NodeActive})
+		if got := h.contextValue(id, "error.data.status").Str; got != "terminated" {
+			t.Fatalf("context.error.data.status = %q", got)
+		}
+
+		// rejected → retry: a new child once the back-off passed
+		id = h.start("alice", "retried", `{}`)
+		first := h.children(id)[0]
+		h.decide(first.ID, "pay", "cashier", false)
+		h.drain()
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeWaiting})
+		h.clk.Advance(61 * time.Second)
+		h.fireDue()
+		kids := h.children(id)
+		if len(kids) != 2 || kids[1].ID == first.ID || kids[1].Status != model.StatusRunning {
+			t.Fatalf("after the retry: %d children", len(kids))
+		}
+		h.decide(kids[1].ID, "pay", "cashier", true)
+		h.drain()
+		h.wantStatus(id, model.StatusCompleted)
+	})
+}
+
+// TestSubprocessCascade: terminating or withdrawing a parent, or jumping away from its node, terminates the
+// running children and their children, each in its own history; a child's initiator may not withdraw it (nor
+// terminate it) while its parent runs.
+func TestSubprocessCascade(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "cashier", "bob")
+		h.publish("payment", paymentDef)
+		h.publish("middle", `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"call","type":"subprocess","template":"payment"},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"call"},{"from":"call","to":"end"}]}`)
+		h.publish("top", `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"call","type":"subprocess","template":"middle"},
+	{"id":"after","type":"approval","approvers":{"users":["bob"]}},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"call"},{"from":"call","to":"after"},{"from":"after","to":"end"}]}`)
+
+		for _, how := range []string{"terminate", "withdraw", "jump"} {
+			t.Run(how, func(t *testing.T) {
+				h := h.sub(t)
+				id := h.start("alice", "top", `{}`)
+				mid := h.children(id)[0]
+				leaf := h.children(mid.ID)[0]
+				_, err := h.eng.Withdraw(h.ctx, as("alice"), mid.ID, "")
+				wantErr(t, err, model.ECONFLICT, "parent_running")
+				_, err = h.eng.Terminate(h.ctx, as("alice"), leaf.ID, "")
+				wantErr(t, err, model.ECONFLICT, "parent_running")
+				switch how {
+				case "terminate":
+					_, err = h.eng.Terminate(h.ctx, admin, id, "enough")
+				case "withdraw":
+					_, err = h.eng.Withdraw(h.ctx, as("alice"), id, "")
+				case "jump":
+					_, err = h.eng.Jump(h.ctx, admin, id, "after", "skip the payment")
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.drain()
+				for _, c := range []string{mid.ID, leaf.ID} {
+					h.wantStatus(c, model.StatusTerminated)
+					if h.count(c, "instance.terminated", "") != 1 {
+						t.Errorf("%s: history %v", c, h.actions(c))
+					}
+				}
+				if how == "jump" {
+					h.wantNodes(id, map[string]model.NodeState{"call": model.NodeCancelled, "after": model.NodeActive})
+					h.wantStatus(id, model.StatusRunning) // a cancelled child raises no subprocess_failed
+				}
+				inst, _ := h.get(id)
+				if got := inst.State.Children[0].Status; got != model.StatusTerminated {
+					t.Errorf("the parent records its child %s", got)
+				}
+			})
+		}
+	})
+}
+
+// TestSubprocessDepthLimit: a template calling itself through the store (publish checks are the checker's, not
+// the test harness's) stops at depth 8 with subprocess_depth.
+func TestSubprocessDepthLimit(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice")
+		h.publish("deep", `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"call","type":"subprocess","template":"deep"},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"call"},{"from":"call","to":"end"}]}`)
+		id := h.start("alice", "deep", `{}`)
+		chain := []string{id}
+		for {
+			inst, _ := h.get(chain[len(chain)-1])
+			if len(inst.State.Children) == 0 {
+				break
+			}
+			chain = append(chain, inst.State.Children[0].ID)
+		}
+		if len(chain) != model.MaxSubprocessDepth+1 {
+			t.Fatalf("chain of %d instances, want %d", len(chain), model.MaxSubprocessDepth+1)
+		}
+		last, _ := h.get(chain[len(chain)-1])
+		if last.Status != model.StatusFailed || last.State.Error.Code != model.NodeErrSubprocessDepth || last.State.Parent.Depth != model.MaxSubprocessDepth {
+			t.Fatalf("deepest: %s %+v", last.Status, last.State.Error)
+		}
+		h.drain() // each failure climbs: every level fails with subprocess_failed
+		for _, c := range chain[:len(chain)-1] {
+			h.wantStatus(c, model.StatusFailed)
+		}
+	})
+}
