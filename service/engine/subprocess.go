@@ -448,3 +448,12 @@ func (e *Engine) CancelChild(ctx context.Context, tenant, childID string, c mode
 	}
 	return err
 }
+
+// childViews lists an instance's children for its view.
+func childViews(inst *model.Instance) []ChildView {
+	out := make([]ChildView, 0, len(inst.State.Children))
+	for _, c := range inst.State.Children {
+		out = append(out, ChildView{ID: c.ID, Template: c.Template, Status: c.Status, NodeID: c.NodeID, Index: c.Index})
+	}
+	return out
+}

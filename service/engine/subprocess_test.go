@@ -3,7 +3,9 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,15 +23,7 @@ import (
 // nobody here) and returns how many rows it dispatched.
 func (h *harness) drain() int {
 	h.t.Helper()
-	none := func(context.Context, []model.OutboxItem) error { return nil }
-	hs := subprocess.Handlers(h.eng)
-	for _, k := range []string{model.OutboxEvent, model.OutboxTimerArm, model.OutboxTimerCancel, model.OutboxPluginRun} {
-		hs[k] = none
-	}
-	d, err := outbox.New(h.s, hs, outbox.Options{})
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	d := h.dispatcher()
 	total := 0
 	for range 1000 {
 		n, err := d.DispatchOnce(h.ctx)
@@ -43,6 +37,20 @@ func (h *harness) drain() int {
 	}
 	h.t.Fatal("the outbox never drained")
 	return total
+}
+
+// dispatcher is an outbox dispatcher with the sub-process handlers (other kinds are carried out by nobody here).
+func (h *harness) dispatcher() *outbox.Dispatcher {
+	none := func(context.Context, []model.OutboxItem) error { return nil }
+	hs := subprocess.Handlers(h.eng)
+	for _, k := range []string{model.OutboxEvent, model.OutboxTimerArm, model.OutboxTimerCancel, model.OutboxPluginRun} {
+		hs[k] = none
+	}
+	d, err := outbox.New(h.s, hs, outbox.Options{})
+	if err != nil {
+		panic(err) // the handlers above are all there
+	}
+	return d
 }
 
 // children returns the child instances of an instance, in the order they started.
@@ -327,5 +335,261 @@ func TestSubprocessDepthLimit(t *testing.T) {
 		for _, c := range chain[:len(chain)-1] {
 			h.wantStatus(c, model.StatusFailed)
 		}
+	})
+}
+
+const itemDef = `{"nodes":[
+	{"id":"start","type":"start","trigger":{"kind":"manual"}},
+	{"id":"pay","type":"approval","approvers":{"users":["cashier"]}},
+	{"id":"end","type":"end"}],
+ "edges":[{"from":"start","to":"pay"},{"from":"pay","to":"end"}]}`
+
+// lines is a context with n line items {"n": i}.
+func lines(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"lines":[`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"n":%d}`, i)
+	}
+	b.WriteString(`],"who":"alice"}`)
+	return b.String()
+}
+
+// decideChildren decides the pay task of the children with these indexes.
+func (h *harness) decideChildren(id string, approve bool, idx ...int) {
+	h.t.Helper()
+	kids := h.children(id)
+	for _, i := range idx {
+		h.decide(kids[i].ID, "pay", "cashier", approve)
+	}
+}
+
+// TestSubprocessForEach: one child per element with item and index (and the input mapping) in its context; the
+// outputs come back under <node>.items in element order; completion {"min":N} continues after N and terminates
+// the rest without subprocess_failed; a failure fails the node only once the completion cannot be met; more
+// than 1000 elements is too_many_children; an empty array passes with no children.
+func TestSubprocessForEach(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "cashier")
+		h.publish("payment", itemDef)
+		h.publish("all", subDef(`,"for_each":"lines","input":{"who":"who"},"output":{"n":"item.n","i":"index"}`))
+		h.publish("two", subDef(`,"for_each":"lines","completion":{"min":2},"output":{"n":"item.n"}`))
+
+		id := h.start("alice", "all", lines(3))
+		kids := h.children(id)
+		if len(kids) != 3 {
+			t.Fatalf("children = %d, want 3", len(kids))
+		}
+		for i, k := range kids {
+			if got := h.contextValue(k.ID, "item.n").Int(); got != int64(i) {
+				t.Errorf("child %d: item.n = %d", i, got)
+			}
+			if got := h.contextValue(k.ID, "index").Int(); got != int64(i) {
+				t.Errorf("child %d: index = %d", i, got)
+			}
+			if got := h.contextValue(k.ID, "who").Str; got != "alice" {
+				t.Errorf("child %d: who = %q", i, got)
+			}
+		}
+		h.decideChildren(id, true, 2, 0) // out of order
+		h.drain()
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeWaiting})
+		h.decideChildren(id, true, 1)
+		h.drain()
+		h.wantStatus(id, model.StatusCompleted)
+		if got := h.contextValue(id, "call.items").Raw; got != `[{"i":0,"n":0},{"i":1,"n":1},{"i":2,"n":2}]` {
+			t.Fatalf("call.items = %s", got)
+		}
+
+		// min 2 of 3: the third is terminated, and its end raises nothing
+		id = h.start("alice", "two", lines(3))
+		h.decideChildren(id, true, 1)
+		h.decideChildren(id, false, 0) // one failure: 2 may still complete
+		h.drain()
+		h.wantNodes(id, map[string]model.NodeState{"call": model.NodeWaiting})
+		h.decideChildren(id, true, 2)
+		h.drain()
+		h.wantStatus(id, model.StatusCompleted)
+		h.wantStatus(h.children(id)[0].ID, model.StatusRejected)
+		if got := h.contextValue(id, "call.items").Raw; got != `[null,{"n":1},{"n":2}]` {
+			t.Fatalf("call.items = %s", got)
+		}
+		id = h.start("alice", "two", lines(3))
+		h.decideChildren(id, true, 0, 1)
+		h.drain()
+		h.wantStatus(id, model.StatusCompleted)
+		third := h.children(id)[2]
+		h.wantStatus(third.ID, model.StatusTerminated)
+		if h.count(id, "node.error", "call") != 0 {
+			t.Fatalf("a child terminated by the node raised an error: %v", h.actions(id))
+		}
+
+		// min 2 of 3, two rejected: the completion cannot be met → subprocess_failed, the last one terminated
+		id = h.start("alice", "two", lines(3))
+		h.decideChildren(id, false, 0, 2)
+		h.drain()
+		h.wantStatus(id, model.StatusFailed)
+		h.wantStatus(h.children(id)[1].ID, model.StatusTerminated)
+		if n := h.count(id, "node.error", "call"); n != 1 {
+			t.Fatalf("node.error %d times, want 1", n)
+		}
+
+		// all: the first rejection fails the node and terminates the others
+		id = h.start("alice", "all", lines(3))
+		h.decideChildren(id, false, 1)
+		h.drain()
+		h.wantStatus(id, model.StatusFailed)
+		h.wantStatus(h.children(id)[0].ID, model.StatusTerminated)
+		h.wantStatus(h.children(id)[2].ID, model.StatusTerminated)
+
+		id = h.start("alice", "all", lines(model.MaxChildren+1))
+		inst, _ := h.get(id)
+		if inst.Status != model.StatusFailed || inst.State.Error.Code != model.NodeErrTooManyChildren || len(inst.State.Children) != 0 {
+			t.Fatalf("1001 elements: %s %+v, %d children", inst.Status, inst.State.Error, len(inst.State.Children))
+		}
+		id = h.start("alice", "all", `{"lines":[]}`)
+		h.wantStatus(id, model.StatusCompleted)
+		if got := h.contextValue(id, "call.items").Raw; got != `[]` {
+			t.Fatalf("no elements: call.items = %s", got)
+		}
+	})
+}
+
+// TestSubprocessForEachConcurrent: 200 children completing at once, with two dispatchers draining meanwhile: the
+// parent resumes once and the outputs are in element order.
+func TestSubprocessForEachConcurrent(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "cashier")
+		h.publish("payment", itemDef)
+		h.publish("many", subDef(`,"for_each":"lines","output":{"n":"item.n"}`))
+		const n = 200
+		id := h.start("alice", "many", lines(n))
+		kids := h.children(id)
+		if len(kids) != n {
+			t.Fatalf("children = %d", len(kids))
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for _, k := range kids {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tk := h.tasksOf(k.ID, "pay")[0]
+				errs <- h.approve("cashier", tk.ID)
+			}()
+		}
+		stop := make(chan struct{})
+		var drains sync.WaitGroup
+		for range 2 {
+			drains.Add(1)
+			go func() {
+				defer drains.Done()
+				d := h.dispatcher()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					if _, err := d.DispatchOnce(h.ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(stop)
+		drains.Wait()
+		close(errs)
+		for err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		h.drain()
+		h.wantStatus(id, model.StatusCompleted)
+		if c := h.count(id, "node.completed", "call"); c != 1 {
+			t.Fatalf("the node completed %d times", c)
+		}
+		if c := h.count(id, "subprocess.child_ended", "call"); c != n {
+			t.Fatalf("%d child ends recorded, want %d", c, n)
+		}
+		items := h.contextValue(id, "call.items").Array()
+		if len(items) != n {
+			t.Fatalf("%d items", len(items))
+		}
+		for i, it := range items {
+			if it.Get("n").Int() != int64(i) {
+				t.Fatalf("items[%d] = %s", i, it.Raw)
+			}
+		}
+	})
+}
+
+// TestSubprocessChildEndsWhileParentTerminated: a child completing while its parent is terminated (dispatchers
+// draining meanwhile) has exactly one outcome: the parent completed (and the terminate answers 409) or the
+// parent terminated (and the child's end moved nothing).
+func TestSubprocessChildEndsWhileParentTerminated(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("alice", "cashier")
+		h.publish("payment", itemDef)
+		h.publish("claim", subDef(``))
+		outcomes := map[model.InstanceStatus]int{}
+		for range 8 {
+			id := h.start("alice", "claim", `{}`)
+			kid := h.children(id)[0]
+			tk := h.tasksOf(kid.ID, "pay")[0]
+			var wg sync.WaitGroup
+			var termErr, approveErr error
+			wg.Add(3)
+			go func() { defer wg.Done(); approveErr = h.approve("cashier", tk.ID) }()
+			go func() { defer wg.Done(); _, termErr = h.eng.Terminate(h.ctx, admin, id, "race") }()
+			go func() {
+				defer wg.Done()
+				d := h.dispatcher()
+				for range 50 {
+					if _, err := d.DispatchOnce(h.ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			wg.Wait()
+			h.drain()
+			inst, _ := h.get(id)
+			switch inst.Status {
+			case model.StatusCompleted:
+				wantErr(t, termErr, model.ECONFLICT, "instance_ended")
+				h.wantStatus(kid.ID, model.StatusCompleted)
+			case model.StatusTerminated:
+				if termErr != nil {
+					t.Fatal(termErr)
+				}
+				if h.count(id, "node.completed", "call") != 0 || h.count(id, "node.error", "call") != 0 {
+					t.Fatalf("a terminated parent moved on: %v", h.actions(id))
+				}
+				kidNow, _ := h.get(kid.ID)
+				if approveErr == nil && kidNow.Status != model.StatusCompleted {
+					t.Fatalf("approved child is %s", kidNow.Status)
+				}
+				if approveErr != nil && kidNow.Status != model.StatusTerminated {
+					t.Fatalf("child %s after a failed approval (%v)", kidNow.Status, approveErr)
+				}
+				if got := inst.State.Children[0].Status; got != kidNow.Status {
+					t.Fatalf("parent records %s, child is %s", got, kidNow.Status)
+				}
+			default:
+				t.Fatalf("parent %s", inst.Status)
+			}
+			outcomes[inst.Status]++
+		}
+		t.Logf("outcomes: %v", outcomes)
 	})
 }
