@@ -265,9 +265,8 @@ func (o *OnTimeout) UnmarshalJSON(b []byte) error {
 }
 
 // Join is how a node with several incoming edges activates: "and" (the default), "or" (JSON: the string), or
-// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}: cancel the
-// branches still running into the node once it activated) is read so that validation can refuse it by name; the
-// engine does not implement it yet.
+// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}) cancels the
+// branches still running that can only lead into the node once it activated (engine/cancelrest.go).
 type Join struct {
 	Mode       string // JoinAnd, JoinOr or JoinMin; "" means JoinAnd
 	Min        int    // with JoinMin: how many taken incoming edges activate the node

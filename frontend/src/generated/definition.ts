@@ -33,7 +33,7 @@ export type Node = {
          */
         min: number
         /**
-         * Cancel the branches still running into the node once it activated (not supported yet).
+         * Cancel the branches still running that can only lead into the node once it activated (cancelling partial join).
          */
         cancel_rest?: boolean
       }
@@ -881,7 +881,7 @@ export const definitionSchema = {
                 },
                 "cancel_rest": {
                   "type": "boolean",
-                  "description": "Cancel the branches still running into the node once it activated (not supported yet)."
+                  "description": "Cancel the branches still running that can only lead into the node once it activated (cancelling partial join)."
                 }
               },
               "additionalProperties": false,
