@@ -4,16 +4,19 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/subprocess"
+	"github.com/halley-bpm/halley/templates"
 )
 
 // The sub-process tests (API.md "Sub-processes") drive the outbox by hand: drain dispatches every row (the
@@ -591,5 +594,59 @@ func TestSubprocessChildEndsWhileParentTerminated(t *testing.T) {
 			outcomes[inst.Status]++
 		}
 		t.Logf("outcomes: %v", outcomes)
+	})
+}
+
+// TestReadyMadeExpenseLines runs the ready-made expense-lines template (published after payment, in
+// templates.Ordered's order): the manager approves, finance pays each line in its own payment child with a bank
+// reference, and the references come back in line order; a refused payment goes to finance's review instead.
+func TestReadyMadeExpenseLines(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.users("lea")
+		h.user(identity.CreateUserRequest{Username: "emp", Manager: "lea"})
+		h.user(identity.CreateUserRequest{Username: "fin", Roles: []string{"finance"}})
+		list, err := templates.Ordered()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var order []string
+		for _, tpl := range list {
+			order = append(order, tpl.Key)
+			if tpl.Key == "payment" || tpl.Key == "expense-lines" {
+				h.publish(tpl.Key, string(tpl.Definition))
+			}
+		}
+		if slices.Index(order, "payment") > slices.Index(order, "expense-lines") {
+			t.Fatalf("templates.Ordered puts the caller first: %v", order)
+		}
+		claim := `{"title":"Trip","lines":[{"description":"Taxi","payee":"Didi","amount":80},{"description":"Hotel","payee":"Hilton","amount":900}]}`
+		pay := func(kid string, ref string) {
+			t.Helper()
+			tk := h.task(kid, "pay", "fin")
+			if _, err := h.eng.Approve(h.ctx, as("fin"), tk.ID, "paid", json.RawMessage(`{"payment":{"reference":"`+ref+`"}}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		id := h.start("emp", "expense-lines", claim)
+		h.decide(id, "manager", "lea", true)
+		kids := h.children(id)
+		if len(kids) != 2 || h.contextValue(kids[1].ID, "item.payee").Str != "Hilton" || h.contextValue(kids[0].ID, "claim").Str != "Trip" {
+			t.Fatalf("children: %d", len(kids))
+		}
+		pay(kids[1].ID, "B-2")
+		pay(kids[0].ID, "B-1")
+		h.drain()
+		h.wantStatus(id, model.StatusCompleted)
+		if got := h.contextValue(id, "pay-lines.items").Raw; got != `[{"amount":80,"reference":"B-1"},{"amount":900,"reference":"B-2"}]` {
+			t.Fatalf("pay-lines.items = %s", got)
+		}
+
+		id = h.start("emp", "expense-lines", claim)
+		h.decide(id, "manager", "lea", true)
+		h.decide(h.children(id)[0].ID, "pay", "fin", false)
+		h.drain()
+		h.wantNodes(id, map[string]model.NodeState{"pay-lines": model.NodeFailed, "review": model.NodeActive})
+		h.wantStatus(h.children(id)[1].ID, model.StatusTerminated)
 	})
 }
