@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/halley-bpm/halley/service/store"
@@ -45,4 +46,21 @@ func TestSubprocessViews(t *testing.T) {
 			t.Fatalf("withdraw the parent: %s", r.Body)
 		}
 	})
+}
+
+// TestSubprocessDiagram: the instance diagram draws a subprocess node as a subroutine naming the template it calls,
+// with its children's states.
+func TestSubprocessDiagram(t *testing.T) {
+	e := newEnv(t, storetest.Open(t, store.SQLite), nil)
+	ann := e.mkUser("ann")
+	e.mkUser("cashier")
+	e.publish("payment", []any{start(M{"kind": "manual"}), M{"id": "pay", "type": "approval", "approvers": M{"users": []string{"cashier"}}},
+		M{"id": "end", "type": "end"}}, []any{edge("start", "pay"), edge("pay", "end")})
+	e.publish("claim", []any{start(M{"kind": "manual"}), M{"id": "call", "type": "subprocess", "name": "Pay", "template": "payment", "for_each": "lines"},
+		M{"id": "end", "type": "end"}}, []any{edge("start", "call"), edge("call", "end")})
+	id := e.do("POST", "/api/v1/instances", ann, M{"template": "claim", "context": M{"lines": []int{1, 2}}}, nil).JSON["id"].(string)
+	d := e.do("GET", "/api/v1/instances/"+id+"/diagram", ann, nil, nil)
+	if d.Status != 200 || !strings.Contains(string(d.Body), `n1[["Pay ↳ payment ×lines · 2 running"]]`) {
+		t.Fatalf("diagram:\n%s", d.Body)
+	}
 }

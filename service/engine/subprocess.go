@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/tidwall/gjson"
@@ -456,4 +457,33 @@ func childViews(inst *model.Instance) []ChildView {
 		out = append(out, ChildView{ID: c.ID, Template: c.Template, Status: c.Status, NodeID: c.NodeID, Index: c.Index})
 	}
 	return out
+}
+
+// childNotes are the diagram's words on each subprocess node: how many of its children are in which status, e.g.
+// "2 completed, 1 running".
+func childNotes(inst *model.Instance) map[string]string {
+	if len(inst.State.Children) == 0 {
+		return nil
+	}
+	counts := map[string]map[model.InstanceStatus]int{}
+	for _, c := range inst.State.Children {
+		if ns := inst.State.Nodes[c.NodeID]; ns == nil || ns.NodeInstanceID != c.NodeInstanceID {
+			continue // a child of an earlier visit
+		}
+		if counts[c.NodeID] == nil {
+			counts[c.NodeID] = map[model.InstanceStatus]int{}
+		}
+		counts[c.NodeID][c.Status]++
+	}
+	notes := make(map[string]string, len(counts))
+	for id, byStatus := range counts {
+		var parts []string
+		for _, st := range model.InstanceStatuses {
+			if n := byStatus[st]; n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", n, st))
+			}
+		}
+		notes[id] = strings.Join(parts, ", ")
+	}
+	return notes
 }

@@ -166,7 +166,7 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if inst.Status == model.StatusFailed && inst.State.Error != nil {
 		failed = inst.State.Error.NodeID
 	}
-	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed)
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed, childNotes(inst))
 }
 
 // MayReadHidden says whether the principal may read a hidden template (the one-off template of a dynamic linear
