@@ -23,6 +23,8 @@ const (
 	NodeError     = "error"     // global error catcher, no incoming edges
 	NodeEnd       = "end"       // normal end
 	NodeTerminate = "terminate" // ends the instance at once
+	// NodeSubprocess starts child instances of another template and waits for them (model/subprocess.go).
+	NodeSubprocess = "subprocess"
 )
 
 // Join modes: how a node with several incoming edges activates (API.md "Semantics changes"). Every incoming
@@ -263,9 +265,8 @@ func (o *OnTimeout) UnmarshalJSON(b []byte) error {
 }
 
 // Join is how a node with several incoming edges activates: "and" (the default), "or" (JSON: the string), or
-// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}: cancel the
-// branches still running into the node once it activated) is read so that validation can refuse it by name; the
-// engine does not implement it yet.
+// {"min":N} — N taken incoming edges (JSON: the object). CancelRest ({"min":N,"cancel_rest":true}) cancels the
+// branches still running that can only lead into the node once it activated (engine/cancelrest.go).
 type Join struct {
 	Mode       string // JoinAnd, JoinOr or JoinMin; "" means JoinAnd
 	Min        int    // with JoinMin: how many taken incoming edges activate the node
@@ -531,9 +532,10 @@ type Node struct {
 	// Unique within the definition: letters, digits, '_' and '-'.
 	ID string `json:"id" jsonschema:"required,minLength=1,maxLength=128,pattern=^[A-Za-z0-9_-]+$" jsonschema_extras:"x-pattern-message=may hold only letters\\, digits\\, '_' and '-'"`
 	// start: exactly one, how instances start; approval: people decide; auto: runs its plugins, then passes on;
-	// delay: waits; callback: waits for an external call or a message; error: catches unhandled errors; end: a
-	// normal end; terminate: ends the instance at once.
-	Type string `json:"type" jsonschema:"required,enum=start,enum=approval,enum=auto,enum=delay,enum=callback,enum=error,enum=end,enum=terminate" jsonschema_extras:"x-discriminator=true"`
+	// delay: waits; callback: waits for an external call or a message; subprocess: starts instances of another
+	// template and waits for them; error: catches unhandled errors; end: a normal end; terminate: ends the
+	// instance at once.
+	Type string `json:"type" jsonschema:"required,enum=start,enum=approval,enum=auto,enum=delay,enum=callback,enum=subprocess,enum=error,enum=end,enum=terminate" jsonschema_extras:"x-discriminator=true"`
 	// Shown to people; the id is shown when there is none.
 	Name string `json:"name,omitempty" jsonschema:"maxLength=200"`
 	// How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was
@@ -581,6 +583,21 @@ type Node struct {
 	TimeoutBranch string `json:"timeout_branch,omitempty" jsonschema_extras:"x-for=callback"`
 	// A message name: POST /messages with this name and the instance's correlation id resumes the node.
 	Message string `json:"message,omitempty" jsonschema:"maxLength=255,pattern=^(\\S((?s:.*)\\S)?)?$" jsonschema_extras:"x-for=callback,x-pattern-message=has leading or trailing spaces"`
+
+	// The key of the template whose instances the node starts (a published template other than this one).
+	Template string `json:"template,omitempty" jsonschema:"maxLength=128" jsonschema_extras:"x-for=subprocess,x-required-for=subprocess"`
+	// The version of template to start; absent: its latest published version when this instance started.
+	Version int `json:"version,omitempty" jsonschema:"minimum=1" jsonschema_extras:"x-for=subprocess"`
+	// The child's context: child path -> path in this instance's context ("$" = the whole context).
+	Input map[string]string `json:"input,omitempty" jsonschema_extras:"x-for=subprocess"`
+	// What comes back when the child completed: path in this instance's context -> child path ("$" = the
+	// child's whole context). With for_each each child's mapping is an element of <node id>.items.
+	Output map[string]string `json:"output,omitempty" jsonschema_extras:"x-for=subprocess"`
+	// A context path holding an array: one child per element (at most 1000), with item and index in its context.
+	ForEach string `json:"for_each,omitempty" jsonschema:"maxLength=255" jsonschema_extras:"x-for=subprocess"`
+	// With for_each: "all" (the default) waits for every child, {"min": N} continues once N completed and
+	// terminates the rest.
+	Completion Completion `json:"completion,omitzero" jsonschema_extras:"x-for=subprocess"`
 }
 
 // Label returns the node's name, or its id when it has none.

@@ -84,6 +84,13 @@ type InstanceState struct {
 	Seq int `json:"seq"`
 	// Error is the last unhandled node error (thrown to the error node or failing the instance), if any.
 	Error *NodeFailure `json:"error,omitempty"`
+	// Parent is set on a child instance of a subprocess node (model/subprocess.go).
+	Parent *ParentRef `json:"parent,omitempty"`
+	// Children are the child instances the subprocess nodes started, in the order they started.
+	Children []*ChildRef `json:"children,omitempty"`
+	// Pins are the latest published versions of the templates the subprocess nodes start without a version,
+	// as they were when the instance started.
+	Pins map[string]int `json:"pins,omitempty"`
 }
 
 // NodeVisit is one node of an instance at its current visit.
@@ -112,6 +119,8 @@ type NodeVisit struct {
 	AfterDone bool `json:"after_done,omitempty"`
 	// PreDone is set once the visit's pre plugins ran.
 	PreDone bool `json:"pre_done,omitempty"`
+	// Sub is what a subprocess node's visit waits for (its children).
+	Sub *SubVisit `json:"sub,omitempty"`
 }
 
 // PluginChain is a node visit's plugins running one after another.
@@ -330,6 +339,26 @@ type Work struct {
 	Fence *IdempotencyFence
 	// Audit, when set, is written with the work (audit_log): an admin's jump, a terminate, an override start.
 	Audit *AuditEntry
+	// Children are instances started by the step (subprocess nodes), each with the work of its first step:
+	// inserted in the same transaction.
+	Children []*Work
+}
+
+// WithChildren returns the works and, after each, the works of the instances it started (recursively).
+func WithChildren(ws []*Work) []*Work {
+	n := 0
+	for _, w := range ws {
+		n += len(w.Children)
+	}
+	if n == 0 {
+		return ws
+	}
+	out := make([]*Work, 0, len(ws)+n)
+	for _, w := range ws {
+		out = append(out, w)
+		out = append(out, WithChildren(w.Children)...)
+	}
+	return out
 }
 
 // RunUpdate is a plugin run's new state, applied when its status is one of From.

@@ -28,6 +28,7 @@ import (
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/service/subprocess"
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
@@ -111,7 +112,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	tpl := template.New(s, template.Options{Clock: opts.Clock, Publishers: []template.Publisher{pub}})
+	tpl := template.New(s, template.Options{Clock: opts.Clock, Publishers: []template.Publisher{pub, subprocess.NewChecker(s)}})
 	deps := enginetest.Deps(t, s, tpl, s)
 	deps.URLs = server.NewURLs(publicURL) // the router's own: tests follow the callback and result URLs the engine hands out
 	events := sinks{enginetest.NoEvents{}}

@@ -58,3 +58,59 @@ func All() ([]Template, error) {
 	}
 	return out, nil
 }
+
+// Ordered returns every embedded template in an order they can be published in: a template after the templates
+// its subprocess nodes call (sub-processes are checked at publish: the callee must be published), by key
+// otherwise. It fails like All, and when a template calls one that is not embedded or the calls form a circle.
+func Ordered() ([]Template, error) {
+	all, err := All()
+	if err != nil {
+		return nil, err
+	}
+	byKey := make(map[string]Template, len(all))
+	for _, t := range all {
+		byKey[t.Key] = t
+	}
+	out := make([]Template, 0, len(all))
+	state := map[string]int{} // 1: being placed, 2: placed
+	var place func(t Template, path []string) error
+	place = func(t Template, path []string) error {
+		switch state[t.Key] {
+		case 2:
+			return nil
+		case 1:
+			return fmt.Errorf("templates: sub-processes call each other in a circle: %s", strings.Join(append(path, t.Key), " → "))
+		}
+		state[t.Key] = 1
+		var def struct {
+			Nodes []struct {
+				Type     string `json:"type"`
+				Template string `json:"template"`
+			} `json:"nodes"`
+		}
+		if err := json.Unmarshal(t.Definition, &def); err != nil {
+			return fmt.Errorf("templates: %s: %w", t.File, err)
+		}
+		for _, n := range def.Nodes {
+			if n.Type != "subprocess" || n.Template == "" {
+				continue
+			}
+			callee, ok := byKey[n.Template]
+			if !ok {
+				return fmt.Errorf("templates: %s calls template %q, which is not a ready-made template", t.File, n.Template)
+			}
+			if err := place(callee, append(path, t.Key)); err != nil {
+				return err
+			}
+		}
+		state[t.Key] = 2
+		out = append(out, t)
+		return nil
+	}
+	for _, t := range all {
+		if err := place(t, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

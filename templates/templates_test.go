@@ -57,7 +57,7 @@ func TestTemplatesValidate(t *testing.T) {
 			}
 		})
 	}
-	want := []string{"cache-resource-change", "expense-form", "leave", "nightly-report", "push-task-approval", "resource-provision", "table-permission"}
+	want := []string{"cache-resource-change", "expense-form", "expense-lines", "leave", "nightly-report", "payment", "push-task-approval", "resource-provision", "table-permission"}
 	if !slices.Equal(keys, want) {
 		t.Errorf("keys = %v, want %v (sorted)", keys, want)
 	}

@@ -633,6 +633,35 @@ try {
     await page.locator('[data-test=edge-legend]').waitFor()
   })
 
+  await step('(issue 27) a sub-process per line: the parent lists its children, a child links its parent; the designer offers the node', async () => {
+    const start = { id: 'start', type: 'start', trigger: { kind: 'manual' } }
+    await publishTemplate(adminToken, 'e2e-pay', { nodes: [start, { id: 'pay', type: 'approval', approvers: { users: ['bob'] } }, { id: 'end', type: 'end' }],
+      edges: [{ from: 'start', to: 'pay' }, { from: 'pay', to: 'end' }] })
+    await publishTemplate(adminToken, 'e2e-claim', { nodes: [start, { id: 'lines', type: 'subprocess', name: 'Pay lines', template: 'e2e-pay', for_each: 'lines', output: { n: 'item' } },
+      { id: 'end', type: 'end' }], edges: [{ from: 'start', to: 'lines' }, { from: 'lines', to: 'end' }] })
+    const parent = await call('POST', '/instances', adminToken, { template: 'e2e-claim', context: { lines: [1, 2] } })
+    expect(parent.children?.length === 2 && parent.children[0].status === 'running', `children: ${JSON.stringify(parent.children)}`)
+    await login('admin', ADMIN_PASSWORD)
+    await page.goto(`${base}/instances/${parent.id}`)
+    const kids = page.locator('[data-test=instance-children]')
+    await kids.waitFor()
+    expect((await kids.locator('tbody tr').count()) === 2, 'the parent does not list its two children')
+    await kids.locator('tbody tr a').first().click()
+    await page.waitForURL(new RegExp(`/instances/${parent.children[0].id}$`))
+    await page.locator('[data-test=instance-parent]').waitFor()
+    await page.locator('[data-test=instance-parent] a').click()
+    await page.waitForURL(new RegExp(`/instances/${parent.id}$`))
+    await kids.waitFor()
+    const diagram = await call('GET', `/instances/${parent.id}/diagram`, adminToken)
+    expect(String(diagram.mermaid ?? diagram).includes('2 running'), 'the diagram does not show the children')
+    await page.goto(`${base}/admin/templates/e2e-claim/designer`)
+    await page.locator('[data-test=palette-subprocess]').waitFor()
+    await page.click('.vue-flow__node[data-id="lines"] .name')
+    await page.locator('[data-test=node-panel] [data-test=node-template]').getByText('e2e-pay').waitFor()
+    expect((await field(page, 'node-for-each').inputValue()) === 'lines', 'the for_each field does not show lines')
+    await page.locator('[data-test=node-output-add]').waitFor()
+  })
+
   await step('the app is served under a strict Content-Security-Policy', async () => {
     const r = await fetch(`${base}/inbox`)
     const csp = r.headers.get('content-security-policy') ?? ''

@@ -219,6 +219,9 @@ func (s *step) start(started map[string]any) error {
 	}
 	s.history("instance.started", "", "", "", started)
 	s.event("instance.started", "", nil)
+	if err := s.pinSubprocesses(); err != nil { // subprocess.go
+		return err
+	}
 	return s.activate(s.c.Def.Start().ID, model.MoveActivate)
 }
 
@@ -269,6 +272,15 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason str
 			return model.CodedError(model.EFORBIDDEN, "not_allowed", "only an admin or the initiator may terminate an instance")
 		case s.inst.Ended():
 			return model.CodedError(model.ECONFLICT, "instance_ended", "instance %s is already %s", id, s.inst.Status)
+		case m == model.MoveWithdraw || !actor.IsAdmin():
+			// A child of a running parent is the parent's to end (subprocess.go): its initiator may not.
+			if running, err := s.parentRunning(); err != nil || running {
+				if err == nil {
+					err = model.CodedError(model.ECONFLICT, "parent_running", "instance %s is a sub-process of %s, which is running: the parent decides",
+						id, s.inst.State.Parent.InstanceID).WithDetails(map[string]any{"parent_instance_id": s.inst.State.Parent.InstanceID})
+				}
+				return err
+			}
 		}
 		return s.finish(m, reason)
 	})

@@ -116,6 +116,11 @@ func (s *step) consider(id string) error {
 	n := s.c.Def.Node(id)
 	switch v := s.verdict(n); v {
 	case joinFire:
+		if n.Join.CancelRest {
+			if err := s.cancelRest(id); err != nil { // cancelrest.go
+				return err
+			}
+		}
 		return s.activate(id, model.MoveActivate)
 	case joinSkipPruned:
 		if t := s.tally(id); t.taken+t.open > 0 {

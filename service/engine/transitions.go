@@ -71,6 +71,7 @@ func (s *step) releaseVisit(ns *model.NodeVisit) {
 		s.w.CloseBookmarks = append(s.w.CloseBookmarks, ns.NodeInstanceID)
 	}
 	s.cancelTimers(ns)
+	s.releaseChildren(ns, "node "+ns.NodeID+" of the parent ended") // a subprocess node's running children (subprocess.go)
 }
 
 // newTask creates a task of a node visit by a move from model.TaskNone: open (pending) or queue (waiting).

@@ -127,7 +127,7 @@ func (t *stepTx) apply(w *model.Work) (err error) {
 // updateInstance runs fn on the locked instance like the store's UpdateInstance, in a group unless group commit
 // is off; a group whose transaction failed as a whole has fn run again alone.
 func (e *Engine) updateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
-	if e.group == nil {
+	if e.group == nil || inDispatch(ctx) { // an outbox handler's step joins the dispatch's transaction
 		return e.store.UpdateInstance(ctx, tenant, id, fn)
 	}
 	err := e.group.update(ctx, tenant, id, fn)
@@ -198,6 +198,9 @@ func (e *Engine) committed(w *model.Work) {
 		}
 	}
 	e.plugins.stopClosed(w.RunUpdates) // after the hand-over: a run queued and closed in one step is dropped
+	for _, c := range w.Children {
+		e.committed(c) // instances the step started (subprocess nodes)
+	}
 	if len(w.Outbox) > 0 {
 		e.outbox.Notify()
 	}

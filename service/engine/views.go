@@ -22,6 +22,21 @@ type InstanceView struct {
 	Error *model.NodeFailure `json:"error"`
 	Nodes []NodeView         `json:"nodes"`
 	Tasks []*model.Task      `json:"tasks"`
+	// ParentInstanceID and ParentNodeID name the subprocess node that started this instance (a child), if any.
+	ParentInstanceID string `json:"parent_instance_id,omitempty"`
+	ParentNodeID     string `json:"parent_node_id,omitempty"`
+	// Children are the instances this instance's subprocess nodes started, in the order they started.
+	Children []ChildView `json:"children"`
+}
+
+// ChildView is a child instance as its parent lists it; its status is the parent's record (a child's end is
+// recorded once the outbox carried it to the parent).
+type ChildView struct {
+	ID       string               `json:"id"`
+	Template string               `json:"template"`
+	Status   model.InstanceStatus `json:"status"`
+	NodeID   string               `json:"node_id"`
+	Index    int                  `json:"index"`
 }
 
 // NodeView is one node of an instance.
@@ -43,9 +58,12 @@ type NodeView struct {
 }
 
 func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets bool) *InstanceView {
-	v := &InstanceView{Instance: inst, Error: inst.State.Error, Nodes: []NodeView{}, Tasks: tasks}
+	v := &InstanceView{Instance: inst, Error: inst.State.Error, Nodes: []NodeView{}, Tasks: tasks, Children: childViews(inst)}
 	if v.Tasks == nil {
 		v.Tasks = []*model.Task{}
+	}
+	if p := inst.State.Parent; p != nil {
+		v.ParentInstanceID, v.ParentNodeID = p.InstanceID, p.NodeID
 	}
 	for _, ns := range inst.State.Nodes {
 		if ns.State == model.NodeReset {
@@ -157,7 +175,7 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if inst.Status == model.StatusFailed && inst.State.Error != nil {
 		failed = inst.State.Error.NodeID
 	}
-	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed)
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed, childNotes(inst))
 }
 
 // MayReadHidden says whether the principal may read a hidden template (the one-off template of a dynamic linear

@@ -77,6 +77,8 @@ func (s *step) runNode(n *model.Node, ns *model.NodeVisit) error {
 		return s.startDelay(n, ns)
 	case model.NodeCallback:
 		return s.startCallback(n, ns)
+	case model.NodeSubprocess:
+		return s.startSubprocess(n, ns) // subprocess.go
 	}
 	return fmt.Errorf("engine: node %s has unknown type %q", id, n.Type)
 }
@@ -312,6 +314,7 @@ func (s *step) finish(m model.Move, reason string) error {
 	}
 	s.history("instance."+string(status), "", "", reason, data)
 	s.event("instance."+string(status), "", nil)
+	s.notifyParent() // a child's end resumes its parent (subprocess.go)
 	return nil
 }
 

@@ -29,7 +29,7 @@ const maxEdgeLabel = 60
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.
 func Mermaid(d *model.Definition, states map[string]model.NodeState, edgeLabel func(model.Edge) string) string {
-	return MermaidInstance(d, states, nil, "", edgeLabel)
+	return MermaidInstance(d, states, nil, "", edgeLabel, nil)
 }
 
 // Edge states an instance diagram draws (EdgeStyles): taken edges solid green, pruned ones (routing did not
@@ -54,7 +54,10 @@ var EdgeStyles = map[string]string{
 // EdgePruned, EdgeKilled or "" for undecided) drawn as a link style, and pruned and killed edges labelled so that
 // the difference reads without colour too. failed, when not "", is the node whose error failed the instance: it is
 // drawn with a heavy red border (ErrorNodeStyle).
-func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string, edgeLabel func(model.Edge) string) string {
+//
+// notes adds a line to the label of a node (by id): the states of a subprocess node's children.
+func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string, edgeLabel func(model.Edge) string,
+	notes map[string]string) string {
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	if d == nil {
@@ -72,6 +75,15 @@ func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edg
 		text := n.Label()
 		if text == "" {
 			text = n.Type
+		}
+		if n.Type == model.NodeSubprocess && n.Template != "" {
+			text += " ↳ " + n.Template // the process it calls
+			if n.ForEach != "" {
+				text += " ×" + n.ForEach
+			}
+		}
+		if note := notes[n.ID]; note != "" {
+			text += " · " + note
 		}
 		open, close := shape(n.Type)
 		b.WriteString("    ")
@@ -176,7 +188,7 @@ func shape(nodeType string) (open, close string) {
 		return "([", "])" // stadium
 	case model.NodeApproval:
 		return "[", "]" // rectangle
-	case model.NodeAuto:
+	case model.NodeAuto, model.NodeSubprocess:
 		return "[[", "]]" // subroutine
 	case model.NodeDelay:
 		return "{{", "}}" // hexagon

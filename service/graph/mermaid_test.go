@@ -195,7 +195,7 @@ func TestMermaidInstanceEdgeStates(t *testing.T) {
 		t.Fatal(errs)
 	}
 	out := graph.MermaidInstance(d, map[string]model.NodeState{"start": "completed", "m": "completed", "dir": "rejected", "end": "skipped"},
-		[]string{graph.EdgeTaken, graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}, "dir", nil)
+		[]string{graph.EdgeTaken, graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}, "dir", nil, nil)
 	for _, line := range []string{
 		`n1 -->|"default · pruned"| n3`,
 		`n2 -->|"killed"| n3`,

@@ -32,6 +32,8 @@ func (v *validator) checkNode(i int, n *model.Node) {
 		v.checkApproval(i, n, name, bad)
 	case model.NodeDelay:
 		checkDelay(name, n, bad)
+	case model.NodeSubprocess:
+		checkSubprocess(name, n, bad)
 	case model.NodeCallback:
 		if n.TimeoutBranch != "" {
 			v.branch(i, name, "timeout_branch", n.TimeoutBranch, bad)
@@ -43,15 +45,11 @@ func (v *validator) checkNode(i int, n *model.Node) {
 }
 
 // checkJoin checks what the schema cannot: that {"min":N} can activate (N is at most the node's number of
-// incoming edges), and refuses cancel_rest by name: it is reserved for the discriminator of the sub-process work
-// and not implemented yet. The form of a join ("and", "or" or {"min": N} with N at least 1) is the schema's.
+// incoming edges); cancel_rest goes with it (the engine's cancelrest.go). The form of a join ("and", "or" or {"min": N} with N at least 1) is the schema's.
 func (v *validator) checkJoin(n *model.Node, name string, bad func(string, ...any)) {
 	j := n.Join
 	if j.Mode != model.JoinMin {
 		return
-	}
-	if j.CancelRest {
-		bad("node %q: join cancel_rest is not supported yet; use {\"min\": %d} (the other branches then run on and are absorbed)", name, j.Min)
 	}
 	if j.Min < 1 { // the schema's to report
 		return

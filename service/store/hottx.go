@@ -59,6 +59,11 @@ func (h *hotConn) PrepareContext(ctx context.Context, query string) (*sql.Stmt, 
 // hotTx runs fn in a transaction, retried like inTx. On MySQL it runs on a hotConn (see above); fn reaches it
 // through rawTx(tx). Elsewhere it is inTx.
 func (s *Store) hotTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
+	if tx := txFrom(ctx); tx != nil {
+		// A handler of the outbox dispatch (a child's end resuming its parent): the step is part of the
+		// dispatch's transaction, so the outbox row is deleted exactly when the step commits.
+		return fn(tx)
+	}
 	if s.dialect != MySQL {
 		return s.inTx(ctx, fn)
 	}

@@ -287,18 +287,23 @@ func taskArgs(r *taskRow) []any {
 // CreateInstance writes a new instance and the work of its first step in one transaction.
 func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 	return s.hotTx(ctx, func(tx *gorm.DB) error {
-		row, err := toInstanceRow(w.Instance)
-		if err != nil {
-			return err
+		all := model.WithChildren([]*model.Work{w}) // with the children its first step started (subprocess nodes)
+		args := make([]any, 0, 14*len(all))
+		for _, x := range all {
+			row, err := toInstanceRow(x.Instance)
+			if err != nil {
+				return err
+			}
+			args = append(args, instanceArgs(&row)...)
 		}
 		c, err := rawTx(tx)
 		if err != nil {
 			return err
 		}
 		b := &batch{dialect: s.dialect}
-		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(1, 14), instanceArgs(&row)...)
-		claimCorrelations(b, w)
-		return s.writeWorks(ctx, tx, c, b, w)
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(all), 14), args...)
+		claimCorrelations(b, all...)
+		return s.writeWorks(ctx, tx, c, b, all...)
 	})
 }
 
@@ -510,6 +515,17 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 	c, err := rawTx(tx)
 	if err != nil {
 		return err
+	}
+	// The instances the steps started (subprocess nodes) are inserted like creates.
+	var started []*model.Work
+	for _, w := range creates {
+		started = append(started, model.WithChildren(w.Children)...)
+	}
+	for _, w := range ws {
+		started = append(started, model.WithChildren(w.Children)...)
+	}
+	if len(started) > 0 {
+		creates = append(creates[:len(creates):len(creates)], started...)
 	}
 	b := &batch{dialect: s.dialect}
 	if len(creates) > 0 {

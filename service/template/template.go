@@ -459,13 +459,16 @@ func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) 
 
 // Diagram renders a version (with node states when given) as a Mermaid flowchart.
 func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState) (string, error) {
-	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "")
+	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "", nil)
 }
 
 // InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
 // with the definition's edges): taken, pruned and killed edges are drawn differently, and failed (when not "")
 // names the node whose error failed the instance.
-func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState, edges []byte, failed string) (string, error) {
+//
+// notes adds a line to the label of a node (by id).
+func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState, edges []byte, failed string,
+	notes map[string]string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err
@@ -492,7 +495,7 @@ func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, versi
 			}
 		}
 	}
-	return graph.MermaidInstance(c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }), nil
+	return graph.MermaidInstance(c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }, notes), nil
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }

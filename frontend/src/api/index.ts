@@ -140,6 +140,19 @@ export interface Instance {
   tasks?: Task[]
   /** the last unhandled node error (null when there was none) */
   error?: NodeErrorInfo | null
+  /** set on a child instance: the subprocess node that started it */
+  parent_instance_id?: string
+  parent_node_id?: string
+  /** the instances this instance's subprocess nodes started, as the parent recorded them */
+  children?: ChildInstance[]
+}
+
+export interface ChildInstance {
+  id: string
+  template: string
+  status: InstanceStatus
+  node_id: string
+  index: number
 }
 
 /** An instance that needs an admin (GET /instances?needs_attention=true). */

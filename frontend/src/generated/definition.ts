@@ -4,6 +4,138 @@
 import type { FormSchema } from '../lib/form'
 
 /**
+ * Node is one step of a definition.
+ *
+ * This interface was referenced by `Definition`'s JSON-Schema
+ * via the `definition` "Node".
+ */
+export type Node = {
+  /**
+   * Unique within the definition: letters, digits, '_' and '-'.
+   */
+  id: string
+  /**
+   * start: exactly one, how instances start; approval: people decide; auto: runs its plugins, then passes on; delay: waits; callback: waits for an external call or a message; subprocess: starts instances of another template and waits for them; error: catches unhandled errors; end: a normal end; terminate: ends the instance at once.
+   */
+  type: 'start' | 'approval' | 'auto' | 'delay' | 'callback' | 'subprocess' | 'error' | 'end' | 'terminate'
+  /**
+   * Shown to people; the id is shown when there is none.
+   */
+  name?: string
+  /**
+   * How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
+   */
+  join?:
+    | ('and' | 'or')
+    | {
+        /**
+         * How many taken incoming edges activate the node, at least 1 and at most the node's incoming edges.
+         */
+        min: number
+        /**
+         * Cancel the branches still running that can only lead into the node once it activated (cancelling partial join).
+         */
+        cancel_rest?: boolean
+      }
+  plugins?: Plugins
+  /**
+   * How long the node may take: a duration such as "30m" or "48h", or a number of seconds; 0 or absent: no limit. What happens then depends on on_timeout, timeout_branch or the error handler.
+   */
+  timeout?: string | number
+  error_handler?: ErrorHandler
+  /**
+   * Pass the node through without running it: no tasks, no plugins.
+   */
+  is_ignore?: boolean
+  cc?: Approvers
+  /**
+   * Free-form data for editors (positions, colours); the engine ignores it.
+   */
+  meta?: {
+    [k: string]: unknown
+  }
+  trigger?: Trigger
+  approvers?: Approvers
+  /**
+   * or (或签, the default): the first decision decides; all (会签): everyone must approve, one rejection rejects; sequential (顺序会签): one after another; vote (票签): passes when the share of approvals reaches pass_ratio.
+   */
+  sign?: 'or' | 'all' | 'sequential' | 'vote'
+  /**
+   * For a vote: the share of approvals that passes, more than 0 and at most 1, e.g. 0.6.
+   */
+  pass_ratio?: number
+  /**
+   * How each group of a parallel sign (approvers.groups) decides, as sign; or by default.
+   */
+  group_sign?: 'or' | 'all' | 'sequential' | 'vote'
+  /**
+   * What happens when the timeout passes: approve, reject, remind the approvers, or {"branch": "node-id"} to go to another node.
+   */
+  on_timeout?:
+    | ('approve' | 'reject' | 'remind')
+    | {
+        /**
+         * The node to go to.
+         */
+        branch: string
+      }
+  /**
+   * The form approvers see (a form template of the form designer); without one they see the start form.
+   */
+  form?: FormSchema
+  /**
+   * How long to wait: a duration such as "10m" or a number of seconds.
+   */
+  interval?: string | number
+  /**
+   * Wait until this time: an RFC 3339 time, or a context path giving one.
+   */
+  until?: string
+  /**
+   * The node taken when the timeout passes; without it the node fails and its error handler applies.
+   */
+  timeout_branch?: string
+  /**
+   * A message name: POST /messages with this name and the instance's correlation id resumes the node.
+   */
+  message?: string
+  /**
+   * The key of the template whose instances the node starts (a published template other than this one).
+   */
+  template?: string
+  /**
+   * The version of template to start; absent: its latest published version when this instance started.
+   */
+  version?: number
+  /**
+   * The child's context: child path -> path in this instance's context ("$" = the whole context).
+   */
+  input?: {
+    [k: string]: string
+  }
+  /**
+   * What comes back when the child completed: path in this instance's context -> child path ("$" = the child's whole context). With for_each each child's mapping is an element of <node id>.items.
+   */
+  output?: {
+    [k: string]: string
+  }
+  /**
+   * A context path holding an array: one child per element (at most 1000), with item and index in its context.
+   */
+  for_each?: string
+  /**
+   * With for_each: "all" (the default) waits for every child, {"min": N} continues once N completed and terminates the rest.
+   */
+  completion?:
+    | 'all'
+    | {
+        /**
+         * How many children must complete; the rest are then terminated.
+         */
+        min: number
+      }
+}
+/**
  * ErrorHandler says what happens when a node's plugin or work fails (seed: errorHandler).
  *
  * This interface was referenced by `Definition`'s JSON-Schema
@@ -113,103 +245,6 @@ export interface Definition {
   meta?: {
     [k: string]: unknown
   }
-}
-/**
- * Node is one step of a definition.
- *
- * This interface was referenced by `Definition`'s JSON-Schema
- * via the `definition` "Node".
- */
-export interface Node {
-  /**
-   * Unique within the definition: letters, digits, '_' and '-'.
-   */
-  id: string
-  /**
-   * start: exactly one, how instances start; approval: people decide; auto: runs its plugins, then passes on; delay: waits; callback: waits for an external call or a message; error: catches unhandled errors; end: a normal end; terminate: ends the instance at once.
-   */
-  type: 'start' | 'approval' | 'auto' | 'delay' | 'callback' | 'error' | 'end' | 'terminate'
-  /**
-   * Shown to people; the id is shown when there is none.
-   */
-  name?: string
-  /**
-   * How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
-   */
-  join?:
-    | ('and' | 'or')
-    | {
-        /**
-         * How many taken incoming edges activate the node, at least 1 and at most the node's incoming edges.
-         */
-        min: number
-        /**
-         * Cancel the branches still running into the node once it activated (not supported yet).
-         */
-        cancel_rest?: boolean
-      }
-  plugins?: Plugins
-  /**
-   * How long the node may take: a duration such as "30m" or "48h", or a number of seconds; 0 or absent: no limit. What happens then depends on on_timeout, timeout_branch or the error handler.
-   */
-  timeout?: string | number
-  error_handler?: ErrorHandler
-  /**
-   * Pass the node through without running it: no tasks, no plugins.
-   */
-  is_ignore?: boolean
-  cc?: Approvers
-  /**
-   * Free-form data for editors (positions, colours); the engine ignores it.
-   */
-  meta?: {
-    [k: string]: unknown
-  }
-  trigger?: Trigger
-  approvers?: Approvers
-  /**
-   * or (或签, the default): the first decision decides; all (会签): everyone must approve, one rejection rejects; sequential (顺序会签): one after another; vote (票签): passes when the share of approvals reaches pass_ratio.
-   */
-  sign?: 'or' | 'all' | 'sequential' | 'vote'
-  /**
-   * For a vote: the share of approvals that passes, more than 0 and at most 1, e.g. 0.6.
-   */
-  pass_ratio?: number
-  /**
-   * How each group of a parallel sign (approvers.groups) decides, as sign; or by default.
-   */
-  group_sign?: 'or' | 'all' | 'sequential' | 'vote'
-  /**
-   * What happens when the timeout passes: approve, reject, remind the approvers, or {"branch": "node-id"} to go to another node.
-   */
-  on_timeout?:
-    | ('approve' | 'reject' | 'remind')
-    | {
-        /**
-         * The node to go to.
-         */
-        branch: string
-      }
-  /**
-   * The form approvers see (a form template of the form designer); without one they see the start form.
-   */
-  form?: FormSchema
-  /**
-   * How long to wait: a duration such as "10m" or a number of seconds.
-   */
-  interval?: string | number
-  /**
-   * Wait until this time: an RFC 3339 time, or a context path giving one.
-   */
-  until?: string
-  /**
-   * The node taken when the timeout passes; without it the node fails and its error handler applies.
-   */
-  timeout_branch?: string
-  /**
-   * A message name: POST /messages with this name and the instance's correlation id resumes the node.
-   */
-  message?: string
 }
 /**
  * Plugins are the plugin names a node runs before it waits (pre) and after it finished (after).
@@ -556,27 +591,72 @@ export const definitionSchema = {
       "description": "ErrorHandler says what happens when a node's plugin or work fails (seed: errorHandler)."
     },
     "Node": {
-      "if": {
-        "properties": {
-          "type": {
-            "const": "start"
+      "allOf": [
+        {
+          "if": {
+            "properties": {
+              "type": {
+                "const": "start"
+              }
+            },
+            "required": [
+              "type"
+            ]
+          },
+          "then": {
+            "required": [
+              "trigger"
+            ]
           }
         },
-        "required": [
-          "type"
-        ]
-      },
-      "then": {
-        "required": [
-          "trigger"
-        ]
-      },
+        {
+          "if": {
+            "properties": {
+              "type": {
+                "const": "subprocess"
+              }
+            },
+            "required": [
+              "type"
+            ]
+          },
+          "then": {
+            "required": [
+              "template"
+            ]
+          }
+        }
+      ],
       "dependentSchemas": {
         "approvers": {
           "properties": {
             "type": {
               "enum": [
                 "approval"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
+        "completion": {
+          "properties": {
+            "type": {
+              "enum": [
+                "subprocess"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
+        "for_each": {
+          "properties": {
+            "type": {
+              "enum": [
+                "subprocess"
               ]
             }
           },
@@ -601,6 +681,18 @@ export const definitionSchema = {
             "type": {
               "enum": [
                 "approval"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
+        "input": {
+          "properties": {
+            "type": {
+              "enum": [
+                "subprocess"
               ]
             }
           },
@@ -644,6 +736,18 @@ export const definitionSchema = {
             "type"
           ]
         },
+        "output": {
+          "properties": {
+            "type": {
+              "enum": [
+                "subprocess"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
         "pass_ratio": {
           "properties": {
             "type": {
@@ -661,6 +765,18 @@ export const definitionSchema = {
             "type": {
               "enum": [
                 "approval"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
+        "template": {
+          "properties": {
+            "type": {
+              "enum": [
+                "subprocess"
               ]
             }
           },
@@ -703,6 +819,18 @@ export const definitionSchema = {
           "required": [
             "type"
           ]
+        },
+        "version": {
+          "properties": {
+            "type": {
+              "enum": [
+                "subprocess"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
         }
       },
       "properties": {
@@ -722,11 +850,12 @@ export const definitionSchema = {
             "auto",
             "delay",
             "callback",
+            "subprocess",
             "error",
             "end",
             "terminate"
           ],
-          "description": "start: exactly one, how instances start; approval: people decide; auto: runs its plugins, then passes on; delay: waits; callback: waits for an external call or a message; error: catches unhandled errors; end: a normal end; terminate: ends the instance at once.",
+          "description": "start: exactly one, how instances start; approval: people decide; auto: runs its plugins, then passes on; delay: waits; callback: waits for an external call or a message; subprocess: starts instances of another template and waits for them; error: catches unhandled errors; end: a normal end; terminate: ends the instance at once.",
           "x-discriminator": true
         },
         "name": {
@@ -752,7 +881,7 @@ export const definitionSchema = {
                 },
                 "cancel_rest": {
                   "type": "boolean",
-                  "description": "Cancel the branches still running into the node once it activated (not supported yet)."
+                  "description": "Cancel the branches still running that can only lead into the node once it activated (cancelling partial join)."
                 }
               },
               "additionalProperties": false,
@@ -929,6 +1058,83 @@ export const definitionSchema = {
             "callback"
           ],
           "x-pattern-message": "has leading or trailing spaces"
+        },
+        "template": {
+          "type": "string",
+          "maxLength": 128,
+          "description": "The key of the template whose instances the node starts (a published template other than this one).",
+          "x-for": [
+            "subprocess"
+          ],
+          "x-required-for": [
+            "subprocess"
+          ]
+        },
+        "version": {
+          "type": "integer",
+          "minimum": 1,
+          "description": "The version of template to start; absent: its latest published version when this instance started.",
+          "x-for": [
+            "subprocess"
+          ]
+        },
+        "input": {
+          "additionalProperties": {
+            "type": "string"
+          },
+          "type": "object",
+          "description": "The child's context: child path -> path in this instance's context (\"$\" = the whole context).",
+          "x-for": [
+            "subprocess"
+          ]
+        },
+        "output": {
+          "additionalProperties": {
+            "type": "string"
+          },
+          "type": "object",
+          "description": "What comes back when the child completed: path in this instance's context -> child path (\"$\" = the child's whole context). With for_each each child's mapping is an element of <node id>.items.",
+          "x-for": [
+            "subprocess"
+          ]
+        },
+        "for_each": {
+          "type": "string",
+          "maxLength": 255,
+          "description": "A context path holding an array: one child per element (at most 1000), with item and index in its context.",
+          "x-for": [
+            "subprocess"
+          ]
+        },
+        "completion": {
+          "oneOf": [
+            {
+              "type": "string",
+              "enum": [
+                "all"
+              ]
+            },
+            {
+              "properties": {
+                "min": {
+                  "type": "integer",
+                  "minimum": 1,
+                  "description": "How many children must complete; the rest are then terminated."
+                }
+              },
+              "additionalProperties": false,
+              "type": "object",
+              "required": [
+                "min"
+              ]
+            }
+          ],
+          "description": "With for_each: \"all\" (the default) waits for every child, {\"min\": N} continues once N completed and terminates the rest.",
+          "default": "all",
+          "x-for": [
+            "subprocess"
+          ],
+          "x-forms": "\"all\" or {\"min\": N}"
         }
       },
       "additionalProperties": false,

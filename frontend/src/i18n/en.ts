@@ -492,6 +492,7 @@ export default {
         completed: 'step completed',
         rejected: 'step rejected',
         skipped: 'step skipped',
+        cancelled: 'step cancelled by a partial join',
         failed: 'step failed',
         error: 'step hit an error',
         error_caught: 'error caught, another step takes over',
@@ -533,6 +534,11 @@ export default {
       },
       bookmark: {
         resumed: 'wait resumed',
+      },
+      subprocess: {
+        started: 'sub-processes started',
+        child_ended: 'a sub-process ended',
+        completed: 'enough sub-processes completed',
       },
       callback: {
         received: 'callback received',
@@ -661,6 +667,9 @@ export default {
     empty: 'Nobody has copied you on a request. When a step names you in its cc list, the request appears here.',
   },
   instance: {
+    parent: 'Part of request {id} (step {node})',
+    children: 'Sub-processes',
+    noChildren: 'No sub-process started yet.',
     archivedTitle: 'This request was archived',
     archivedHint: 'Finished requests are kept for a set time, then moved to the archive. An administrator can still read it there.',
     needReason: 'Give a reason: it is kept in the history.',
@@ -847,6 +856,10 @@ export default {
       label: 'Callback',
       hint: 'Waits for an external system to call back, or for a message',
     },
+    subprocess: {
+      label: 'Sub-process',
+      hint: 'Runs another process (once, or once per item of a list) and waits for it',
+    },
     error: {
       label: 'Error catcher',
       hint: 'Global error handler: no incoming edges',
@@ -977,6 +990,17 @@ export default {
     minHelp: 'Goes on once N branches have arrived; the later ones are absorbed, and the node is skipped when fewer than N can still arrive.',
   },
   nodePanel: {
+    subTemplate: 'Process to run',
+    subVersion: 'Version (empty: latest when the request started)',
+    subForEach: 'Once per item of (a list in the data)',
+    subCompletion: 'Continue when',
+    subAll: 'all have completed',
+    subMin: 'this many have completed',
+    subInput: 'Data handed down (sub-process field ← this field, $ = everything)',
+    subOutput: 'Data brought back (this field ← sub-process field)',
+    subAddMapping: 'Add a mapping',
+    subChildField: 'sub-process field',
+    subParentField: 'this process field',
     general: 'General',
     id: 'Id',
     name: 'Name',
@@ -1090,6 +1114,8 @@ export default {
     delete: 'Delete edge',
   },
   node: {
+    calls: 'runs {template}',
+    callsEach: 'runs {template} for each of {list}',
     trigger: 'trigger: {kind}',
     runs: 'runs {list}',
     noPlugin: 'no plugin yet',

@@ -488,6 +488,7 @@ export default {
         completed: '步骤完成',
         rejected: '步骤被拒绝',
         skipped: '步骤被跳过',
+        cancelled: '步骤被部分汇聚取消',
         failed: '步骤失败',
         error: '步骤出错',
         error_caught: '错误已捕获，转到其他步骤',
@@ -529,6 +530,11 @@ export default {
       },
       bookmark: {
         resumed: '等待已恢复',
+      },
+      subprocess: {
+        started: '子流程已启动',
+        child_ended: '一个子流程已结束',
+        completed: '子流程全部满足，继续',
       },
       callback: {
         received: '收到回调',
@@ -657,6 +663,9 @@ export default {
     empty: '暂无抄送给您的申请。当流程步骤把您列为抄送人时，申请会出现在这里。',
   },
   instance: {
+    parent: '属于申请 {id}（步骤 {node}）',
+    children: '子流程',
+    noChildren: '尚未启动子流程。',
     archivedTitle: '此申请已归档',
     archivedHint: '已结束的申请会保留一段时间，之后移入归档。管理员仍可在归档中查阅。',
     needReason: '请填写原因：它会记录在审批记录中。',
@@ -843,6 +852,10 @@ export default {
       label: '回调',
       hint: '等待外部系统回调，或等待一条消息',
     },
+    subprocess: {
+      label: '子流程',
+      hint: '调用另一个流程（一次，或对列表中的每一项各一次）并等待其结束',
+    },
     error: {
       label: '错误处理',
       hint: '全局错误处理：没有入线',
@@ -973,6 +986,17 @@ export default {
     minHelp: '到达 N 条分支后继续；之后到达的被吸收，当能到达的分支少于 N 条时本节点被跳过。',
   },
   nodePanel: {
+    subTemplate: '调用的流程',
+    subVersion: '版本（留空：发起时的最新版本）',
+    subForEach: '对以下列表的每一项各运行一次',
+    subCompletion: '继续条件',
+    subAll: '全部完成',
+    subMin: '完成数量达到',
+    subInput: '传入数据（子流程字段 ← 本流程字段，$ 表示全部）',
+    subOutput: '带回数据（本流程字段 ← 子流程字段）',
+    subAddMapping: '添加映射',
+    subChildField: '子流程字段',
+    subParentField: '本流程字段',
     general: '基本信息',
     id: 'ID',
     name: '名称',
@@ -1086,6 +1110,8 @@ export default {
     delete: '删除连线',
   },
   node: {
+    calls: '调用 {template}',
+    callsEach: '对 {list} 的每一项调用 {template}',
     trigger: '触发方式：{kind}',
     runs: '运行 {list}',
     noPlugin: '尚未设置插件',

@@ -87,6 +87,7 @@ export const NODE_META: Record<NodeType, { label: string; hint: string; color: s
   auto: nodeMeta('auto', '#8250df', '⚙'),
   delay: nodeMeta('delay', '#bf8700', '◔'),
   callback: nodeMeta('callback', '#0969da', '↩'),
+  subprocess: nodeMeta('subprocess', '#116329', '⧉'),
   error: nodeMeta('error', '#cf222e', '⚠'),
   end: nodeMeta('end', '#57606a', '■'),
   terminate: nodeMeta('terminate', '#a40e26', '✖'),

@@ -8,7 +8,7 @@ group('the designer reads the definition schema', () => {
   afterEach(() => setLanguage('en', false))
 
   it('has the node types and trigger kinds of the Go types', () => {
-    expect(NODE_TYPES).toEqual(['start', 'approval', 'auto', 'delay', 'callback', 'error', 'end', 'terminate'])
+    expect(NODE_TYPES).toEqual(['start', 'approval', 'auto', 'delay', 'callback', 'subprocess', 'error', 'end', 'terminate'])
     expect(TRIGGER_KINDS).toEqual(['manual', 'crontab', 'sync-api', 'async-api', 'form', 'message'])
     expect(JOIN_MODES).toEqual(['and', 'or'])
   })

@@ -90,7 +90,7 @@ func loadTemplates(ctx context.Context, args []string, cfgPath string, getenv fu
 		}
 		fmt.Fprintf(out, "uploaded plugin %s\n", p.Name)
 	}
-	all, err := templates.All()
+	all, err := templates.Ordered() // a sub-process's template before its callers
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -31,6 +32,7 @@ import (
 	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/subprocess"
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/telemetry"
 	"github.com/halley-bpm/halley/service/template"
@@ -69,13 +71,19 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	notifier, errNotify := notify.New(notify.Deps{Store: st, Links: notify.WebLinks(cfg.PublicURL), Outbound: out,
 		SecretKey: derive(cfg, "notification-channel"), Failures: metrics}, notify.Options{Logger: lg, Timeout: cfg.NotifyTimeout}) // in-app notifications, mail and IM channels
 	arm, cancelTimers := timerOutbox(sched)
-	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: outbox.All(subs.OutboxHandler(), notifier.HandleEvents),
-		model.OutboxTimerArm: arm, model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
+	children := &subprocess.Later{} // the engine, once built: a child's end resumes its parent through the outbox
+	handlers := outbox.Handlers{model.OutboxEvent: outbox.All(subs.OutboxHandler(), notifier.HandleEvents),
+		model.OutboxTimerArm: arm, model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)}
+	maps.Copy(handlers, subprocess.Handlers(children))
+	disp, errOutbox := outbox.New(st, handlers,
 		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify(); notifier.Notify() }}) // deliveries are visible once their batch committed
 	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
-	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher}, SecretKey: derive(cfg, "trigger-secret")})
+	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher, subprocess.NewChecker(st)}, SecretKey: derive(cfg, "trigger-secret")})
 	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: metrics})
+	if errEngine == nil {
+		children.Set(eng)
+	}
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, trigger.Options{Clock: clk, Logger: lg})
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time

@@ -85,7 +85,7 @@ func TestSchemaEnumsMatchModelConstants(t *testing.T) {
 		def, prop string
 		want      []string
 	}{
-		{"Node", "type", []string{model.NodeStart, model.NodeApproval, model.NodeAuto, model.NodeDelay, model.NodeCallback, model.NodeError, model.NodeEnd, model.NodeTerminate}},
+		{"Node", "type", []string{model.NodeStart, model.NodeApproval, model.NodeAuto, model.NodeDelay, model.NodeCallback, model.NodeSubprocess, model.NodeError, model.NodeEnd, model.NodeTerminate}},
 		{"Node", "join", []string{model.JoinAnd, model.JoinOr}},
 		{"Node", "sign", []string{model.SignOr, model.SignAll, model.SignSequential, model.SignVote}},
 		{"Node", "group_sign", []string{model.SignOr, model.SignAll, model.SignSequential, model.SignVote}},

@@ -91,12 +91,21 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 				AdditionalProperties: jsonschema.FalseSchema,
 			},
 		}}
+	case reflect.TypeFor[model.Completion]():
+		return &jsonschema.Schema{
+			OneOf: []*jsonschema.Schema{
+				{Type: "string", Enum: []any{model.CompletionAll}},
+				{Type: "object", Properties: withProperty("min", &jsonschema.Schema{Type: "integer", Minimum: json.Number("1"),
+					Description: "How many children must complete; the rest are then terminated."}), Required: []string{"min"}, AdditionalProperties: jsonschema.FalseSchema},
+			},
+			Default: model.CompletionAll,
+			Extras:  map[string]any{xForms: `"all" or {"min": N}`},
+		}
 	case reflect.TypeFor[model.Join]():
-		// cancel_rest is accepted here so that service/graph can refuse it by name (not implemented yet).
 		props := withProperty("min", &jsonschema.Schema{Type: "integer", Minimum: json.Number("1"),
 			Description: "How many taken incoming edges activate the node, at least 1 and at most the node's incoming edges."})
 		props.Set("cancel_rest", &jsonschema.Schema{Type: "boolean",
-			Description: "Cancel the branches still running into the node once it activated (not supported yet)."})
+			Description: "Cancel the branches still running that can only lead into the node once it activated (cancelling partial join)."})
 		return &jsonschema.Schema{
 			OneOf: []*jsonschema.Schema{
 				{Type: "string", Enum: []any{model.JoinAnd, model.JoinOr}},
