@@ -861,6 +861,7 @@ export default {
     description: 'Description text',
   },
   designer: {
+    conditionInvalid: 'The condition being edited is not valid JSON: the edge keeps its previous condition until it is fixed.',
     processSettings: 'Process settings',
     retention: 'Keep finished requests for',
     retentionPlaceholder: 'the deployment’s setting',
@@ -1029,6 +1030,7 @@ export default {
     run: 'Test',
     true: '✓ true: this edge is taken',
     false: '✗ false: this edge is not taken',
+    sampleJson: 'Sample as JSON',
     delete: 'Delete edge',
   },
   builder: {

@@ -857,6 +857,7 @@ export default {
     description: '说明文字',
   },
   designer: {
+    conditionInvalid: '正在编辑的条件不是合法的 JSON：修正之前，连线保留原来的条件。',
     processSettings: '流程设置',
     retention: '已结束申请的保留时长',
     retentionPlaceholder: '使用部署的设置',
@@ -1025,6 +1026,7 @@ export default {
     run: '测试',
     true: '✓ 成立：走这条线',
     false: '✗ 不成立：不走这条线',
+    sampleJson: '以 JSON 查看示例',
     delete: '删除连线',
   },
   builder: {
