@@ -81,7 +81,12 @@ class NotShown extends Error {}
 export function parseFlow(def: Definition): ParseResult {
   try {
     const flow = read(def)
-    const back = compileFlow(flow)
+    let back: Definition
+    try {
+      back = compileFlow(flow)
+    } catch (e) {
+      return { ok: false, reason: (e as Error).message }
+    }
     if (!sameGraph(back, def)) return { ok: false, reason: t('builder.reason.cross') }
     return { ok: true, flow }
   } catch (e) {
