@@ -38,6 +38,13 @@ describe('the business designer reads and writes every ready-made template witho
       [{ default: true }, []],
     ])
   })
+  it('shows the "otherwise" branch last whatever the order of the edges, and writes the edges in their order', () => {
+    const def = Object.fromEntries(all)['leave.json']
+    const swapped = { ...def, edges: [def.edges[0], def.edges[2], def.edges[1], def.edges[3]] }
+    const flow = parsed(swapped)
+    expect((flow.main[2] as BlockItem).branches.map((b) => !!b.edge?.default)).toEqual([false, true])
+    expect(compileFlow(flow)).toEqual(swapped)
+  })
   it('reads the callback\'s timeout branch and the error node as side chains', () => {
     const flow = parsed(Object.fromEntries(all)['resource-provision.json'])
     expect(flow.side.map((s) => [s.root, s.items.map((i) => (i.kind === 'block' ? 'block' : i.id))])).toEqual([

@@ -217,6 +217,8 @@ function read(def: Definition): Flow {
       branches.push({ items })
     }
     const mode = out.some((e) => attrsOf(e)) ? 'condition' : 'parallel'
+    // the default ("otherwise") is shown last, whatever the order of the edges
+    branches.sort((a, b) => Number(!!a.edge?.default) - Number(!!b.edge?.default))
     return { item: { kind: 'block', mode, branches }, join }
   }
 
