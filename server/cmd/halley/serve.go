@@ -52,10 +52,12 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	defer sched.Close() //nolint:errcheck // shutting down: the scheduler's close error has no one to tell
 	auditLog := audit.New(st, audit.Options{Clock: clk, Logger: lg})
 
-	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
-	runLog, errRunLog := plugin.NewDBLog(st)               // every attempt's record, readable from any replica
-	sandbox, errSandbox := pluginSandbox(cfg, lg)          // confines every plugin run; logs what is in force
-	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap},
+	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg)                                                    // this replica's copies of the files in the database
+	runLog, errRunLog := plugin.NewDBLog(st)                                                                  // every attempt's record, readable from any replica
+	sandbox, errSandbox := pluginSandbox(cfg, lg)                                                             // confines every plugin run; logs what is in force
+	runner := &plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap, Spawn: !cfg.PluginWarm} // python runs forked from a warm interpreter
+	defer runner.Close()
+	executor, errExecutor := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: runLog, Now: clk.Now})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
