@@ -1043,8 +1043,8 @@ export default {
     scopeLabel: 'Look for the role holders in',
     scope: {
       tenant: 'the whole company',
-      'initiator.department': 'the initiator\'s department',
-      'initiator.department_tree': 'the nearest department up from the initiator\'s',
+      department: 'the initiator\'s department',
+      departmentTree: 'the nearest department up from the initiator\'s',
     },
     departments: 'Departments (every member)',
     chooseDepartments: 'Choose departments',

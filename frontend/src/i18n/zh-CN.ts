@@ -1039,8 +1039,8 @@ export default {
     scopeLabel: '在哪里查找角色成员',
     scope: {
       tenant: '整个公司',
-      'initiator.department': '发起人所在部门',
-      'initiator.department_tree': '从发起人部门向上最近的有此角色的部门',
+      department: '发起人所在部门',
+      departmentTree: '从发起人部门向上最近的有此角色的部门',
     },
     departments: '部门（全部成员）',
     chooseDepartments: '选择部门',

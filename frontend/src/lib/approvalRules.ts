@@ -21,6 +21,11 @@ export type RoleScope = (typeof ROLE_SCOPES)[number]
 export const ALL_RELATIONS = ['initiator.manager', 'initiator.department.leader', 'initiator.managers'] as const
 export type Relation = (typeof ALL_RELATIONS)[number]
 
+/** scopeLabel names a role scope in the user's language. */
+export function scopeLabel(s: RoleScope): string {
+  return t(s === 'initiator.department' ? 'rules.scope.department' : s === 'initiator.department_tree' ? 'rules.scope.departmentTree' : 'rules.scope.tenant')
+}
+
 export const ON_NO_APPROVER = ['error', 'pass', 'reject', 'admins'] as const
 export const SELF_APPROVAL = ['allow', 'pass', 'manager'] as const
 export const DEDUPE = ['none', 'consecutive', 'any'] as const

@@ -1,7 +1,7 @@
 // Readable summaries of approver specifications (API.md "Approvers").
 import { t } from '@/i18n'
 import type { Approvers, SignMode } from './definition'
-import { describeRuleApprovers, type RuleApprovers } from './approvalRules'
+import { describeRuleApprovers, scopeLabel, type RuleApprovers } from './approvalRules'
 
 export function describeApprovers(a: Approvers | undefined): string {
   if (!a) return t('approvers.nobody')
@@ -10,7 +10,7 @@ export function describeApprovers(a: Approvers | undefined): string {
   if (a.roles?.length) parts.push(t('approvers.roles', { list: a.roles.join(', ') }))
   if (a.context) parts.push(t('approvers.context', { path: a.context }))
   const r = a as RuleApprovers
-  if (r.roles?.length && r.scope && r.scope !== 'tenant') parts[parts.length - 1] += ` (${t(`rules.scope.${r.scope}`)})`
+  if (r.roles?.length && r.scope && r.scope !== 'tenant') parts[parts.length - 1] += ` (${scopeLabel(r.scope)})`
   if (a.relation === 'initiator.manager') parts.push(t('approvers.manager'))
   else if (a.relation === 'initiator.department.leader') parts.push(t('approvers.leader'))
   parts.push(...describeRuleApprovers(r))
