@@ -370,6 +370,8 @@ try {
   })
 
   await step('drag two approval nodes from the palette onto the canvas', async () => {
+    // the designer opens on the business view; the palette and free drawing are the canvas'
+    await page.click('[data-test=mode-canvas]')
     const canvas = page.locator('[data-test=canvas]')
     const box = await canvas.boundingBox()
     await page.dragAndDrop('[data-test=palette-approval]', '[data-test=canvas]', { targetPosition: { x: box.width * 0.3, y: box.height * 0.45 } })
@@ -489,14 +491,22 @@ try {
 
   await step('set a condition on start → Team lead and test it', async () => {
     await clickEdge('start', 'approval')
+    // an invalid JSON is never taken: the designer says so instead of "valid"
+    await page.click('[data-test=condition-to-json]')
+    await typeJson('[data-test=edge-condition]', '{ "days": { "$gte": 1 ')
+    await page.locator('[data-test=condition-json-error]').waitFor()
+    await page.locator('[data-test=validation-status][data-valid=false]').waitFor()
     await typeJson('[data-test=edge-condition]', '{ "days": { "$gte": 1 } }')
+    await page.click('[data-test=edge-sample-form] + button')
     await typeJson('[data-test=edge-sample]', '{ "days": 3 }')
     await page.click('[data-test=edge-test]')
     await page.locator('[data-test=condition-result][data-result=true]').waitFor()
     await typeJson('[data-test=edge-sample]', '{ "days": 0 }')
     await page.click('[data-test=edge-test]')
     await page.locator('[data-test=condition-result][data-result=false]').waitFor()
-    await page.locator('.vue-flow__edge-text', { hasText: 'days >= 1' }).waitFor()
+    await page.click('[data-test=condition-to-json]')
+    await typeJson('[data-test=edge-condition]', '{ "days": { "$gte": 1 } }')
+    await page.locator('.vue-flow__edge-text', { hasText: /≥ 1/ }).waitFor()
   })
 
   await step('the template validates, is saved and published', async () => {
@@ -520,6 +530,60 @@ try {
     await page.waitForURL(new RegExp(`/versions/1$`))
     await page.locator('[data-test=readonly-badge]').waitFor()
     expect((await page.locator('[data-test=palette]').count()) === 0, 'the palette is shown in read-only mode')
+  })
+
+  await step('draw a template in the business view with a condition branch and publish it', async () => {
+    const bkey = `${key}-builder`
+    await page.goto(`${base}/admin/templates`)
+    await page.click('[data-test=new-template]')
+    await field(page, 'template-key').fill(bkey)
+    await field(page, 'template-name').fill('Leave request (business view)')
+    await page.click('[data-test=create-template]')
+    await page.waitForURL(new RegExp(`/admin/templates/${bkey}/designer`))
+    await page.click('[data-test=mode-builder]')
+    await page.locator('[data-test=builder-node-start]').waitFor()
+    // + after the start: an approval (bob)
+    await page.click('[data-test=builder-add-main-top-1]')
+    await page.locator('.el-dropdown-menu:visible [data-test=builder-insert-approval]').click()
+    await page.locator('[data-test=builder-node-approval]').waitFor()
+    await page.click('[data-test=approvers-users]')
+    await page.keyboard.type('bob')
+    await pickOption('bob')
+    await page.keyboard.press('Escape')
+    // + after it: a condition branch, its approval (carol) taken for more than 3 days, otherwise straight on
+    await page.click('[data-test=builder-add-main-top-2]')
+    await page.locator('.el-dropdown-menu:visible [data-test=builder-insert-condition]').click()
+    await page.locator('[data-test=builder-block-condition]').waitFor()
+    await page.locator('[data-test=builder-node-approval_2]').waitFor()
+    await page.click('[data-test=approvers-users]')
+    await page.keyboard.type('carol')
+    await pickOption('carol')
+    await page.keyboard.press('Escape')
+    await page.click('[data-test=builder-condition-0]')
+    await page.locator('[data-test=condition-builder]').waitFor()
+    await page.click('[data-test=cond-add-row]')
+    await page.click('[data-test=cond-field]')
+    await page.keyboard.type('days')
+    await page.keyboard.press('Enter')
+    await page.click('[data-test=cond-op]')
+    await pickOption('is greater than')
+    await field(page, 'cond-value').fill('3')
+    await page.locator('[data-test=builder-condition-0]', { hasText: 'days > 3' }).waitFor()
+    await page.locator('[data-test=builder-condition-1]', { hasText: 'Otherwise' }).waitFor()
+    await page.locator('[data-test=validation-status][data-valid=true]').waitFor()
+    await page.click('[data-test=publish]')
+    await page.locator('.el-message-box:visible').getByRole('button', { name: 'Yes' }).click()
+    await page.locator('.el-message--success', { hasText: 'Published version 1' }).waitFor()
+    const v1 = await call('GET', `/templates/${bkey}/versions/1`, adminToken)
+    const edges = v1.definition.edges.map((e) => JSON.stringify([e.from, e.to, e.condition ?? null, !!e.default]))
+    for (const want of [
+      ['start', 'approval', null, false],
+      ['approval', 'approval_2', { days: { $gt: 3 } }, false],
+      ['approval', 'end', null, true],
+      ['approval_2', 'end', null, false],
+    ]) expect(edges.includes(JSON.stringify(want)), `version 1 lacks the edge ${JSON.stringify(want)}: ${edges.join(' ')}`)
+    // back to the canvas for the steps after this one
+    await page.click('[data-test=mode-canvas]')
   })
 
   await step('a Chinese user reads the field help in Chinese', async () => {

@@ -1,6 +1,7 @@
 // Readable summaries of approver specifications (API.md "Approvers").
 import { t } from '@/i18n'
 import type { Approvers, SignMode } from './definition'
+import { describeRuleApprovers, scopeLabel, type RuleApprovers } from './approvalRules'
 
 export function describeApprovers(a: Approvers | undefined): string {
   if (!a) return t('approvers.nobody')
@@ -8,7 +9,11 @@ export function describeApprovers(a: Approvers | undefined): string {
   if (a.users?.length) parts.push(t('approvers.users', { list: a.users.join(', ') }))
   if (a.roles?.length) parts.push(t('approvers.roles', { list: a.roles.join(', ') }))
   if (a.context) parts.push(t('approvers.context', { path: a.context }))
-  if (a.relation) parts.push(a.relation === 'initiator.manager' ? t('approvers.manager') : t('approvers.leader'))
+  const r = a as RuleApprovers
+  if (r.roles?.length && r.scope && r.scope !== 'tenant') parts[parts.length - 1] += ` (${scopeLabel(r.scope)})`
+  if (a.relation === 'initiator.manager') parts.push(t('approvers.manager'))
+  else if (a.relation === 'initiator.department.leader') parts.push(t('approvers.leader'))
+  parts.push(...describeRuleApprovers(r))
   if (a.groups?.length) parts.push(t('approvers.groups', { n: a.groups.length, list: a.groups.map((g) => `[${g.join(', ')}]`).join(' ') }))
   if (a.groups_context) parts.push(t('approvers.groupsContext', { path: a.groups_context }))
   return parts.length ? parts.join(t('approvers.separator')) : t('approvers.nobody')

@@ -120,6 +120,54 @@ describe('definitionToCanvas / canvasToDefinition', () => {
   })
 })
 
+describe('autoLayout of what the business designer can show', () => {
+  // leave: lead → manager when more than 3 days, else (default) straight to the end
+  const leave = (): Definition => ({
+    nodes: [
+      { id: 'start', type: 'start', trigger: { kind: 'manual' } },
+      { id: 'lead', type: 'approval', approvers: { users: ['bob'] } },
+      { id: 'manager', type: 'approval', approvers: { users: ['carol'] } },
+      { id: 'end', type: 'end' },
+      { id: 'pay', type: 'callback', timeout: '1h', timeout_branch: 'chase' },
+      { id: 'chase', type: 'approval', approvers: { users: ['dan'] } },
+      { id: 'end2', type: 'end' },
+    ],
+    edges: [
+      { from: 'start', to: 'lead' },
+      { from: 'lead', to: 'manager', condition: { days: { $gt: 3 } } },
+      { from: 'lead', to: 'pay', default: true },
+      { from: 'manager', to: 'pay' },
+      { from: 'pay', to: 'end' },
+      { from: 'chase', to: 'end2' },
+    ],
+  })
+  it('puts the branches side by side and the default branch in a column of its own, never under a node', () => {
+    const pos = autoLayout(leave())
+    expect(pos.manager.y).toBeGreaterThan(pos.lead.y)
+    expect(pos.pay.y).toBeGreaterThan(pos.manager.y)
+    // the split and the join are centred over the two columns; the manager is in the left one
+    expect(pos.lead.x).toBe(pos.pay.x)
+    expect(pos.manager.x).toBe(pos.lead.x - LAYOUT.colGap / 2)
+    // the straight line lead → pay (the default branch) passes no node: none sits at the split's x between them
+    for (const [id, p] of Object.entries(pos)) {
+      if (id === 'lead' || id === 'pay') continue
+      const between = p.y > pos.lead.y && p.y < pos.pay.y
+      const centre = pos.lead.x + 90 // nodes are 180 wide
+      expect(between && p.x <= centre && centre <= p.x + 180, id).toBe(false)
+    }
+  })
+  it('puts the timeout branch to the right and draws an arrow to it', () => {
+    const def = leave()
+    const pos = autoLayout(def)
+    expect(pos.chase.x).toBeGreaterThan(pos.manager.x + 180)
+    const g = definitionToCanvas(def)
+    const arrow = g.edges.find((e) => e.source === 'pay' && e.target === 'chase')!
+    expect(arrow.data.virtual).toBe(true)
+    // the arrow is drawn, not saved
+    expect(canvasToDefinition(g.nodes, g.edges).edges).toEqual(def.edges)
+  })
+})
+
 describe('autoLayout', () => {
   it('puts each node one layer below its deepest predecessor and centres layers', () => {
     const pos = autoLayout(apiExample())
@@ -194,7 +242,9 @@ describe('canConnect', () => {
 describe('conditionLabel', () => {
   it('shows the condition, shortened, and the default flag', () => {
     expect(conditionLabel({ from: 'a', to: 'b' })).toBeUndefined()
-    expect(conditionLabel({ from: 'a', to: 'b', condition: { days: { $gte: 3 } } })).toBe('days >= 3')
+    expect(conditionLabel({ from: 'a', to: 'b', condition: { days: { $gte: 3 } } })).toBe('days ≥ 3')
+    // with the forms' fields, their labels
+    expect(conditionLabel({ from: 'a', to: 'b', condition: { days: { $gt: 3 } } }, [{ path: 'days', label: 'Days off' }])).toBe('Days off > 3')
     expect(conditionLabel({ from: 'a', to: 'b', default: true })).toBe('default')
     const long = conditionLabel({ from: 'a', to: 'b', condition: { some_really_long_field_name: { $in: ['alpha', 'beta', 'gamma', 'delta'] } } })!
     expect(long.length).toBeLessThanOrEqual(48)

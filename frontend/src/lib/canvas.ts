@@ -2,8 +2,10 @@
 // Kept free of Vue so it can be tested on its own: definition → canvas when a draft or version is opened,
 // canvas → definition whenever the admin changes something (validation, save, export).
 import { clone } from './clone'
-import { conditionText } from './conditionText'
+import { readableCondition, type ReadableField } from './conditionText'
+import { parseFlow, type Item } from './builder'
 import { t } from '@/i18n'
+import { conditionFields } from './conditionBuilder'
 import { NODE_META, layoutOf, type DefEdge, type DefNode, type Definition, type Point } from './definition'
 
 /** CanvasNode has the shape of a Vue Flow node; `data.node` is the definition node without its id. */
@@ -21,7 +23,7 @@ export interface CanvasEdge {
   target: string
   type?: string
   label?: string
-  data: { edge: DefEdge }
+  data: { edge: DefEdge; virtual?: boolean }
 }
 
 export interface CanvasGraph {
@@ -34,11 +36,79 @@ export interface CanvasGraph {
 export const LAYOUT = { colGap: 230, rowGap: 140, originX: 40, originY: 40 }
 
 /**
- * autoLayout places nodes in layers, top to bottom: a node's layer is the length of the longest path to it from
+ * autoLayout places nodes top to bottom. A definition the business designer can show is laid out as it shows it:
+ * a chain in one column, the branches of a block side by side (an empty branch keeps a column of its own, so the
+ * edge straight to the join never runs under the other branch's steps), the side chains (error node, timeout
+ * branches) to the right. Any other is laid out in layers (layeredLayout).
+ */
+export function autoLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<string, Point> {
+  return treeLayout(def) ?? layeredLayout(def)
+}
+
+/** treeLayout lays out a definition as the business designer reads it; null when it cannot read it. */
+export function treeLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<string, Point> | null {
+  const r = parseFlow({ nodes: def.nodes, edges: def.edges })
+  if (!r.ok) return null
+  const size = new Map<Item[], { w: number; h: number }>()
+  const measure = (items: Item[]): { w: number; h: number } => {
+    let w = 1
+    let h = 0
+    for (const it of items) {
+      if (it.kind === 'node') h += 1
+      else if (it.kind === 'block') {
+        let bw = 0
+        let bh = 0
+        for (const b of it.branches) {
+          const m = b.items.length ? measure(b.items) : { w: 1, h: 0 }
+          bw += m.w
+          bh = Math.max(bh, m.h)
+        }
+        w = Math.max(w, bw)
+        h += bh
+      }
+    }
+    const m = { w, h }
+    size.set(items, m)
+    return m
+  }
+  const pos: Record<string, Point> = {}
+  const place = (items: Item[], cx: number, row: number): number => {
+    for (const it of items) {
+      if (it.kind === 'node') {
+        pos[it.id] = { x: LAYOUT.originX + cx * LAYOUT.colGap, y: LAYOUT.originY + row * LAYOUT.rowGap }
+        row += 1
+      } else if (it.kind === 'block') {
+        const widths = it.branches.map((b) => (b.items.length ? size.get(b.items)!.w : 1))
+        let left = cx - (widths.reduce((a, b) => a + b, 0) - 1) / 2 - 0.5
+        let bottom = row
+        it.branches.forEach((b, i) => {
+          const c = left + widths[i] / 2
+          bottom = Math.max(bottom, place(b.items, c, row))
+          left += widths[i]
+        })
+        row = bottom
+      }
+    }
+    return row
+  }
+  const main = measure(r.flow.main)
+  place(r.flow.main, (main.w - 1) / 2, 0)
+  let x = main.w
+  for (const s of r.flow.side) {
+    const m = measure(s.items)
+    place(s.items, x + (m.w - 1) / 2 + 0.25, 0)
+    x += m.w + 0.25
+  }
+  for (const p of Object.values(pos)) p.x = Math.round(p.x)
+  return pos
+}
+
+/**
+ * layeredLayout places nodes in layers, top to bottom: a node's layer is the length of the longest path to it from
  * a node without incoming edges (edges that close a cycle are ignored), and the nodes of a layer are spread
  * left to right, centred on the widest layer.
  */
-export function autoLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<string, Point> {
+export function layeredLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<string, Point> {
   const ids = def.nodes.map((n) => n.id)
   const known = new Set(ids)
   const out = new Map<string, string[]>()
@@ -93,11 +163,11 @@ export function autoLayout(def: Pick<Definition, 'nodes' | 'edges'>): Record<str
   return pos
 }
 
-/** conditionLabel is the short text drawn on an edge. */
-export function conditionLabel(e: DefEdge): string | undefined {
+/** conditionLabel is the short text drawn on an edge: its condition as people read it (the forms' labels). */
+export function conditionLabel(e: DefEdge, fields: ReadableField[] = []): string | undefined {
   const parts: string[] = []
   if (e.default) parts.push(t('diagram.edge.default'))
-  const s = conditionText(e.condition)
+  const s = readableCondition(e.condition, fields)
   if (s) parts.push([...s].length > 48 ? [...s].slice(0, 47).join('') + '…' : s)
   return parts.length ? parts.join(' · ') : undefined
 }
@@ -119,6 +189,7 @@ export function definitionToCanvas(def: Definition): CanvasGraph {
     data: { node: clone(n) },
   }))
   const ids = new Set(def.nodes.map((n) => n.id))
+  const fields = conditionFields(def.nodes)
   const edges: CanvasEdge[] = []
   const dropped: DefEdge[] = []
   def.edges.forEach((e, i) => {
@@ -130,12 +201,33 @@ export function definitionToCanvas(def: Definition): CanvasGraph {
       id: canvasEdgeId(e, i),
       source: e.from,
       target: e.to,
-      type: 'smoothstep',
-      label: conditionLabel(e),
+      type: 'routed',
+      label: conditionLabel(e, fields),
       data: { edge: clone(e) },
     })
   })
+  edges.push(...branchEdges(def))
   return { nodes, edges, dropped }
+}
+
+/**
+ * branchEdges are the dashed arrows to the nodes a node leaves through without an edge — a callback's
+ * timeout_branch, an approval's on_timeout branch, an error handler's catch branch — drawn so their targets do not
+ * float unconnected. They are not edges of the definition: not selectable, not saved.
+ */
+export function branchEdges(def: Pick<Definition, 'nodes'>): CanvasEdge[] {
+  const ids = new Set(def.nodes.map((n) => n.id))
+  const out: CanvasEdge[] = []
+  const add = (from: string, to: string | undefined, label: string) => {
+    if (!to || !ids.has(to)) return
+    out.push({ id: `branch:${from}->${to}`, source: from, target: to, type: 'routed', label, data: { edge: { from, to }, virtual: true } } as CanvasEdge)
+  }
+  for (const n of def.nodes) {
+    add(n.id, n.timeout_branch, t('diagram.edge.timeout'))
+    if (n.on_timeout && typeof n.on_timeout === 'object') add(n.id, n.on_timeout.branch, t('diagram.edge.onTimeout'))
+    add(n.id, n.error_handler?.operation === 'catch' ? n.error_handler.catch?.branch : undefined, t('diagram.edge.onError'))
+  }
+  return out
 }
 
 /**
@@ -148,7 +240,7 @@ export function canvasToDefinition(nodes: Pick<CanvasNode, 'id' | 'position' | '
     layout[cn.id] = { x: Math.round(cn.position.x), y: Math.round(cn.position.y) }
     return { ...clone(cn.data.node), id: cn.id }
   })
-  const defEdges: DefEdge[] = edges.map((ce) => {
+  const defEdges: DefEdge[] = edges.filter((ce) => !(ce.data as { virtual?: boolean } | undefined)?.virtual).map((ce) => {
     const e: DefEdge = { ...clone(ce.data?.edge ?? { from: ce.source, to: ce.target }), from: ce.source, to: ce.target }
     return e
   })

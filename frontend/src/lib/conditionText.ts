@@ -1,6 +1,8 @@
 // conditionText says an edge's MongoDB-style condition in short text — `days > 3 or lead_review.escalate = true` —
 // as the server's diagrams do (service/condition/format.go), so the designer's canvas and the instance diagram
-// label an edge alike. What it does not know (an operator of a newer server) it shows as JSON.
+// label an edge alike. What it does not know (an operator of a newer server) it shows as JSON. readableCondition
+// says the same for people, in their language, with the forms' labels.
+import { t } from '@/i18n'
 
 const MAX_STRING = 32 // runes of a string value
 const MAX_LIST = 6 // items of a list; longer lists show the first five and "…"
@@ -114,6 +116,72 @@ export function conditionText(cond: unknown): string {
   if (cond === null || cond === undefined || (isObject(cond) && Object.keys(cond).length === 0)) return ''
   try {
     return query(cond).text
+  } catch {
+    return JSON.stringify(cond)
+  }
+}
+
+// ---- the readable form, in the user's language ----
+
+/** ReadableField names a context path for people: its label, and its options' labels by value. */
+export interface ReadableField {
+  path: string
+  label: string
+  options?: { label: string; value: string }[]
+}
+
+const SYMBOL: Record<string, string> = { $eq: '=', $ne: '≠', $gt: '>', $gte: '≥', $lt: '<', $lte: '≤' }
+
+/**
+ * readableCondition says a condition as people read it — `天数 > 3 或 领导审批.上报 = 是` — with the fields' labels
+ * (from the forms) instead of their paths and the operator words in the user's language. '' for none.
+ */
+export function readableCondition(cond: unknown, fields: ReadableField[] = []): string {
+  if (cond === null || cond === undefined || (isObject(cond) && Object.keys(cond).length === 0)) return ''
+  const byPath = new Map(fields.map((f) => [f.path, f]))
+  const label = (path: string) => byPath.get(path)?.label || path
+  const val = (path: string, v: unknown): string => {
+    if (v === true) return t('condBuilder.text.yes')
+    if (v === false) return t('condBuilder.text.no')
+    const opt = typeof v === 'string' ? byPath.get(path)?.options?.find((o) => o.value === v) : undefined
+    if (opt) return opt.label
+    if (Array.isArray(v)) return list(v, (x) => val(path, x))
+    return value(v)
+  }
+  const words = { and: t('condBuilder.text.and'), or: t('condBuilder.text.or') }
+  function fieldText(path: string, v: unknown): Part {
+    const f = label(path)
+    if (!operatorsOnly(v)) return leaf(`${f} = ${val(path, v)}`)
+    const kids: Part[] = []
+    for (const [op, arg] of Object.entries(v)) {
+      if (op in SYMBOL) kids.push(leaf(`${f} ${SYMBOL[op]} ${val(path, arg)}`))
+      else if (op === '$in' || op === '$nin') kids.push(leaf(t(`condBuilder.text.${op.slice(1)}`, { f, v: val(path, Array.isArray(arg) ? arg : [arg]) })))
+      else if (op === '$exists') kids.push(leaf(t(arg ? 'condBuilder.text.exists' : 'condBuilder.text.notExists', { f })))
+      else if (op === '$regex') kids.push(leaf(t('condBuilder.text.regex', { f, v: regex(arg, v.$options) })))
+      else if (op === '$options') continue
+      else if (op === '$type') kids.push(leaf(t('condBuilder.text.type', { f, v: value(arg) })))
+      else if (op === '$size') kids.push(leaf(t('condBuilder.text.size', { f, v: value(arg) })))
+      else if (op === '$all') kids.push(leaf(t('condBuilder.text.all', { f, v: val(path, Array.isArray(arg) ? arg : [arg]) })))
+      else if (op === '$elemMatch') kids.push(leaf(t('condBuilder.text.any', { f, v: operatorsOnly(arg) ? fieldText('', arg).text.trim() : q(arg).text })))
+      else if (op === '$not') kids.push(leaf(t('condBuilder.text.not', { x: fieldText(path, arg).text })))
+      else kids.push(leaf(`${f} ${op} ${JSON.stringify(arg)}`))
+    }
+    return joined(kids, words.and)
+  }
+  function q(c: unknown): Part {
+    if (!isObject(c)) return leaf(JSON.stringify(c))
+    const kids: Part[] = []
+    for (const [k, v] of Object.entries(c)) {
+      const subs = () => (Array.isArray(v) ? v.map(q) : [q(v)])
+      if (k === '$and') kids.push(joined(subs(), words.and))
+      else if (k === '$or') kids.push(joined(subs(), words.or))
+      else if (k === '$nor') kids.push(leaf(t('condBuilder.text.not', { x: joined(subs(), words.or).text })))
+      else kids.push(fieldText(k, v))
+    }
+    return joined(kids, words.and)
+  }
+  try {
+    return q(cond).text
   } catch {
     return JSON.stringify(cond)
   }

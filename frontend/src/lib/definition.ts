@@ -13,6 +13,7 @@ import type {
 } from '@/generated/definition'
 import { COMMON_FIELDS, NODE_TYPES, TRIGGER_FIELDS, TRIGGER_KINDS, TYPE_FIELDS, checkNodeId } from './schema'
 import { t } from '@/i18n'
+import { APPROVAL_RULE_FIELDS, cleanRuleApprovers, type RuleApprovers } from './approvalRules'
 
 export { NODE_TYPES, RELATIONS, SIGN_MODES, TRIGGER_KINDS } from './schema'
 export type { Approvers, ErrorHandler, Trigger }
@@ -113,6 +114,7 @@ export function cleanApprovers(a: Approvers | undefined): Approvers | undefined 
   if (a.relation) out.relation = a.relation
   if (groups.length) out.groups = groups
   if (a.groups_context?.trim()) out.groups_context = a.groups_context.trim()
+  cleanRuleApprovers(a as RuleApprovers, out as RuleApprovers)
   return isEmpty(out) ? undefined : out
 }
 
@@ -143,7 +145,7 @@ function cleanErrorHandler(h: ErrorHandler | undefined): ErrorHandler | undefine
  */
 export function cleanNode(n: DefNode): DefNode {
   const out: DefNode = { id: n.id, type: n.type }
-  const allowed = new Set<string>([...COMMON_FIELDS, ...(TYPE_FIELDS[n.type] ?? [])])
+  const allowed = new Set<string>([...COMMON_FIELDS, ...(TYPE_FIELDS[n.type] ?? []), ...(n.type === 'approval' ? APPROVAL_RULE_FIELDS : [])])
   for (const [k, v] of Object.entries(n) as [keyof DefNode, unknown][]) {
     if (!allowed.has(k) || k === 'id' || k === 'type') continue
     switch (k) {
@@ -153,6 +155,12 @@ export function cleanNode(n: DefNode): DefNode {
         break
       case 'is_ignore':
         if (v === true) out.is_ignore = true
+        break
+      case 'exclude_initiator' as keyof DefNode:
+        if (v === true) (out as unknown as Record<string, unknown>).exclude_initiator = true
+        break
+      case 'on_no_approver' as keyof DefNode:
+        if (v && v !== 'error') (out as unknown as Record<string, unknown>).on_no_approver = v
         break
       case 'timeout':
         if (v !== 0 && v !== '0' && !isEmpty(v)) out.timeout = v as string

@@ -7,6 +7,7 @@ import { t } from '@/i18n'
 import { autoLayout, canConnect, conditionLabel } from '@/lib/canvas'
 import { NODE_TYPES, defaultNode, newNodeId, renameNode, type DefEdge, type DefNode, type NodeType } from '@/lib/definition'
 import { sampleContext } from '@/lib/form'
+import { conditionFields } from '@/lib/conditionBuilder'
 import { notifyError } from '@/lib/notify'
 import type { DefinitionCanvas } from './useDefinitionCanvas'
 
@@ -92,6 +93,7 @@ export function useCanvasEditing(c: DefinitionCanvas, readonly: Ref<boolean>, ca
   const testerSample = computed(() => sampleContext(c.definition.value.nodes.find((n) => n.type === 'start')?.trigger?.form))
 
   function select(kind: 'node' | 'edge', id: string) {
+    if (kind === 'edge' && id.startsWith('branch:')) return // a branch arrow: nothing to edit on it
     selection.value = { kind, id }
   }
   function clearSelection() {
@@ -119,7 +121,7 @@ export function useCanvasEditing(c: DefinitionCanvas, readonly: Ref<boolean>, ca
     if (next.condition === undefined) delete next.condition
     if (!next.default) delete next.default
     e.data = { edge: next }
-    e.label = conditionLabel(next)
+    e.label = conditionLabel(next, conditionFields(c.definition.value.nodes))
   }
 
   /** rename gives a node a new id; its edges and every branch naming it follow. */

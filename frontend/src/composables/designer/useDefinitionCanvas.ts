@@ -3,10 +3,11 @@
 // the definition's options (edited in the side panel) and its own meta, which travels along unchanged. The other
 // designer composables work on this one: editing (useCanvasEditing), checking (useLiveValidation), loading and
 // saving (useDesignerDocument).
-import { computed, nextTick, ref, shallowRef } from 'vue'
+import { computed, nextTick, ref, shallowRef, watch } from 'vue'
 import { MarkerType, useVueFlow, type Edge, type Node } from '@vue-flow/core'
 import { t } from '@/i18n'
-import { canvasToDefinition, conditionLabel, definitionToCanvas, type CanvasEdge } from '@/lib/canvas'
+import { branchEdges, canvasToDefinition, conditionLabel, definitionToCanvas, type CanvasEdge } from '@/lib/canvas'
+import { conditionFields } from '@/lib/conditionBuilder'
 import { cleanDefinition, retentionValid, type DefEdge, type Definition, type DefinitionOptions } from '@/lib/definition'
 import { notifyError } from '@/lib/notify'
 
@@ -27,10 +28,12 @@ export function useDefinitionCanvas() {
   const fullKey = computed(() => JSON.stringify(cleanDefinition(definition.value, { withLayout: true })))
   const retentionError = computed(() => (retentionValid(options.value.retention) ? '' : t('designer.retentionInvalid')))
 
-  /** decorate makes a canvas edge look as the designer draws edges: an arrow, its condition as a label. */
-  function decorate(e: CanvasEdge | Edge): Edge {
-    const de = (e.data as { edge: DefEdge }).edge
-    return { ...e, type: 'smoothstep', markerEnd: MarkerType.ArrowClosed, label: conditionLabel(de), ariaLabel: t('designer.edgeAria', { from: e.source, to: e.target }), data: e.data } as Edge
+  /** decorate makes a canvas edge look as the designer draws edges: around the nodes, an arrow, its condition as
+   * people read it as its label; a branch arrow (not an edge of the definition) dashed, not selectable. */
+  function decorate(e: CanvasEdge | Edge, fields = conditionFields(definition.value.nodes)): Edge {
+    const data = e.data as { edge: DefEdge; virtual?: boolean }
+    if (data.virtual) return { ...e, type: 'routed', markerEnd: MarkerType.ArrowClosed, class: 'branch-edge', selectable: false, deletable: false, focusable: false, data } as Edge
+    return { ...e, type: 'routed', markerEnd: MarkerType.ArrowClosed, label: conditionLabel(data.edge, fields), ariaLabel: t('designer.edgeAria', { from: e.source, to: e.target }), data } as Edge
   }
 
   /** show puts a definition on the canvas (edges to missing nodes are dropped, and said), fitting it in view. */
@@ -40,7 +43,8 @@ export function useDefinitionCanvas() {
     options.value = { ...(def.options ?? {}) }
     const g = definitionToCanvas(def)
     setNodes(g.nodes as unknown as Node[])
-    setEdges(g.edges.map(decorate))
+    const fields = conditionFields(def.nodes)
+    setEdges(g.edges.map((e) => decorate(e, fields)))
     if (g.dropped.length) {
       notifyError(new Error(t('designer.dropped', { n: g.dropped.length, list: g.dropped.map((e) => `${e.from}→${e.to}`).join(', ') })))
     }
@@ -49,6 +53,13 @@ export function useDefinitionCanvas() {
       setTimeout(() => fitView({ padding: 0.2, maxZoom: 1.1 }), 50)
     }
   }
+
+  // The branch arrows follow the nodes' timeout and catch branches as they are edited.
+  const branchKey = computed(() => JSON.stringify(branchEdges(definition.value).map((e) => [e.id, e.label])))
+  watch(branchKey, () => {
+    const keep = edges.value.filter((e) => !(e.data as { virtual?: boolean } | undefined)?.virtual)
+    setEdges([...keep, ...branchEdges(definition.value).map((e) => decorate(e))])
+  })
 
   return { flowId, flow, nodes, edges, options, definition, semanticKey, fullKey, retentionError, decorate, show }
 }
