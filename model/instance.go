@@ -112,6 +112,11 @@ type NodeVisit struct {
 	AfterDone bool `json:"after_done,omitempty"`
 	// PreDone is set once the visit's pre plugins ran.
 	PreDone bool `json:"pre_done,omitempty"`
+	// ApprovedBy lists who approved a task of this visit (options.dedupe reads it).
+	ApprovedBy []string `json:"approved_by,omitempty"`
+	// AutoTasks are the visit's tasks decided automatically when their turn comes (sequential sign), with why:
+	// task id -> reason (model.AutoSelfApproval, model.AutoDedupe).
+	AutoTasks map[string]string `json:"auto_tasks,omitempty"`
 }
 
 // PluginChain is a node visit's plugins running one after another.
@@ -163,6 +168,12 @@ type Task struct {
 	Comment        string          `json:"comment"`
 	Data           json.RawMessage `json:"data,omitempty"`
 	DecidedBy      string          `json:"decided_by,omitempty"` // differs from the assignee when an admin acted for them
+	// Auto: decided automatically (no approver, self approval, dedupe); the history item says why.
+	Auto bool `json:"auto"`
+	// DelegatedFrom: the user this task was meant for, who delegated it to the assignee (out of office).
+	DelegatedFrom string `json:"delegated_from,omitempty"`
+	// UrgedAt: when the initiator (or an admin) last urged the task's instance while the task was pending.
+	UrgedAt *time.Time `json:"urged_at,omitempty"`
 	CreatedAt      time.Time       `json:"created_at"`
 	DecidedAt      *time.Time      `json:"decided_at"`
 	// Denormalised for inbox listings.
