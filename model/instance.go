@@ -173,9 +173,9 @@ type Task struct {
 	// DelegatedFrom: the user this task was meant for, who delegated it to the assignee (out of office).
 	DelegatedFrom string `json:"delegated_from,omitempty"`
 	// UrgedAt: when the initiator (or an admin) last urged the task's instance while the task was pending.
-	UrgedAt *time.Time `json:"urged_at,omitempty"`
-	CreatedAt      time.Time       `json:"created_at"`
-	DecidedAt      *time.Time      `json:"decided_at"`
+	UrgedAt   *time.Time `json:"urged_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	DecidedAt *time.Time `json:"decided_at"`
 	// Denormalised for inbox listings.
 	Title     string `json:"title"`
 	Template  string `json:"template"`
