@@ -206,3 +206,214 @@ func TestRolesSeenFromTheInitiator(t *testing.T) {
 		want(t, "tree from eng", h.assignees(id, "n"), []string{"lead:pending"})
 	})
 }
+
+// withOptions is a one-node definition with definition options.
+func withOptions(options, node string) string {
+	return `{"options":` + options + `,"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},` + node + `,{"id":"end","type":"end"}],
+		"edges":[{"from":"start","to":"n"},{"from":"n","to":"end"}]}`
+}
+
+func TestSelfApprovalWithEverySignMode(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.org()
+		pass := `{"self_approval":"pass"}`
+		h.publish("or", withOptions(pass, `{"id":"n","type":"approval","sign":"or","approvers":{"users":["ann","eve"]}}`))
+		h.publish("all", withOptions(pass, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","eve"]}}`))
+		h.publish("seq-mid", withOptions(pass, `{"id":"n","type":"approval","sign":"sequential","approvers":{"users":["eve","ann","lead"]}}`))
+		h.publish("seq-first", withOptions(pass, `{"id":"n","type":"approval","sign":"sequential","approvers":{"users":["ann","eve"]}}`))
+		h.publish("vote", withOptions(pass, `{"id":"n","type":"approval","sign":"vote","pass_ratio":0.6,"approvers":{"users":["ann","eve","lead"]}}`))
+		h.publish("allow", withOptions(`{}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","eve"]}}`))
+		h.publish("manager", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","eve"]}}`))
+		h.publish("manager-dup", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","lead"]}}`))
+
+		autoReason := func(t *testing.T, id, user string) {
+			t.Helper()
+			tk := h.task(id, "n", user)
+			if !tk.Auto || tk.Status != model.TaskApproved {
+				t.Fatalf("%s's task %+v, want approved automatically", user, tk)
+			}
+			for _, d := range h.notes(id, "task.auto_approved") {
+				if d["assignee"] == user && d["reason"] == model.AutoSelfApproval {
+					return
+				}
+			}
+			t.Fatalf("no task.auto_approved self_approval for %s: %v", user, h.notes(id, "task.auto_approved"))
+		}
+		t.Run("or: the initiator's automatic approval decides the node", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "or", `{}`)
+			autoReason(t, id, "ann")
+			want(t, "tasks", h.assignees(id, "n"), []string{"ann:approved", "eve:cancelled"})
+			h.wantStatus(id, model.StatusCompleted)
+		})
+		t.Run("all: only the initiator is approved automatically, the others still decide", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "all", `{}`)
+			autoReason(t, id, "ann")
+			want(t, "tasks", h.assignees(id, "n"), []string{"ann:approved", "eve:pending"})
+			h.decide(id, "n", "eve", true)
+			h.wantStatus(id, model.StatusCompleted)
+		})
+		t.Run("sequential: the initiator is approved when their turn comes, in order", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "seq-mid", `{}`)
+			want(t, "tasks", h.assignees(id, "n"), []string{"eve:pending", "ann:waiting", "lead:waiting"})
+			h.decide(id, "n", "eve", true)
+			want(t, "tasks", h.assignees(id, "n"), []string{"eve:approved", "ann:approved", "lead:pending"})
+			autoReason(t, id, "ann")
+			var order []string
+			for _, e := range h.history(id) {
+				if e.Action == "task.approved" || e.Action == "task.auto_approved" {
+					order = append(order, e.Action)
+				}
+			}
+			want(t, "decisions", order, []string{"task.approved", "task.auto_approved"})
+			h.decide(id, "n", "lead", true)
+			h.wantStatus(id, model.StatusCompleted)
+
+			id = h.start("ann", "seq-first", `{}`)
+			want(t, "first", h.assignees(id, "n"), []string{"ann:approved", "eve:pending"})
+		})
+		t.Run("vote: the automatic approval counts as a vote", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "vote", `{}`)
+			want(t, "tasks", h.assignees(id, "n"), []string{"ann:approved", "eve:pending", "lead:pending"})
+			h.decide(id, "n", "eve", true) // 2 of 3 >= 0.6
+			h.wantStatus(id, model.StatusCompleted)
+		})
+		t.Run("allow: the initiator decides like anyone", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "allow", `{}`)
+			want(t, "tasks", h.assignees(id, "n"), []string{"ann:pending", "eve:pending"})
+		})
+		t.Run("manager: the initiator's manager decides in their place", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "manager", `{}`)
+			want(t, "tasks", h.assignees(id, "n"), []string{"lead:pending", "eve:pending"})
+			if n := h.notes(id, "task.in_place_of"); len(n) != 1 || n[0]["in_place_of"] != "ann" {
+				t.Fatalf("in_place_of %v", n)
+			}
+			id = h.start("ann", "manager-dup", `{}`) // the manager already signs: once
+			want(t, "tasks", h.assignees(id, "n"), []string{"lead:pending"})
+			id = h.start("boss", "manager", `{}`) // boss approves only as eve; not in the list: plain
+			want(t, "not an approver", h.assignees(id, "n"), []string{"ann:pending", "eve:pending"})
+		})
+		t.Run("someone else's request: no automatic decision", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("boss", "all", `{}`)
+			want(t, "tasks", h.assignees(id, "n"), []string{"ann:pending", "eve:pending"})
+		})
+	})
+}
+
+func TestExcludeInitiator(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.org()
+		h.publish("sod", oneNode(`{"id":"n","type":"approval","sign":"all","exclude_initiator":true,"approvers":{"users":["ann","eve"]}}`))
+		h.publish("sod-only", oneNode(`{"id":"n","type":"approval","exclude_initiator":true,"on_no_approver":"pass","approvers":{"roles":["dba"],"scope":"initiator.department"}}`))
+		h.publish("sod-self", withOptions(`{"self_approval":"pass"}`, `{"id":"n","type":"approval","sign":"or","exclude_initiator":true,"approvers":{"users":["ann","eve"]}}`))
+		id := h.start("ann", "sod", `{}`)
+		want(t, "tasks", h.assignees(id, "n"), []string{"eve:pending"})
+		if n := h.notes(id, "approver.excluded"); len(n) != 1 || n[0]["user"] != "ann" {
+			t.Fatalf("excluded %v", n)
+		}
+		// lead is the only dba of eng: his own request has nobody left, and on_no_approver pass applies.
+		id = h.start("lead", "sod-only", `{}`)
+		h.wantStatus(id, model.StatusCompleted)
+		if n := h.notes(id, "task.auto_approved"); len(n) != 1 || n[0]["reason"] != model.AutoNoApprover {
+			t.Fatalf("auto %v", n)
+		}
+		// Excluded before self approval: no automatic pass by the initiator, eve decides.
+		id = h.start("ann", "sod-self", `{}`)
+		want(t, "tasks", h.assignees(id, "n"), []string{"eve:pending"})
+	})
+}
+
+func TestDedupe(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.org()
+		three := func(options string) string {
+			return `{"options":` + options + `,"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+				{"id":"a","type":"approval","approvers":{"users":["lead"]}},
+				{"id":"b","type":"approval","sign":"all","approvers":{"users":["lead","eve"]}},
+				{"id":"c","type":"approval","sign":"sequential","approvers":{"users":["lead","ceo"]}},{"id":"end","type":"end"}],
+				"edges":[{"from":"start","to":"a"},{"from":"a","to":"b"},{"from":"b","to":"c"},{"from":"c","to":"end"}]}`
+		}
+		h.publish("consecutive", three(`{"dedupe":"consecutive"}`))
+		h.publish("any", three(`{"dedupe":"any"}`))
+		h.publish("none", three(`{"dedupe":"none"}`))
+		h.publish("skip", `{"options":{"dedupe":"consecutive"},"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
+			{"id":"a","type":"approval","approvers":{"users":["lead"]}},{"id":"auto","type":"auto"},
+			{"id":"b","type":"approval","approvers":{"users":["lead"]}},{"id":"end","type":"end"}],
+			"edges":[{"from":"start","to":"a"},{"from":"a","to":"auto"},{"from":"auto","to":"b"},{"from":"b","to":"end"}]}`)
+
+		t.Run("consecutive: who approved the node right before is approved automatically", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "consecutive", `{}`)
+			h.decide(id, "a", "lead", true)
+			want(t, "b", h.assignees(id, "b"), []string{"lead:approved", "eve:pending"})
+			if tk := h.task(id, "b", "lead"); !tk.Auto {
+				t.Fatalf("lead at b %+v", tk)
+			}
+			if n := h.notes(id, "task.auto_approved"); len(n) != 1 || n[0]["reason"] != model.AutoDedupe {
+				t.Fatalf("auto %v", n)
+			}
+			h.decide(id, "b", "eve", true)
+			// c follows b, where lead's approval was automatic but an approval all the same: dedupe again, in turn.
+			want(t, "c", h.assignees(id, "c"), []string{"lead:approved", "ceo:pending"})
+		})
+		t.Run("consecutive looks through nodes that are not approvals", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "skip", `{}`)
+			h.decide(id, "a", "lead", true)
+			h.wantStatus(id, model.StatusCompleted)
+		})
+		t.Run("any: an approval anywhere earlier counts", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "any", `{}`)
+			h.decide(id, "a", "lead", true)
+			h.decide(id, "b", "eve", true)
+			want(t, "c", h.assignees(id, "c"), []string{"lead:approved", "ceo:pending"})
+		})
+		t.Run("none: everyone decides every time", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "none", `{}`)
+			h.decide(id, "a", "lead", true)
+			want(t, "b", h.assignees(id, "b"), []string{"lead:pending", "eve:pending"})
+		})
+		t.Run("a return re-evaluates the rules when the node is entered again", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "consecutive", `{}`)
+			h.decide(id, "a", "lead", true)
+			if _, err := h.eng.Return(h.ctx, as("eve"), h.task(id, "b", "eve").ID, "a", "again"); err != nil {
+				t.Fatal(err)
+			}
+			want(t, "a again", h.assignees(id, "a"), []string{"lead:approved", "lead:pending"})
+			h.decide(id, "a", "lead", true)
+			if got := h.assignees(id, "b"); got[len(got)-2] != "lead:approved" || got[len(got)-1] != "eve:pending" {
+				t.Fatalf("b again %v", got)
+			}
+		})
+		t.Run("a reclaim takes the approval back: the next node no longer dedupes it", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("ann", "none", `{}`) // (with dedupe, lead's automatic approval at b would forbid the reclaim)
+			h.decide(id, "a", "lead", true)
+			if inst, _ := h.get(id); !slices.Equal(inst.State.Nodes["a"].ApprovedBy, []string{"lead"}) {
+				t.Fatalf("approved_by %v", inst.State.Nodes["a"].ApprovedBy)
+			}
+			if _, err := h.eng.Reclaim(h.ctx, as("lead"), h.task(id, "a", "lead").ID, ""); err != nil {
+				t.Fatal(err)
+			}
+			if inst, _ := h.get(id); len(inst.State.Nodes["a"].ApprovedBy) != 0 {
+				t.Fatalf("approved_by after the reclaim %v", inst.State.Nodes["a"].ApprovedBy)
+			}
+			h.decide(id, "a", "lead", true)
+			if inst, _ := h.get(id); !slices.Equal(inst.State.Nodes["a"].ApprovedBy, []string{"lead"}) {
+				t.Fatalf("approved_by approved again %v", inst.State.Nodes["a"].ApprovedBy)
+			}
+		})
+	})
+}
