@@ -84,6 +84,8 @@ type InstanceState struct {
 	Seq int `json:"seq"`
 	// Error is the last unhandled node error (thrown to the error node or failing the instance), if any.
 	Error *NodeFailure `json:"error,omitempty"`
+	// UrgedAt is when the instance was last urged (催办): the next urge is refused until UrgeInterval later.
+	UrgedAt *time.Time `json:"urged_at,omitempty"`
 }
 
 // NodeVisit is one node of an instance at its current visit.

@@ -79,7 +79,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
 	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err

@@ -1,0 +1,259 @@
+package server_test
+
+import (
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// Approval rules, delegation and urge through HTTP (API.md "Approval rules", "Delegation", "Urge").
+
+func TestApprovalRulesValidation(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		for i, tc := range []struct {
+			node  M
+			field string
+		}{
+			{M{"id": "n", "type": "approval", "approvers": M{"relation": "initiator.managers", "levels": 0}}, "levels"},
+			{M{"id": "n", "type": "approval", "approvers": M{"relation": "initiator.managers", "levels": -1}}, "levels"},
+			{M{"id": "n", "type": "approval", "approvers": M{"relation": "initiator.managers", "levels": 21}}, "levels"},
+			{M{"id": "n", "type": "approval", "approvers": M{"relation": "initiator.managers"}}, "levels"},
+			{M{"id": "n", "type": "approval", "approvers": M{"users": []string{"a"}}, "on_no_approver": "ignore"}, "on_no_approver"},
+			{M{"id": "n", "type": "approval", "approvers": M{"roles": []string{"dba"}, "scope": "planet"}}, "scope"},
+			{M{"id": "n", "type": "approval", "approvers": M{"users": []string{"a"}, "scope": "initiator.department"}}, "scope"},
+			{M{"id": "n", "type": "approval", "approvers": M{"users": []string{"a"}, "levels": 2}}, "levels"},
+		} {
+			key := "bad-" + strconv.Itoa(i)
+			def := M{"nodes": []any{start(M{"kind": "manual"}), tc.node, M{"id": "end", "type": "end"}}, "edges": []any{edge("start", "n"), edge("n", "end")}}
+			if r := e.do("POST", "/api/v1/templates", e.admin, M{"key": key, "name": key, "definition": def}, nil); r.Status != 201 {
+				t.Fatalf("create %s: %s", key, r.Body)
+			}
+			r := e.do("POST", "/api/v1/templates/"+key+"/publish", e.admin, nil, nil)
+			if r.Status != 422 {
+				t.Fatalf("%d: publish %v: %d %s", i, tc.node, r.Status, r.Body)
+			}
+			errs := r.JSON["error"].(M)["details"].(M)["errors"].([]any)
+			found := false
+			for _, x := range errs {
+				ve := x.(M)
+				nodes, _ := ve["nodes"].([]any)
+				if ve["code"] == "bad_node" && len(nodes) == 1 && nodes[0] == "n" && contains(ve["message"].(string), tc.field) {
+					found = true
+				}
+			}
+			if !found {
+				t.Fatalf("%d: %v: no bad_node naming n and %s: %s", i, tc.node, tc.field, r.Body)
+			}
+		}
+		// Options: an unknown self_approval or dedupe.
+		for _, opts := range []M{{"self_approval": "always"}, {"dedupe": "all"}} {
+			def := M{"options": opts, "nodes": []any{start(M{"kind": "manual"}), M{"id": "n", "type": "approval", "approvers": M{"users": []string{"a"}}},
+				M{"id": "end", "type": "end"}}, "edges": []any{edge("start", "n"), edge("n", "end")}}
+			r := e.do("POST", "/api/v1/templates/validate", e.admin, M{"definition": def}, nil)
+			if r.Status != 200 || r.JSON["valid"] != false {
+				t.Fatalf("options %v: %s", opts, r.Body)
+			}
+		}
+	})
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}
+
+func TestDelegationsHTTP(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		ann, bob, carol := e.mkUser("ann"), e.mkUser("bob"), e.mkUser("carol")
+		_ = e.mkUser("dave")
+		now := time.Now().UTC()
+		win := func(from, to time.Duration) M {
+			return M{"starts_at": now.Add(from).Format(time.RFC3339), "ends_at": now.Add(to).Format(time.RFC3339)}
+		}
+		with := func(m M, kv ...any) M {
+			out := M{}
+			for k, v := range m {
+				out[k] = v
+			}
+			for i := 0; i+1 < len(kv); i += 2 {
+				out[kv[i].(string)] = kv[i+1]
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			body  M
+			code  string
+			field string
+		}{
+			{with(win(-time.Minute, time.Hour), "to", "bob"), "delegate_self", "to"},
+			{with(win(-time.Minute, time.Hour), "to", "nobody"), "unknown_user", "to"},
+			{with(win(-time.Minute, time.Hour)), "invalid_to", "to"},
+			{with(win(time.Hour, time.Hour), "to", "carol"), "invalid_window", "ends_at"},
+			{with(win(2*time.Hour, time.Hour), "to", "carol"), "invalid_window", "ends_at"},
+			{with(win(-2*time.Hour, -time.Hour), "to", "carol"), "invalid_window", "ends_at"},
+			{M{"to": "carol", "ends_at": now.Add(time.Hour).Format(time.RFC3339)}, "invalid_window", "starts_at"},
+		} {
+			r := e.do("POST", "/api/v1/delegations", bob, tc.body, nil)
+			if r.Status != 422 || r.JSON["error"].(M)["code"] != tc.code || r.JSON["error"].(M)["details"].(M)["field"] != tc.field {
+				t.Fatalf("%v: %d %s", tc.body, r.Status, r.Body)
+			}
+		}
+		var n int64
+		if err := s.DB().Table("delegations").Count(&n).Error; err != nil || n != 0 {
+			t.Fatalf("%d delegations after refused requests (%v)", n, err)
+		}
+		r := e.do("POST", "/api/v1/delegations", bob, with(win(-time.Minute, time.Hour), "to", "carol", "reason", "holiday"), nil)
+		if r.Status != 201 || r.JSON["from"] != "bob" || r.JSON["to"] != "carol" || r.JSON["id"] == "" {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
+		}
+		id := r.JSON["id"].(string)
+		if r := e.do("POST", "/api/v1/delegations", bob, with(win(30*time.Minute, 2*time.Hour), "to", "dave"), nil); r.Status != 422 ||
+			r.JSON["error"].(M)["code"] != "delegation_overlaps" {
+			t.Fatalf("overlap: %d %s", r.Status, r.Body)
+		}
+		// Only admins set one for someone else.
+		if r := e.do("POST", "/api/v1/delegations", ann, with(win(0, time.Hour), "to", "carol", "from", "dave"), nil); r.Status != 403 {
+			t.Fatalf("ann for dave: %d %s", r.Status, r.Body)
+		}
+		if r := e.do("POST", "/api/v1/delegations", e.admin, with(win(0, time.Hour), "to", "carol", "from", "dave"), nil); r.Status != 201 || r.JSON["from"] != "dave" {
+			t.Fatalf("admin for dave: %d %s", r.Status, r.Body)
+		}
+		// Mine, both directions: carol sees both she receives; ann sees none; ann may not list carol's.
+		if r := e.do("GET", "/api/v1/delegations", carol, nil, nil); r.Status != 200 || len(r.JSON["items"].([]any)) != 2 {
+			t.Fatalf("carol's: %s", r.Body)
+		}
+		if r := e.do("GET", "/api/v1/delegations", ann, nil, nil); len(r.JSON["items"].([]any)) != 0 {
+			t.Fatalf("ann's: %s", r.Body)
+		}
+		if r := e.do("GET", "/api/v1/delegations?user=carol", ann, nil, nil); r.Status != 403 {
+			t.Fatalf("ann lists carol's: %d", r.Status)
+		}
+		if r := e.do("GET", "/api/v1/delegations?user=bob", e.admin, nil, nil); len(r.JSON["items"].([]any)) != 1 {
+			t.Fatalf("admin lists bob's: %s", r.Body)
+		}
+
+		// A task for bob goes to carol, on bob's behalf; bob still sees the instance.
+		e.publish("deleg", []any{start(M{"kind": "manual"}), M{"id": "n", "type": "approval", "approvers": M{"users": []string{"bob"}}},
+			M{"id": "end", "type": "end"}}, []any{edge("start", "n"), edge("n", "end")})
+		r = e.do("POST", "/api/v1/instances", ann, M{"template": "deleg", "title": "Trip"}, nil)
+		if r.Status != 201 {
+			t.Fatalf("start: %s", r.Body)
+		}
+		inst := r.JSON["id"].(string)
+		r = e.do("GET", "/api/v1/tasks", carol, nil, nil)
+		items := r.JSON["items"].([]any)
+		if len(items) != 1 || items[0].(M)["delegated_from"] != "bob" || items[0].(M)["assignee"] != "carol" {
+			t.Fatalf("carol's inbox: %s", r.Body)
+		}
+		if r := e.do("GET", "/api/v1/instances/"+inst, bob, nil, nil); r.Status != 200 {
+			t.Fatalf("bob reads the instance: %d %s", r.Status, r.Body)
+		}
+		// The delegate may not remove it, the delegator may; audited.
+		if r := e.do("DELETE", "/api/v1/delegations/"+id, carol, nil, nil); r.Status != 403 {
+			t.Fatalf("carol deletes: %d", r.Status)
+		}
+		if r := e.do("DELETE", "/api/v1/delegations/"+id, ann, nil, nil); r.Status != 404 {
+			t.Fatalf("ann deletes: %d", r.Status)
+		}
+		if r := e.do("DELETE", "/api/v1/delegations/"+id, bob, nil, nil); r.Status != 204 {
+			t.Fatalf("bob deletes: %d %s", r.Status, r.Body)
+		}
+		r = e.do("POST", "/api/v1/instances", ann, M{"template": "deleg", "title": "Trip 2"}, nil)
+		if tk := r.JSON["tasks"].([]any); len(tk) != 1 || tk[0].(M)["assignee"] != "bob" {
+			t.Fatalf("after the delete: %s", r.Body)
+		}
+		r = e.do("GET", "/api/v1/audit?action=delegation.*", e.admin, nil, nil)
+		if r.Status != 200 || len(r.JSON["items"].([]any)) != 3 {
+			t.Fatalf("audit: %s", r.Body)
+		}
+	})
+}
+
+func TestUrgeHTTP(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newNotifyEnv(t, s)
+		ann, bob, carol := e.mkUser("ann"), e.mkUser("bob"), e.mkUser("carol")
+		_ = carol
+		e.publish("urge", []any{start(M{"kind": "manual"}), M{"id": "n", "type": "approval", "name": "Check", "sign": "all", "approvers": M{"users": []string{"bob", "carol"}}},
+			M{"id": "end", "type": "end"}}, []any{edge("start", "n"), edge("n", "end")})
+		r := e.do("POST", "/api/v1/instances", ann, M{"template": "urge", "title": "Laptop"}, nil)
+		inst := r.JSON["id"].(string)
+		e.settle()
+		if r := e.do("POST", "/api/v1/instances/"+inst+"/urge", bob, M{}, nil); r.Status != 403 {
+			t.Fatalf("bob urges: %d %s", r.Status, r.Body)
+		}
+		// 50 racing urges: exactly one 200, the others 429 with Retry-After.
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		codes := map[int]int{}
+		var tasks float64
+		for i := 0; i < 50; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := e.do("POST", "/api/v1/instances/"+inst+"/urge", ann, M{"comment": "please"}, nil)
+				mu.Lock()
+				defer mu.Unlock()
+				codes[r.Status]++
+				switch r.Status {
+				case 200:
+					tasks = r.JSON["tasks"].(float64)
+				case 429:
+					if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra < 1 || ra > 600 {
+						t.Errorf("Retry-After %q", r.Header.Get("Retry-After"))
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if codes[200] != 1 || codes[429] != 49 || tasks != 2 {
+			t.Fatalf("codes %v, tasks %v", codes, tasks)
+		}
+		// The assignees are told: an in-app notification each, with who urged and the comment.
+		e.settle()
+		items, _ := e.inbox(bob)
+		if len(items) != 2 || items[0]["event"] != "task.urged" {
+			t.Fatalf("bob's notifications %v", items)
+		}
+		r = e.do("GET", "/api/v1/tasks", bob, nil, nil)
+		if tk := r.JSON["items"].([]any)[0].(M); tk["urged_at"] == nil {
+			t.Fatalf("urged mark: %s", r.Body)
+		}
+		hist := e.do("GET", "/api/v1/instances/"+inst+"/history", ann, nil, nil)
+		n := 0
+		for _, x := range hist.JSON["items"].([]any) {
+			if x.(M)["action"] == "task.urged" && x.(M)["comment"] == "please" {
+				n++
+			}
+		}
+		if n != 2 {
+			t.Fatalf("%d task.urged items: %s", n, hist.Body)
+		}
+		// Ten minutes later it may be urged again; an admin may too.
+		e.clock.set(e.clock.Now().Add(10 * time.Minute))
+		if r := e.do("POST", "/api/v1/instances/"+inst+"/urge", e.admin, nil, nil); r.Status != 200 {
+			t.Fatalf("urge after the window: %d %s", r.Status, r.Body)
+		}
+		if r := e.do("POST", "/api/v1/instances/nope/urge", ann, nil, nil); r.Status != 404 {
+			t.Fatalf("unknown instance: %d", r.Status)
+		}
+		// An ended instance is 409.
+		if r := e.do("POST", "/api/v1/instances/"+inst+"/withdraw", ann, M{"reason": "x"}, nil); r.Status != 200 {
+			t.Fatalf("withdraw: %s", r.Body)
+		}
+		e.clock.set(e.clock.Now().Add(11 * time.Minute))
+		if r := e.do("POST", "/api/v1/instances/"+inst+"/urge", ann, nil, nil); r.Status != 409 {
+			t.Fatalf("urge an ended instance: %d %s", r.Status, r.Body)
+		}
+	})
+}
