@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/identity"
@@ -415,5 +416,63 @@ func TestDedupe(t *testing.T) {
 				t.Fatalf("approved_by approved again %v", inst.State.Nodes["a"].ApprovedBy)
 			}
 		})
+	})
+}
+
+// delegate writes a delegation from → to within [t0+from, t0+to) for templates (all when none).
+func (h *harness) delegate(from, to string, start, end time.Duration, templates ...string) {
+	h.t.Helper()
+	if err := h.s.CreateDelegation(h.ctx, &model.Delegation{TenantID: model.DefaultTenant, From: from, To: to, StartsAt: t0.Add(start), EndsAt: t0.Add(end),
+		Templates: templates, CreatedBy: "admin"}); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+func TestDelegation(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		h := newHarness(t, s)
+		h.noCache(s) // delegations are written straight to the store here, not through the rules service
+		h.org()
+		h.publish("trip", oneNode(`{"id":"n","type":"approval","sign":"all","approvers":{"users":["lead","eve"]}}`))
+		h.publish("other", oneNode(`{"id":"n","type":"approval","approvers":{"users":["lead"]}}`))
+		h.publish("self", withOptions(`{"self_approval":"pass"}`, `{"id":"n","type":"approval","approvers":{"users":["ann"]}}`))
+		h.delegate("lead", "dir", time.Hour, 2*time.Hour, "trip")
+		h.delegate("dir", "ceo", 0, 3*time.Hour) // dir's own delegation: not followed for lead's tasks
+		h.delegate("ann", "eve", time.Hour, 2*time.Hour)
+
+		before := h.start("boss", "trip", `{}`)
+		want(t, "before the window", h.assignees(before, "n"), []string{"lead:pending", "eve:pending"})
+
+		h.clk.Advance(time.Hour) // the window opens
+		id := h.start("boss", "trip", `{}`)
+		want(t, "inside", h.assignees(id, "n"), []string{"dir:pending", "eve:pending"})
+		tk := h.task(id, "n", "dir")
+		if tk.DelegatedFrom != "lead" {
+			t.Fatalf("delegated_from %q", tk.DelegatedFrom)
+		}
+		if n := h.notes(id, "task.delegated"); len(n) != 1 || n[0]["from"] != "lead" || n[0]["to"] != "dir" {
+			t.Fatalf("task.delegated %v", n)
+		}
+		want(t, "the task from before stays", h.assignees(before, "n"), []string{"lead:pending", "eve:pending"})
+		if ok, err := h.s.HasTaskIn(h.ctx, model.DefaultTenant, id, "lead"); err != nil || !ok {
+			t.Fatalf("the delegator sees the instance: %v %v", ok, err)
+		}
+		h.decide(id, "n", "dir", true)
+		if got := h.task(id, "n", "dir"); got.Status != model.TaskApproved || got.DelegatedFrom != "lead" {
+			t.Fatalf("decided %+v", got)
+		}
+		// Only the templates listed.
+		idOther := h.start("boss", "other", `{}`)
+		want(t, "another template", h.assignees(idOther, "n"), []string{"lead:pending"})
+		// A delegation plus self approval: the delegate is not the initiator, so no automatic pass.
+		idSelf := h.start("ann", "self", `{}`)
+		want(t, "self", h.assignees(idSelf, "n"), []string{"eve:pending"})
+		if h.task(idSelf, "n", "eve").Auto {
+			t.Fatal("the delegate's task was approved automatically")
+		}
+
+		h.clk.Advance(time.Hour) // the window closes
+		id = h.start("boss", "trip", `{}`)
+		want(t, "after", h.assignees(id, "n"), []string{"lead:pending", "eve:pending"})
 	})
 }
