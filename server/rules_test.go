@@ -257,3 +257,64 @@ func TestUrgeHTTP(t *testing.T) {
 		}
 	})
 }
+
+// TestLinearStepsTakeEveryApprovalField: the steps of POST /instances/linear are approval nodes with every field
+// (cc, timeout, on_timeout, form, plugins, on_no_approver, exclude_initiator), checked by the templates' validator:
+// a bad step is 422 naming it.
+func TestLinearStepsTakeEveryApprovalField(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		ann := e.mkUser("ann")
+		e.mkUser("bob")
+		e.mkUser("carol")
+		ok := M{"name": "Lead", "approvers": M{"users": []string{"bob"}}}
+		for _, tc := range []struct {
+			step M
+			want string
+		}{
+			{M{"name": "Boss", "approvers": M{"users": []string{"bob"}}, "on_no_approver": "maybe"}, "on_no_approver"},
+			{M{"name": "Boss", "approvers": M{"relation": "initiator.managers", "levels": 21}}, "levels"},
+			{M{"name": "Boss", "approvers": M{"users": []string{"bob"}}, "on_timeout": "approve"}, "timeout"},
+			{M{"name": "Boss", "approvers": M{"users": []string{"bob"}}, "cc": M{"groups": []any{[]string{"x"}}}}, "cc"},
+		} {
+			r := e.do("POST", "/api/v1/instances/linear", ann, M{"title": "t", "steps": []any{ok, tc.step}}, nil)
+			if r.Status != 422 || r.JSON["error"].(M)["code"] != "invalid_steps" || r.JSON["error"].(M)["details"].(M)["step"] != float64(2) ||
+				!contains(r.JSON["error"].(M)["message"].(string), "step 2") || !contains(string(r.Body), tc.want) {
+				t.Fatalf("%v: %d %s", tc.step, r.Status, r.Body)
+			}
+		}
+		// Every field at work: ann has no manager, so step 1 passes automatically; step 2 excludes ann, copies
+		// carol, carries a form and a timeout that approves.
+		r := e.do("POST", "/api/v1/instances/linear", ann, M{"title": "Purchase", "steps": []any{
+			M{"name": "Manager", "approvers": M{"relation": "initiator.manager"}, "on_no_approver": "pass"},
+			M{"name": "Finance", "approvers": M{"users": []string{"ann", "bob"}}, "exclude_initiator": true, "cc": M{"users": []string{"carol"}},
+				"timeout": "1h", "on_timeout": "approve", "form": M{"fields": []any{M{"key": "budget", "type": "number", "label": "Budget"}}}},
+		}}, nil)
+		if r.Status != 201 {
+			t.Fatalf("start: %d %s", r.Status, r.Body)
+		}
+		id := r.JSON["id"].(string)
+		var tasks []string
+		for _, x := range r.JSON["tasks"].([]any) {
+			tk := x.(M)
+			tasks = append(tasks, tk["node_id"].(string)+":"+tk["assignee"].(string)+":"+tk["status"].(string)+":"+strconv.FormatBool(tk["auto"] == true))
+		}
+		if len(tasks) != 2 || tasks[0] != "step1::approved:true" || tasks[1] != "step2:bob:pending:false" {
+			t.Fatalf("tasks %v (%s)", tasks, r.Body)
+		}
+		hist := e.do("GET", "/api/v1/instances/"+id+"/history", ann, nil, nil)
+		seen := map[string]bool{}
+		for _, x := range hist.JSON["items"].([]any) {
+			seen[x.(M)["action"].(string)] = true
+		}
+		if !seen["task.auto_approved"] || !seen["cc.sent"] || !seen["approver.excluded"] {
+			t.Fatalf("history %s", hist.Body)
+		}
+		// The timeout approves bob's task an hour later.
+		e.clock.set(e.clock.Now().Add(time.Hour + time.Second))
+		e.fireDue()
+		if r := e.do("GET", "/api/v1/instances/"+id, ann, nil, nil); r.JSON["status"] != "completed" {
+			t.Fatalf("after the timeout: %s", r.Body)
+		}
+	})
+}
