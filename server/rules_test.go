@@ -8,6 +8,7 @@ import (
 
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
+	"github.com/halley-bpm/halley/templates"
 )
 
 // Approval rules, delegation and urge through HTTP (API.md "Approval rules", "Delegation", "Urge").
@@ -315,6 +316,60 @@ func TestLinearStepsTakeEveryApprovalField(t *testing.T) {
 		e.fireDue()
 		if r := e.do("GET", "/api/v1/instances/"+id, ann, nil, nil); r.JSON["status"] != "completed" {
 			t.Fatalf("after the timeout: %s", r.Body)
+		}
+	})
+}
+
+// TestDirectorsOwnLeaveReachesAnEnd: the ready-made leave template asks the manager chain with on_no_approver
+// pass, and the department leader but never the applicant: a director with no manager who leads their own
+// department gets their leave through, recorded as automatic decisions; an employee's goes to the director.
+func TestDirectorsOwnLeaveReachesAnEnd(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		e := newEnv(t, s, nil)
+		all, err := templates.All()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tp := range all {
+			if tp.Key != "leave" {
+				continue
+			}
+			if r := e.do("POST", "/api/v1/templates", e.admin, tp, nil); r.Status != 201 {
+				t.Fatalf("create: %s", r.Body)
+			}
+			if r := e.do("POST", "/api/v1/templates/leave/publish", e.admin, nil, nil); r.Status != 201 {
+				t.Fatalf("publish: %s", r.Body)
+			}
+		}
+		dora := e.mkUser("dora")
+		if r := e.do("POST", "/api/v1/departments", e.admin, M{"name": "mgmt", "leader": "dora"}, nil); r.Status != 201 {
+			t.Fatalf("department: %s", r.Body)
+		}
+		emp := e.mkUser("emp")
+		for user, patch := range map[string]M{"dora": {"department": "mgmt"}, "emp": {"department": "mgmt", "manager": "dora"}} {
+			if r := e.do("PATCH", "/api/v1/users/"+user, e.admin, patch, nil); r.Status != 200 {
+				t.Fatalf("patch %s: %s", user, r.Body)
+			}
+		}
+		leave := M{"days": 5, "from": "2026-07-01", "reason": "rest"}
+		r := e.do("POST", "/api/v1/instances", dora, M{"template": "leave", "title": "Dora's leave", "context": leave}, nil)
+		if r.Status != 201 || r.JSON["status"] != "completed" {
+			t.Fatalf("the director's leave: %d %s", r.Status, r.Body)
+		}
+		id := r.JSON["id"].(string)
+		hist := e.do("GET", "/api/v1/instances/"+id+"/history", dora, nil, nil)
+		autos := 0
+		for _, x := range hist.JSON["items"].([]any) {
+			if it := x.(M); it["action"] == "task.auto_approved" && it["data"].(M)["reason"] == "no_approver" {
+				autos++
+			}
+		}
+		if autos != 2 {
+			t.Fatalf("%d automatic approvals: %s", autos, hist.Body)
+		}
+		r = e.do("POST", "/api/v1/instances", emp, M{"template": "leave", "title": "Emp's leave", "context": leave}, nil)
+		if tk := r.JSON["tasks"].([]any); r.Status != 201 || len(tk) != 1 || tk[0].(M)["assignee"] != "dora" {
+			t.Fatalf("the employee's leave: %d %s", r.Status, r.Body)
 		}
 	})
 }
