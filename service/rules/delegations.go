@@ -47,10 +47,10 @@ func (r *Service) CreateDelegation(ctx context.Context, actor *model.Principal, 
 		return nil, model.CodedError(model.EFORBIDDEN, "not_allowed", "only admins set a delegation for someone else")
 	}
 	to := strings.TrimSpace(req.To)
-	switch {
-	case to == "":
+	switch to {
+	case "":
 		return nil, invalid("invalid_to", "to", "to names the user who gets the tasks")
-	case to == from:
+	case from:
 		return nil, invalid("delegate_self", "to", "a delegation to oneself delegates nothing")
 	}
 	switch {
