@@ -1329,7 +1329,7 @@ try {
     await login('erin', 'erin-pw-12345')
     await page.goto(`${base}/instances/${inst.id}`)
     await page.click('[data-test=urge]')
-    await page.fill('[data-test=reason] textarea', 'before Friday please')
+    await page.locator('.el-dialog:visible textarea').fill('before Friday please')
     await page.click('[data-test=confirm-move]')
     await page.locator('.el-message--success').waitFor()
     // The delegate sees the task marked: on behalf of Finn, urged.
