@@ -23,6 +23,8 @@ const (
 	AuditTokenCreate        = "token.create"
 	AuditTokenDelete        = "token.delete"
 	AuditDepartmentCreate   = "department.create"
+	AuditDelegationCreate   = "delegation.create"
+	AuditDelegationDelete   = "delegation.delete"
 	AuditSubscriptionCreate = "subscription.create"
 	AuditSubscriptionDelete = "subscription.delete"
 	AuditChannelCreate      = "channel.create"

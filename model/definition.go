@@ -79,6 +79,46 @@ const (
 const (
 	RelationInitiatorManager          = "initiator.manager"
 	RelationInitiatorDepartmentLeader = "initiator.department.leader"
+	RelationInitiatorManagers         = "initiator.managers" // the manager chain (levels, until_role)
+)
+
+// MaxManagerLevels bounds approvers.levels of a manager chain.
+const MaxManagerLevels = 20
+
+// Role scopes of approvers.scope.
+const (
+	ScopeTenant                  = "tenant"
+	ScopeInitiatorDepartment     = "initiator.department"
+	ScopeInitiatorDepartmentTree = "initiator.department_tree"
+)
+
+// What an approval node does when nobody is left to decide it (on_no_approver).
+const (
+	NoApproverError  = "error"
+	NoApproverPass   = "pass"
+	NoApproverReject = "reject"
+	NoApproverAdmins = "admins"
+)
+
+// options.self_approval: what happens when the initiator is an approver.
+const (
+	SelfApprovalAllow   = "allow"
+	SelfApprovalPass    = "pass"
+	SelfApprovalManager = "manager"
+)
+
+// options.dedupe: approvers decided automatically because they approved before.
+const (
+	DedupeNone        = "none"
+	DedupeConsecutive = "consecutive"
+	DedupeAny         = "any"
+)
+
+// Reasons of an automatic decision (task.auto_approved / task.auto_rejected data.reason).
+const (
+	AutoNoApprover   = "no_approver"
+	AutoSelfApproval = "self_approval"
+	AutoDedupe       = "dedupe"
 )
 
 // Validation error codes (API.md "Validation error codes").
@@ -362,8 +402,19 @@ type Approvers struct {
 	Roles []string `json:"roles,omitempty" jsonschema:"pattern=\\S,maxLength=200" jsonschema_extras:"x-pattern-message=is empty"`
 	// A gjson path into the instance context giving a user or a list of users, e.g. approvers.lead.
 	Context string `json:"context,omitempty" jsonschema:"pattern=^\\S*$" jsonschema_extras:"x-pattern-message=is not a context path: it has spaces"`
-	// A person relative to the initiator.
-	Relation string `json:"relation,omitempty" jsonschema:"enum=initiator.manager,enum=initiator.department.leader"`
+	// A person relative to the initiator: their manager, their department's leader, or their manager chain
+	// (initiator.managers, nearest first, with levels or until_role).
+	Relation string `json:"relation,omitempty" jsonschema:"enum=initiator.manager,enum=initiator.department.leader,enum=initiator.managers"`
+	// With relation initiator.managers: how many managers up the chain (1 to 20); a shorter chain gives fewer.
+	Levels int `json:"levels,omitempty" jsonschema:"minimum=1,maximum=20"`
+	// With relation initiator.managers: up the chain until and including the first holder of this role.
+	UntilRole string `json:"until_role,omitempty" jsonschema:"maxLength=200,pattern=\\S" jsonschema_extras:"x-pattern-message=is empty"`
+	// Every member of these departments.
+	Departments []string `json:"departments,omitempty" jsonschema:"pattern=\\S,maxLength=200" jsonschema_extras:"x-pattern-message=is empty"`
+	// Where roles are looked up: tenant (the default: every holder), initiator.department (holders in the
+	// initiator's department), initiator.department_tree (the nearest department up from the initiator's that has
+	// a holder).
+	Scope string `json:"scope,omitempty" jsonschema:"enum=tenant,enum=initiator.department,enum=initiator.department_tree"`
 	// Parallel sign (并签): one set of tasks per group of users, each group deciding with group_sign; every group must pass.
 	Groups [][]string `json:"groups,omitempty"`
 	// A gjson path into the instance context giving the groups (a list of lists of users).
@@ -373,7 +424,7 @@ type Approvers struct {
 // IsZero reports whether no approver is named in any way.
 func (a Approvers) IsZero() bool {
 	return len(a.Users) == 0 && len(a.Roles) == 0 && a.Context == "" && a.Relation == "" &&
-		len(a.Groups) == 0 && a.GroupsContext == ""
+		len(a.Groups) == 0 && a.GroupsContext == "" && len(a.Departments) == 0
 }
 
 // HasGroups reports whether the approvers are groups (parallel sign), given inline or from the context.
@@ -573,6 +624,12 @@ type Node struct {
 	OnTimeout OnTimeout `json:"on_timeout,omitzero" jsonschema_extras:"x-for=approval"`
 	// The form approvers see (a form template of the form designer); without one they see the start form.
 	Form json.RawMessage `json:"form,omitempty" jsonschema:"type=object" jsonschema_extras:"x-for=approval,tsType=FormSchema"`
+	// What happens when nobody is left to decide: error (the default: node error no_approver), pass (the node
+	// passes, recorded as task.auto_approved), reject (the node is rejected), admins (the tenant's admins decide).
+	OnNoApprover string `json:"on_no_approver,omitempty" jsonschema:"enum=error,enum=pass,enum=reject,enum=admins,default=error" jsonschema_extras:"x-for=approval"`
+	// The initiator is never an approver of this node (separation of duties); if nobody remains, on_no_approver
+	// applies.
+	ExcludeInitiator bool `json:"exclude_initiator,omitempty" jsonschema_extras:"x-for=approval"`
 
 	// How long to wait: a duration such as "10m" or a number of seconds.
 	Interval Duration `json:"interval,omitzero" jsonschema_extras:"x-for=delay"`
@@ -616,9 +673,12 @@ func (n *Node) JoinMode() string {
 	return n.Join.Mode
 }
 
-// SignMode returns the sign mode, SignOr by default.
+// SignMode returns the sign mode: SignOr by default, SignSequential for a manager chain.
 func (n *Node) SignMode() string {
 	if n.Sign == "" {
+		if n.Approvers.Relation == RelationInitiatorManagers {
+			return SignSequential // a manager chain is approved one after another unless sign says otherwise
+		}
 		return SignOr
 	}
 	return n.Sign
@@ -688,6 +748,12 @@ type Options struct {
 	// the archive and deletes it: a duration such as "720h" or a number of seconds; 0 keeps the instances
 	// forever. Absent: HALLEY_INSTANCE_RETENTION applies.
 	Retention *Duration `json:"retention,omitempty"`
+	// When the initiator is an approver: allow (the default: they decide like anyone), pass (their task is
+	// approved automatically), manager (their manager decides in their place).
+	SelfApproval string `json:"self_approval,omitempty" jsonschema:"enum=allow,enum=pass,enum=manager,default=allow"`
+	// Approvers decided automatically because they approved before: none (the default), consecutive (who approved
+	// the directly preceding approval node), any (who approved any earlier node of the instance).
+	Dedupe string `json:"dedupe,omitempty" jsonschema:"enum=none,enum=consecutive,enum=any,default=none"`
 }
 type defIndex struct {
 	nodes, edges int // lengths when built: a mismatch means the index is stale

@@ -91,6 +91,8 @@ type InstanceState struct {
 	// Pins are the latest published versions of the templates the subprocess nodes start without a version,
 	// as they were when the instance started.
 	Pins map[string]int `json:"pins,omitempty"`
+	// UrgedAt is when the instance was last urged (催办): the next urge is refused until UrgeInterval later.
+	UrgedAt *time.Time `json:"urged_at,omitempty"`
 }
 
 // NodeVisit is one node of an instance at its current visit.
@@ -121,6 +123,11 @@ type NodeVisit struct {
 	PreDone bool `json:"pre_done,omitempty"`
 	// Sub is what a subprocess node's visit waits for (its children).
 	Sub *SubVisit `json:"sub,omitempty"`
+	// ApprovedBy lists who approved a task of this visit (options.dedupe reads it).
+	ApprovedBy []string `json:"approved_by,omitempty"`
+	// AutoTasks are the visit's tasks decided automatically when their turn comes (sequential sign), with why:
+	// task id -> reason (model.AutoSelfApproval, model.AutoDedupe).
+	AutoTasks map[string]string `json:"auto_tasks,omitempty"`
 }
 
 // PluginChain is a node visit's plugins running one after another.
@@ -172,8 +179,14 @@ type Task struct {
 	Comment        string          `json:"comment"`
 	Data           json.RawMessage `json:"data,omitempty"`
 	DecidedBy      string          `json:"decided_by,omitempty"` // differs from the assignee when an admin acted for them
-	CreatedAt      time.Time       `json:"created_at"`
-	DecidedAt      *time.Time      `json:"decided_at"`
+	// Auto: decided automatically (no approver, self approval, dedupe); the history item says why.
+	Auto bool `json:"auto"`
+	// DelegatedFrom: the user this task was meant for, who delegated it to the assignee (out of office).
+	DelegatedFrom string `json:"delegated_from,omitempty"`
+	// UrgedAt: when the initiator (or an admin) last urged the task's instance while the task was pending.
+	UrgedAt   *time.Time `json:"urged_at,omitempty"`
+	CreatedAt time.Time  `json:"created_at"`
+	DecidedAt *time.Time `json:"decided_at"`
 	// Denormalised for inbox listings.
 	Title     string `json:"title"`
 	Template  string `json:"template"`

@@ -27,6 +27,8 @@ var openapiInstances = []apiOp{
 		Body: reasonRequest{}, Resp: instanceViewDoc},
 	{Method: "POST", Path: apiBase + "/instances/:id/withdraw", Tag: "instances", Sum: "Withdraw my instance", Auth: authUser,
 		Body: reasonRequest{}, Resp: instanceViewDoc},
+	{Method: "POST", Path: apiBase + "/instances/:id/urge", Tag: "instances", Sum: "Urge the approvers of my running instance (催办; once per 10 minutes, 429 with Retry-After)",
+		Auth: authUser, Body: urgeRequest{}, Resp: map[string]int{"tasks": 0}},
 	{Method: "POST", Path: apiBase + "/instances/:id/jump", Tag: "instances", Sum: "Move a running instance to another node", Auth: authUser,
 		Body: moveRequest{}, Resp: instanceViewDoc},
 	{Method: "GET", Path: apiBase + "/tasks", Tag: "tasks", Sum: "List tasks (my inbox by default)",

@@ -3,6 +3,7 @@ package server
 import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/identity"
+	"github.com/halley-bpm/halley/service/rules"
 )
 
 // openapiPeople documents sign-in, the profile, users, tokens and departments (identity.go).
@@ -32,4 +33,9 @@ var openapiPeople = []apiOp{
 	{Method: "GET", Path: apiBase + "/departments", Tag: "people", Sum: "List departments", Auth: authUser, Resp: List[*model.Department]{}},
 	{Method: "POST", Path: apiBase + "/departments", Tag: "people", Sum: "Create a department", Auth: authAdmin, Body: departmentRequest{},
 		Status: 201, Resp: model.Department{}},
+	{Method: "POST", Path: apiBase + "/delegations", Tag: "people", Sum: "Delegate my new tasks for a while (out of office; from: admins only)", Auth: authUser,
+		Body: rules.DelegationRequest{}, Status: 201, Resp: model.Delegation{}},
+	{Method: "GET", Path: apiBase + "/delegations", Tag: "people", Sum: "List my delegations, both directions (?user=: admins)", Auth: authUser,
+		Query: []string{"user"}, Resp: List[*model.Delegation]{}},
+	{Method: "DELETE", Path: apiBase + "/delegations/:id", Tag: "people", Sum: "Remove a delegation (the delegator or an admin)", Auth: authUser, Status: 204},
 }

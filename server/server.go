@@ -20,6 +20,7 @@ import (
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/notify"
 	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/telemetry"
 	"github.com/halley-bpm/halley/service/template"
@@ -47,6 +48,8 @@ type Deps struct {
 	Subscriptions *subscription.Service
 	// Notify serves /notifications, /channels, /notification-settings and /notification-deliveries when set.
 	Notify *notify.Service
+	// Rules serves /delegations (the service the engine asks who decides a node).
+	Rules *rules.Service
 	// Audit records admin changes, jumps, terminates and trigger overrides, and serves GET /audit.
 	Audit *audit.Recorder
 	// TriggerLimit limits the API trigger calls (/trigger/...) per client IP (HALLEY_TRIGGER_RATE_LIMIT); nil = no
@@ -85,6 +88,7 @@ type Server struct {
 	subs         *subscription.Service
 	notify       *notify.Service
 	audit        *audit.Recorder
+	rules        *rules.Service
 	triggerLimit *ratelimit.Buckets
 	proxies      []string
 	idem         model.IdempotencyStore
@@ -106,7 +110,7 @@ func New(d Deps) (*Server, error) {
 	}{
 		{"Identity", d.Identity == nil}, {"Templates", d.Templates == nil}, {"Engine", d.Engine == nil}, {"Triggers", d.Triggers == nil},
 		{"Plugins", d.Plugins == nil}, {"Idempotency", d.Idempotency == nil},
-		{"Audit", d.Audit == nil},
+		{"Audit", d.Audit == nil}, {"Rules", d.Rules == nil},
 	} {
 		if m.missing {
 			return nil, fmt.Errorf("server: %s is required", m.name)
@@ -136,7 +140,7 @@ func New(d Deps) (*Server, error) {
 	}
 	d.Metrics.Readiness(checks)
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, notify: d.Notify, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		metrics: d.Metrics, ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
+		metrics: d.Metrics, ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit, rules: d.Rules,
 		triggerLimit: d.TriggerLimit}
 	s.router = s.routes()
 	return s, nil
@@ -209,6 +213,10 @@ func (s *Server) routes() *gin.Engine {
 	authed.GET("/instances/:id/bookmarks", s.instanceBookmarks)
 	authed.POST("/instances/:id/terminate", s.terminate)
 	authed.POST("/instances/:id/withdraw", s.withdraw)
+	authed.POST("/instances/:id/urge", s.urge)
+	authed.POST("/delegations", s.createDelegation)
+	authed.GET("/delegations", s.listDelegations)
+	authed.DELETE("/delegations/:id", s.deleteDelegation)
 	authed.GET("/tasks", etag, s.listTasks)
 	authed.GET("/tasks/:id", s.getTask)
 	authed.POST("/tasks/:id/approve", s.approve)

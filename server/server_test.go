@@ -25,6 +25,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/notify"
+	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -136,6 +137,7 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 	}
 	e.engine, e.triggers = eng, trg
 	d := server.Deps{Identity: ids, Templates: tpl, Engine: eng, Triggers: trg, Plugins: s, Subscriptions: w.subs, Notify: w.notify, Idempotency: s,
+		Rules: deps.Rules.(*rules.Service),
 		Ready: map[string]server.Pinger{"database": s}, DBStats: s.Stats, BodyLimit: 4096,
 		Audit: audit.New(s, audit.Options{Clock: opts.Clock, Logger: testkit.Quiet()})}
 	if mod != nil {

@@ -8,6 +8,8 @@
 // Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
 // Then (issue 20) an API token is created with an expiry, shown once and deleted, a user is deleted, and the audit
 // log shows a change with its before/after. Then (issue 28) the API reference page renders the OpenAPI document.
+// Then (issue 25) an out-of-office delegation: the delegate's inbox marks the task on behalf of the delegator and,
+// once the initiator urged it, as urged (desktop and phone); the delegator removes the delegation on their profile.
 // Then (the languages) a Chinese user, approver and admin walk the main pages, desktop and phone, and read no
 // English on them but data: no message key, no English label, the diagram's edge labels in Chinese. Last, the whole
 // run logged no Content-Security-Policy violation.
@@ -1399,6 +1401,54 @@ try {
     await page.locator('[data-test=task-status]').getByText('approved').waitFor()
     const after = await call('GET', `/instances/${ticketInstance}`, adminToken)
     expect(after.context?.check?.ticket === 'T-2', `context after approve: ${JSON.stringify(after.context)}`)
+  })
+
+  await step('out of office: the delegate\'s inbox marks a task on behalf of the delegator and an urged one; the delegator removes the delegation', async () => {
+    for (const u of [{ username: 'erin', display_name: 'Erin Applicant' }, { username: 'finn', display_name: 'Finn Away' }, { username: 'gwen', display_name: 'Gwen Deputy' }]) {
+      // password_change_required false: service accounts for this step (where the server knows the field yet).
+      const body = { ...u, password: `${u.username}-pw-12345`, roles: [] }
+      const r = await raw('POST', '/users', adminToken, { ...body, password_change_required: false })
+      if (!r.ok) await call('POST', '/users', adminToken, body)
+    }
+    const now = Date.now()
+    await call('POST', '/delegations', adminToken, { from: 'finn', to: 'gwen', starts_at: new Date(now - 60000).toISOString(), ends_at: new Date(now + 3600000).toISOString(), reason: 'holiday' })
+    await call('POST', '/templates', adminToken, { key: 'away-check', name: 'Away check', definition: {
+      nodes: [{ id: 'start', type: 'start', trigger: { kind: 'manual' } }, { id: 'n', type: 'approval', name: 'Check', approvers: { users: ['finn'] } }, { id: 'end', type: 'end' }],
+      edges: [{ from: 'start', to: 'n' }, { from: 'n', to: 'end' }],
+    } })
+    await call('POST', '/templates/away-check/publish', adminToken)
+    const erinToken = (await call('POST', '/auth/login', undefined, { username: 'erin', password: 'erin-pw-12345' })).token
+    const inst = await call('POST', '/instances', erinToken, { template: 'away-check', title: 'Away trip' })
+    // The initiator urges from the request's page.
+    await login('erin', 'erin-pw-12345')
+    await page.goto(`${base}/instances/${inst.id}`)
+    await page.click('[data-test=urge]')
+    await page.locator('.el-dialog:visible textarea').fill('before Friday please')
+    await page.click('[data-test=confirm-move]')
+    await page.locator('.el-message--success').waitFor()
+    // The delegate sees the task marked: on behalf of Finn, urged.
+    await login('gwen', 'gwen-pw-12345')
+    await page.goto(`${base}/`)
+    const row = page.locator('[data-test=inbox] tr', { hasText: 'Away trip' })
+    await row.locator('[data-test=inbox-delegated]').waitFor()
+    expect(/on behalf of Finn Away/.test(await row.locator('[data-test=inbox-delegated]').innerText()), 'the delegated mark does not name Finn')
+    await row.locator('[data-test=inbox-urged]').waitFor()
+    await page.screenshot({ path: join(artifacts, 'inbox-delegated-urged.png') })
+    // The phone inbox marks it too.
+    await login('gwen', 'gwen-pw-12345', { viewport: { width: 390, height: 844 } })
+    await page.goto(`${base}/m/inbox`)
+    await page.locator('[data-test=inbox-delegated]').first().waitFor()
+    await page.locator('[data-test=inbox-urged]').first().waitFor()
+    // The delegator sees the delegation on their profile and removes it.
+    await login('finn', 'finn-pw-12345')
+    await page.goto(`${base}/profile`)
+    const d = page.locator('[data-test=delegation]', { hasText: 'gwen' })
+    await d.waitFor()
+    await d.locator('[data-test=delegation-remove]').click()
+    await page.locator('.el-message-box:visible .el-button--primary').click()
+    await page.locator('[data-test=delegation]').first().waitFor({ state: 'detached' })
+    const left = await call('GET', '/delegations?user=finn', adminToken)
+    expect((left.items ?? []).length === 0, `delegations left: ${JSON.stringify(left)}`)
   })
 
   // (issue 28) The API reference renders the OpenAPI document with the bundled renderer, under the app's CSP.

@@ -13,6 +13,7 @@ declare module 'vue' {
   export interface GlobalComponents {
     AppHeader: typeof import('./components/AppHeader.vue')['default']
     ContextView: typeof import('./components/ContextView.vue')['default']
+    DelegationPanel: typeof import('./components/DelegationPanel.vue')['default']
     DepartmentSelect: typeof import('./components/DepartmentSelect.vue')['default']
     ElAlert: typeof import('element-plus/es')['ElAlert']
     ElBadge: typeof import('element-plus/es')['ElBadge']

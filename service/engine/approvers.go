@@ -3,11 +3,9 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -15,111 +13,200 @@ import (
 	"github.com/halley-bpm/halley/model"
 )
 
-// Who may be given a task: approvers resolved from the definition, the context or a relation are dropped when
-// they are no user or a disabled one, each with a history note (API.md "Semantics changes"); nobody left is the
-// node error no_approver.
+// Who decides an approval node is the Rules' answer (service/rules: manager chains, roles seen from the
+// initiator, departments, delegation, self approval, dedupe, on_no_approver); the engine knows nothing of
+// managers, departments or delegations. It resolves what only the instance knows (context paths, inline groups,
+// who approved before) into the question, asks it when the node activates, and records the answer in the step:
+// tasks, automatic decisions with their reason, and the notes of approvers dropped.
 
-// Why an approver was dropped.
-const (
-	dropUnknown  = "unknown_user"
-	dropDisabled = "disabled"
-)
-
-// userState is what the directory said about a name: it is a user, and whether that user is disabled.
-type userState struct {
-	exists, disabled bool
-	at               time.Time
+// Rules answers who works on an approval node (or who is copied, for cc).
+type Rules interface {
+	// Assign answers q. With cachedOnly (inside the instance's transaction) it answers only from memory and
+	// says ok=false when it would have to read; the engine then asks again outside the transaction. An error is
+	// a failure of a read (the step fails), never "nobody": that is Assignment.NoApprover.
+	Assign(ctx context.Context, q AssignQuery, cachedOnly bool) (a *Assignment, ok bool, err error)
 }
 
-// userCache remembers user states for a short while (wall clock), so that an approval node's activation does not
-// need a directory read — and so a second run of its step — each time.
-type userCache struct {
-	ttl time.Duration
-	mu  sync.Mutex
-	m   map[string]userState
+// AssignQuery is what the engine asks of the Rules about one approval node (or one node's cc).
+type AssignQuery struct {
+	Tenant    string `json:"tenant"`
+	Template  string `json:"template"`
+	Initiator string `json:"initiator"`
+	Node      string `json:"node"`
+	// Approvers are the node's approvers (or cc): roles, scope, departments and relation are the Rules' to
+	// resolve; users and context paths are already in Users, groups in Groups.
+	Approvers model.Approvers `json:"approvers"`
+	// Users are the named users (static, then from the context), in order.
+	Users []string `json:"users,omitempty"`
+	// Groups are the signer groups of a parallel sign (inline or from the context); then nothing else counts.
+	Groups [][]string `json:"groups,omitempty"`
+	// CC: the people copied, not approvers: no delegation, no automatic decision, no on_no_approver.
+	CC               bool   `json:"cc,omitempty"`
+	ExcludeInitiator bool   `json:"exclude_initiator,omitempty"`
+	OnNoApprover     string `json:"on_no_approver,omitempty"`
+	SelfApproval     string `json:"self_approval,omitempty"`
+	// Tried says which of the engine's sources named nobody (a context path holding an empty list, an empty
+	// signer group), for the message when nobody is left.
+	Tried []string `json:"tried,omitempty"`
+	// ApprovedBefore (with a dedupe option): who approved the approval nodes that count as before this one.
+	ApprovedBefore []string `json:"approved_before,omitempty"`
+	// At is the step's time (delegation windows); it is not part of the question's identity.
+	At time.Time `json:"-"`
 }
 
-func newUserCache(ttl time.Duration) *userCache {
-	if ttl == 0 {
-		ttl = 5 * time.Second
-	}
-	return &userCache{ttl: ttl, m: map[string]userState{}}
+// Assignment is the Rules' answer: the signer groups (one without parallel sign) or, when nobody is left,
+// NoApprover; Notes are history items to write whatever the answer.
+type Assignment struct {
+	Groups     [][]Assignee `json:"groups"`
+	Notes      []Note       `json:"notes,omitempty"`
+	NoApprover *NoApprover  `json:"no_approver,omitempty"`
 }
 
-func (c *userCache) get(tenant, name string) (userState, bool) {
-	if c.ttl < 0 {
-		return userState{}, false
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	st, ok := c.m[tenant+"\x00"+name]
-	if !ok || time.Since(st.at) > c.ttl {
-		return userState{}, false
-	}
-	return st, true
+// Assignee is one signer.
+type Assignee struct {
+	User string `json:"user"`
+	// DelegatedFrom: the user the task was meant for, who delegated it to User.
+	DelegatedFrom string `json:"delegated_from,omitempty"`
+	// InPlaceOf: with self_approval manager, the initiator whose task User decides.
+	InPlaceOf string `json:"in_place_of,omitempty"`
+	// Auto is why the task is approved automatically (model.AutoSelfApproval, model.AutoDedupe), "" when
+	// somebody decides it.
+	Auto string `json:"auto,omitempty"`
 }
 
-func (c *userCache) put(tenant string, names []string, states map[string]bool) {
-	if c.ttl < 0 {
-		return
-	}
-	now := time.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.m) > 100000 {
-		clear(c.m) // bounded memory; forgetting only costs a read
-	}
-	for _, n := range names {
-		d, ok := states[n]
-		c.m[tenant+"\x00"+n] = userState{exists: ok, disabled: d, at: now}
-	}
+// Note is a history item about the resolution: Action (approver.dropped, approver.admins, ...) and its data.
+type Note struct {
+	Action string         `json:"action"`
+	Data   map[string]any `json:"data"`
 }
 
-// presentUsers keeps the users who exist and are enabled, in order, and notes each one dropped in the history
-// of node (as approver.dropped with the user and the reason).
-func (s *step) presentUsers(node string, users []string) ([]string, error) {
-	tenant := s.inst.TenantID
-	states := make(map[string]userState, len(users))
-	var missing []string
-	for _, u := range users {
-		if st, ok := s.e.users.get(tenant, u); ok {
-			states[u] = st
-		} else {
-			missing = append(missing, u)
+// NoApprover says what happens when nobody is left: Policy is model.NoApproverError, Pass or Reject (admins
+// was answered with the admins as the signers, or with error when the tenant has none); Message says who was
+// tried; Dropped lists the approvers dropped on the way.
+type NoApprover struct {
+	Policy  string   `json:"policy"`
+	Message string   `json:"message"`
+	Dropped []string `json:"dropped,omitempty"`
+}
+
+// assign asks the Rules, from memory inside the transaction when they can, else outside it (see reads).
+func (s *step) assign(q AssignQuery) (*Assignment, error) {
+	q.Tenant, q.Template, q.Initiator, q.At = s.inst.TenantID, s.inst.Template, s.inst.Initiator, s.now
+	if a, ok, err := s.e.rules.Assign(s.ctx, q, true); err != nil || ok {
+		return a, err
+	}
+	key, _ := json.Marshal(q)
+	v, err := s.read("assign\x00"+string(key), func(ctx context.Context) (any, error) {
+		a, _, err := s.e.rules.Assign(ctx, q, false)
+		return a, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	a, _ := v.(*Assignment)
+	if a == nil {
+		return nil, fmt.Errorf("engine: the rules gave no answer for node %s", q.Node)
+	}
+	return a, nil
+}
+
+// assignQuery builds the question about an approval node: its context paths and groups resolved. An error is a
+// context that does not name users (the node error no_approver).
+func (s *step) assignQuery(n *model.Node) (AssignQuery, error) {
+	a := n.Approvers
+	q := AssignQuery{Node: n.ID, Approvers: a, ExcludeInitiator: n.ExcludeInitiator, OnNoApprover: n.OnNoApprover,
+		SelfApproval: s.c.Def.Options.SelfApproval}
+	q.Approvers.Users, q.Approvers.Context, q.Approvers.Groups, q.Approvers.GroupsContext = nil, "", nil, ""
+	switch {
+	case len(a.Groups) > 0:
+		for _, g := range a.Groups {
+			q.Groups = append(q.Groups, dedupe(g))
 		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		missing = slices.Compact(missing)
-		v, err := s.read("users\x00"+strings.Join(missing, "\x00"), func(ctx context.Context) (any, error) {
-			m, err := s.e.dir.UserStates(ctx, tenant, missing)
-			if err == nil {
-				s.e.users.put(tenant, missing, m)
+	case a.GroupsContext != "":
+		v := s.contextValue(a.GroupsContext)
+		if !v.IsArray() {
+			return q, fmt.Errorf("groups_context %q does not name an array of groups in the context", a.GroupsContext)
+		}
+		for _, g := range v.Array() {
+			users, err := usersOf(g)
+			if err != nil {
+				return q, fmt.Errorf("groups_context %q: %v", a.GroupsContext, err)
 			}
-			return m, err
-		})
+			q.Groups = append(q.Groups, dedupe(users))
+		}
+		for i, g := range q.Groups {
+			if len(g) == 0 {
+				q.Tried = append(q.Tried, fmt.Sprintf("signer group %d from groups_context %q is empty", i+1, a.GroupsContext))
+			}
+		}
+		if len(q.Groups) == 0 {
+			return q, fmt.Errorf("groups_context %q names no group", a.GroupsContext)
+		}
+	default:
+		users, err := s.namedUsers(a)
 		if err != nil {
-			return nil, err
+			return q, err
 		}
-		m, _ := v.(map[string]bool)
-		for _, u := range missing {
-			d, ok := m[u]
-			states[u] = userState{exists: ok, disabled: d}
-		}
-	}
-	out := make([]string, 0, len(users))
-	for _, u := range users {
-		st := states[u]
-		switch {
-		case !st.exists:
-			s.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropUnknown})
-		case st.disabled:
-			s.history("approver.dropped", node, "", "", map[string]any{"user": u, "reason": dropDisabled})
-		default:
-			out = append(out, u)
+		q.Users = users
+		if a.Context != "" && len(users) == len(dedupe(a.Users)) {
+			q.Tried = append(q.Tried, fmt.Sprintf("context path %q names nobody", a.Context))
 		}
 	}
-	return out, nil
+	q.ApprovedBefore = s.approvedBefore(n)
+	return q, nil
+}
+
+// namedUsers are the static users and those of the context path, in order.
+func (s *step) namedUsers(a model.Approvers) ([]string, error) {
+	users := append([]string{}, a.Users...)
+	if a.Context != "" {
+		v := s.contextValue(a.Context)
+		if !v.Exists() {
+			return nil, fmt.Errorf("approvers context path %q is not in the instance context", a.Context)
+		}
+		us, err := usersOf(v)
+		if err != nil {
+			return nil, fmt.Errorf("approvers context path %q: %v", a.Context, err)
+		}
+		users = append(users, us...)
+	}
+	return dedupe(users), nil
+}
+
+// approvedBefore is who counts as having approved before node n (options.dedupe): with "consecutive" the
+// approvers of the approval nodes directly upstream of n (through the non-approval nodes between them), with
+// "any" the approvers of every other approval node of the instance.
+func (s *step) approvedBefore(n *model.Node) []string {
+	var out []string
+	switch s.c.Def.Options.Dedupe {
+	case model.DedupeAny:
+		for _, ns := range s.sortedNodes() {
+			if ns.NodeID != n.ID && ns.State == model.NodeCompleted {
+				out = append(out, ns.ApprovedBy...)
+			}
+		}
+	case model.DedupeConsecutive:
+		seen := map[string]bool{n.ID: true}
+		var walk func(id string)
+		walk = func(id string) {
+			for _, e := range s.c.Def.Incoming(id) {
+				if seen[e.From] {
+					continue
+				}
+				seen[e.From] = true
+				ns, src := s.node(e.From), s.c.Def.Node(e.From)
+				switch {
+				case ns == nil || src == nil || ns.State != model.NodeCompleted:
+				case src.Type == model.NodeApproval:
+					out = append(out, ns.ApprovedBy...)
+				default:
+					walk(e.From)
+				}
+			}
+		}
+		walk(n.ID)
+	}
+	return dedupe(out)
 }
 
 // checkAssignable refuses a user who may not be given a task now (transfer, add-sign): 422 unknown_user or
@@ -140,144 +227,6 @@ func (e *Engine) checkAssignable(ctx context.Context, tenant, name string) error
 func mustJSON(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
-}
-
-// resolveGroups returns the signer groups of an approval node (one group unless it uses parallel sign).
-func (s *step) resolveGroups(n *model.Node) ([][]string, error) {
-	a := n.Approvers
-	var groups [][]string
-	switch {
-	case len(a.Groups) > 0:
-		for _, g := range a.Groups {
-			groups = append(groups, dedupe(g))
-		}
-	case a.GroupsContext != "":
-		v := s.contextValue(a.GroupsContext)
-		if !v.IsArray() {
-			return nil, fmt.Errorf("groups_context %q does not name an array of groups in the context", a.GroupsContext)
-		}
-		for _, g := range v.Array() {
-			users, err := usersOf(g)
-			if err != nil {
-				return nil, fmt.Errorf("groups_context %q: %v", a.GroupsContext, err)
-			}
-			groups = append(groups, dedupe(users))
-		}
-	default:
-		users, err := s.resolveUsers(a)
-		if err != nil {
-			return nil, err
-		}
-		groups = [][]string{users}
-	}
-	for i, g := range groups {
-		if len(g) == 0 {
-			return nil, fmt.Errorf("signer group %d of node %q is empty", i+1, n.ID)
-		}
-	}
-	if len(groups) == 0 {
-		return nil, fmt.Errorf("no approver could be resolved for node %q", n.ID)
-	}
-	return groups, nil
-}
-
-// resolveUsers resolves users, roles, a context path and a relation to a list of usernames, in that order,
-// without duplicates.
-func (s *step) resolveUsers(a model.Approvers) ([]string, error) {
-	users := append([]string{}, a.Users...)
-	for _, role := range a.Roles {
-		us, err := s.usersWithRole(role)
-		if err != nil {
-			return nil, err
-		}
-		users = append(users, us...)
-	}
-	if a.Context != "" {
-		v := s.contextValue(a.Context)
-		if !v.Exists() {
-			return nil, fmt.Errorf("approvers context path %q is not in the instance context", a.Context)
-		}
-		us, err := usersOf(v)
-		if err != nil {
-			return nil, fmt.Errorf("approvers context path %q: %v", a.Context, err)
-		}
-		users = append(users, us...)
-	}
-	switch a.Relation {
-	case "":
-	case model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader:
-		u, err := s.getUser(s.inst.Initiator)
-		if errors.Is(err, errNeedRead) {
-			return nil, err
-		}
-		if err != nil {
-			return nil, fmt.Errorf("relation %s: the initiator %q is not a user", a.Relation, s.inst.Initiator)
-		}
-		if a.Relation == model.RelationInitiatorManager {
-			if u.Manager == "" {
-				return nil, fmt.Errorf("relation %s: %q has no manager", a.Relation, u.Username)
-			}
-			users = append(users, u.Manager)
-			break
-		}
-		if u.Department == "" {
-			return nil, fmt.Errorf("relation %s: %q has no department", a.Relation, u.Username)
-		}
-		d, err := s.getDepartment(u.Department)
-		if errors.Is(err, errNeedRead) {
-			return nil, err
-		}
-		if err != nil || d.Leader == "" {
-			return nil, fmt.Errorf("relation %s: department %q has no leader", a.Relation, u.Department)
-		}
-		users = append(users, d.Leader)
-	default:
-		return nil, fmt.Errorf("unknown relation %q", a.Relation)
-	}
-	users = dedupe(users)
-	if len(users) == 0 {
-		// Say what was tried: "roles are all empty" would be wrong when a role simply has no holder.
-		var tried []string
-		if len(a.Roles) > 0 {
-			tried = append(tried, fmt.Sprintf("roles %s have no users", strings.Join(a.Roles, ", ")))
-		}
-		if a.Context != "" {
-			tried = append(tried, fmt.Sprintf("context path %q names nobody", a.Context))
-		}
-		if len(tried) == 0 {
-			tried = append(tried, "users, roles, context and relation are all empty")
-		}
-		return nil, fmt.Errorf("no approver could be resolved: %s", strings.Join(tried, "; "))
-	}
-	return users, nil
-}
-
-// usersWithRole, getUser and getDepartment ask the directory through r.read: never inside the transaction.
-func (s *step) usersWithRole(role string) ([]string, error) {
-	tenant := s.inst.TenantID
-	v, err := s.read("role\x00"+role, func(ctx context.Context) (any, error) { return s.e.dir.UsersWithRole(ctx, tenant, role) })
-	us, _ := v.([]string)
-	return us, err
-}
-
-func (s *step) getUser(name string) (*model.User, error) {
-	tenant := s.inst.TenantID
-	v, err := s.read("user\x00"+name, func(ctx context.Context) (any, error) { return s.e.dir.GetUser(ctx, tenant, name) })
-	u, _ := v.(*model.User)
-	if err == nil && u == nil {
-		err = model.Errorf(model.ENOTFOUND, "user %q not found", name)
-	}
-	return u, err
-}
-
-func (s *step) getDepartment(name string) (*model.Department, error) {
-	tenant := s.inst.TenantID
-	v, err := s.read("department\x00"+name, func(ctx context.Context) (any, error) { return s.e.dir.GetDepartment(ctx, tenant, name) })
-	d, _ := v.(*model.Department)
-	if err == nil && d == nil {
-		err = model.Errorf(model.ENOTFOUND, "department %q not found", name)
-	}
-	return d, err
 }
 
 func usersOf(v gjson.Result) ([]string, error) {
@@ -308,13 +257,39 @@ func dedupe(in []string) []string {
 	return out
 }
 
+// notes writes the Rules' notes about node id into the history.
+func (s *step) notes(id string, a *Assignment) {
+	for _, n := range a.Notes {
+		s.history(n.Action, id, "", "", n.Data)
+	}
+}
+
 // copyTo writes CC records for a node's cc people (抄送).
 func (s *step) copyTo(n *model.Node, ns *model.NodeVisit) error {
-	users, err := s.resolveUsers(n.CC)
+	q := AssignQuery{Node: n.ID, Approvers: n.CC, CC: true}
+	q.Approvers.Users, q.Approvers.Context = nil, ""
+	users, err := s.namedUsers(n.CC)
 	if err != nil {
 		// A cc list that resolves to nobody must not stop the flow; it is recorded.
 		s.history("cc.unresolved", n.ID, "", err.Error(), nil)
 		return nil
+	}
+	q.Users = users
+	a, err := s.assign(q)
+	if err != nil {
+		return err
+	}
+	if a.NoApprover != nil || len(a.Groups) == 0 {
+		msg := "nobody to copy"
+		if a.NoApprover != nil {
+			msg = a.NoApprover.Message
+		}
+		s.history("cc.unresolved", n.ID, "", msg, nil)
+		return nil
+	}
+	users = users[:0]
+	for _, x := range a.Groups[0] {
+		users = append(users, x.User)
 	}
 	for _, u := range users {
 		s.w.CC = append(s.w.CC, &model.CCRecord{ID: s.nextID("c"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, Username: u, CreatedAt: s.now})

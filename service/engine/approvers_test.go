@@ -8,6 +8,8 @@ import (
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/engine/enginetest"
+	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -48,7 +50,8 @@ func (h *harness) dropped(id string) []string {
 func TestApproversWhoDoNotExistOrAreDisabled(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		// No cache: the test disables users between steps.
-		h := newHarnessWith(t, s, s, engine.Options{UserCacheTTL: -1})
+		h := newHarnessWith(t, s, s, engine.Options{})
+		h.noCache(s)
 		h.users("ann", "dan", "eve", "fay")
 		def := `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manual"}},
 			{"id":"a","type":"approval","sign":"all","approvers":{"users":["ghost","dan"],"context":"extra"}},
@@ -141,10 +144,24 @@ func TestApproverLookupsAreCached(t *testing.T) {
 	if n := dir.lookups.Load(); n != 1 {
 		t.Fatalf("%d directory lookups for two activations, want 1", n)
 	}
-	nocache := newHarnessWith(t, s, dir, engine.Options{UserCacheTTL: -1})
+	nocache := newHarnessWith(t, s, dir, engine.Options{})
+	nocache.noCache(dir)
 	nocache.start("ann", "one", `{}`)
 	nocache.start("ann", "one", `{}`)
 	if n := dir.lookups.Load(); n != 3 {
 		t.Fatalf("%d lookups, want 3 (two more without the cache)", n)
 	}
+}
+
+// noCache rebuilds the harness's engine with rules over dir that cache nothing (tests that change users between
+// steps).
+func (h *harness) noCache(dir engine.Directory) {
+	h.t.Helper()
+	d := enginetest.Deps(h.t, h.s, h.tpl, dir)
+	d.Rules = enginetest.Rules(h.t, h.s, dir, rules.Options{CacheTTL: -1})
+	eng, err := engine.New(d, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.eng = eng
 }

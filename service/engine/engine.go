@@ -46,13 +46,10 @@ type Store interface {
 	MessageTriggers(ctx context.Context, tenant, message string) ([]model.MessageTrigger, error)
 }
 
-// Directory answers who holds a role, who a user's manager is and who leads a department.
+// Directory answers whether a user exists and is enabled (transfer and add-sign check the new signer); who
+// decides a node is the Rules' question.
 type Directory interface {
-	UsersWithRole(ctx context.Context, tenant, role string) ([]string, error)
 	GetUser(ctx context.Context, tenant, username string) (*model.User, error)
-	GetDepartment(ctx context.Context, tenant, name string) (*model.Department, error)
-	// UserStates answers, for each name that is a user, whether it is disabled; other names are left out.
-	UserStates(ctx context.Context, tenant string, names []string) (map[string]bool, error)
 }
 
 // EventSink says whether anybody subscribed to an event, so that events nobody wants cost nothing.
@@ -89,6 +86,8 @@ type Deps struct {
 	Store     Store
 	Templates *template.Service
 	Directory Directory
+	// Rules say who decides an approval node (service/rules).
+	Rules Rules
 	// Events says which events anybody subscribed to (the subscription service).
 	Events EventSink
 	// Outbox is woken after a commit that wrote outbox rows (the outbox dispatcher).
@@ -137,10 +136,6 @@ type Options struct {
 	NoGroupCommit bool
 	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
 	NoBatchTimers bool
-	// UserCacheTTL is how long the engine remembers whether an approver exists and is enabled (default 5s;
-	// negative: not at all). It spares a step the directory read that would make it run twice (see reads); a
-	// user disabled meanwhile may still get a task for that long.
-	UserCacheTTL time.Duration
 	// Observer is told about every step (metrics, traces); none by default.
 	Observer StepObserver
 }
@@ -150,6 +145,7 @@ type Engine struct {
 	store       Store
 	templates   *template.Service
 	dir         Directory
+	rules       Rules
 	clock       clock.Clock
 	log         *slog.Logger
 	callbackKey []byte
@@ -161,7 +157,6 @@ type Engine struct {
 	// noBatchTimers: FireTimers fires each timer alone.
 	noBatchTimers bool
 
-	users *userCache
 	// observer hears about every step; observed is false for noObserver (steps then record no moves).
 	observer StepObserver
 	observed bool
@@ -178,7 +173,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 		name    string
 		missing bool
 	}{
-		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Events", d.Events == nil},
+		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Rules", d.Rules == nil}, {"Events", d.Events == nil},
 		{"Outbox", d.Outbox == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Executor", d.Executor == nil}, {"URLs", d.URLs == nil},
 	} {
 		if m.missing {
@@ -191,9 +186,9 @@ func New(d Deps, opts Options) (*Engine, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
+	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, rules: d.Rules, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
 		urls: d.URLs, events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
-		noBatchTimers: opts.NoBatchTimers, users: newUserCache(opts.UserCacheTTL), observer: opts.Observer, observed: opts.Observer != nil}
+		noBatchTimers: opts.NoBatchTimers, observer: opts.Observer, observed: opts.Observer != nil}
 	if e.observer == nil {
 		e.observer = noObserver{}
 	}

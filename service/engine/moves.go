@@ -294,6 +294,7 @@ func (e *Engine) Reclaim(ctx context.Context, actor *model.Principal, taskID, co
 		g := &ns.Groups[t.Group]
 		if t.Status == model.TaskApproved {
 			g.Approved--
+			ns.ApprovedBy = slices.DeleteFunc(ns.ApprovedBy, func(u string) bool { return u == t.Assignee }) // dedupe no longer counts them
 		} else {
 			g.Rejected--
 		}

@@ -1,58 +1,137 @@
 package engine
 
 import (
-	"errors"
+	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/halley-bpm/halley/model"
 )
 
-// startApproval resolves the approvers of an approval node and opens its tasks.
+// startApproval asks the Rules who decides an approval node and opens its tasks; signers the Rules decide
+// automatically are approved at once (sequential sign: when their turn comes), and nobody left is the node's
+// on_no_approver.
 func (s *step) startApproval(n *model.Node, ns *model.NodeVisit) error {
-	groups, err := s.resolveGroups(n)
-	if errors.Is(err, errNeedRead) {
-		return err
-	}
+	q, err := s.assignQuery(n)
 	if err != nil {
 		return s.nodeError(n.ID, model.NodeErrNoApprover, err.Error())
 	}
-	// Approvers who are no user, or a disabled one, are dropped (each noted in the history).
-	for g, users := range groups {
-		kept, err := s.presentUsers(n.ID, users)
-		if err != nil {
-			return err
-		}
-		if len(kept) == 0 {
-			what := "approver"
-			if len(groups) > 1 {
-				what = fmt.Sprintf("approver of signer group %d", g+1)
-			}
-			return s.nodeFailure(&model.NodeFailure{Code: model.NodeErrNoApprover, NodeID: n.ID,
-				Message: fmt.Sprintf("no %s of node %q exists and is enabled (dropped: %s)", what, n.ID, strings.Join(users, ", ")),
-				Data:    mustJSON(map[string]any{"dropped": users})})
-		}
-		groups[g] = kept
+	a, err := s.assign(q)
+	if err != nil {
+		return err
+	}
+	s.notes(n.ID, a)
+	if na := a.NoApprover; na != nil {
+		return s.noApprover(n, ns, na)
 	}
 	mode := s.groupMode(n)
-	ns.Groups = make([]model.SignTally, len(groups))
-	for g, users := range groups {
-		ns.Groups[g].Total = len(users)
-		for pos, u := range users {
+	ns.Groups = make([]model.SignTally, len(a.Groups))
+	var autos []*model.Task
+	for g, signers := range a.Groups {
+		ns.Groups[g].Total = len(signers)
+		for pos, x := range signers {
 			m := model.MoveOpen
-			if mode == model.SignSequential && pos > 0 {
-				m = model.MoveQueue // not yet their turn
+			if x.Auto != "" || mode == model.SignSequential && pos > 0 {
+				m = model.MoveQueue // not yet their turn, or decided automatically below (no task.created event)
 			}
-			if _, err := s.newTask(n, ns, u, m, model.TaskKindApproval, g, pos, ""); err != nil {
+			t, err := s.newTask(n, ns, x.User, m, model.TaskKindApproval, g, pos, "")
+			if err != nil {
 				return err
+			}
+			if x.DelegatedFrom != "" {
+				t.DelegatedFrom = x.DelegatedFrom
+				s.history("task.delegated", n.ID, t.ID, "", map[string]any{"from": x.DelegatedFrom, "to": x.User})
+			}
+			if x.InPlaceOf != "" {
+				s.history("task.in_place_of", n.ID, t.ID, "", map[string]any{"assignee": x.User, "in_place_of": x.InPlaceOf, "reason": model.AutoSelfApproval})
+			}
+			if x.Auto != "" {
+				if ns.AutoTasks == nil {
+					ns.AutoTasks = map[string]string{}
+				}
+				ns.AutoTasks[t.ID] = x.Auto
+				if mode != model.SignSequential || pos == 0 {
+					autos = append(autos, t)
+				}
 			}
 		}
 	}
 	if n.Timeout > 0 {
 		s.armTimer(ns, model.TimerApprovalTimeout, s.now.Add(n.Timeout.Std()), nil)
 	}
+	for _, t := range autos {
+		if t.Status != model.TaskWaiting || !ns.Active() {
+			continue // the node was decided by an earlier automatic approval (or sign): its other tasks are cancelled
+		}
+		if err := s.autoApprove(t, ns.AutoTasks[t.ID]); err != nil {
+			return err
+		}
+	}
 	return nil
+}
+
+// autoApprove approves a waiting task automatically for reason and counts it (task.auto_approved).
+func (s *step) autoApprove(t *model.Task, reason string) error {
+	if err := s.moveTask(t, model.MoveRelease, ""); err != nil {
+		return err
+	}
+	if err := s.moveTask(t, model.MoveApprove, autoComment(reason)); err != nil {
+		return err
+	}
+	t.Auto = true
+	s.history("task.auto_approved", t.NodeID, t.ID, "", map[string]any{"assignee": t.Assignee, "reason": reason})
+	s.event("task.decided", t.NodeID, t)
+	return s.credit(t, true)
+}
+
+// noApprover applies a node's on_no_approver when nobody is left to decide it: error (the node error
+// no_approver), pass (an automatic approval completes it) or reject (an automatic rejection rejects it); each
+// automatic decision is a task of nobody with auto set and a history item with its reason.
+func (s *step) noApprover(n *model.Node, ns *model.NodeVisit, na *NoApprover) error {
+	switch na.Policy {
+	case model.NoApproverPass, model.NoApproverReject:
+	default:
+		var data json.RawMessage
+		if len(na.Dropped) > 0 {
+			data = mustJSON(map[string]any{"dropped": na.Dropped})
+		}
+		return s.nodeFailure(&model.NodeFailure{Code: model.NodeErrNoApprover, NodeID: n.ID, Message: na.Message, Data: data})
+	}
+	ns.Groups = []model.SignTally{{Total: 1}}
+	t, err := s.newTask(n, ns, "", model.MoveQueue, model.TaskKindApproval, 0, 0, "")
+	if err != nil {
+		return err
+	}
+	if err := s.moveTask(t, model.MoveRelease, ""); err != nil {
+		return err
+	}
+	t.Auto = true
+	data := map[string]any{"reason": model.AutoNoApprover, "message": na.Message}
+	if na.Policy == model.NoApproverPass {
+		if err := s.moveTask(t, model.MoveApprove, autoComment(model.AutoNoApprover)); err != nil {
+			return err
+		}
+		s.history("task.auto_approved", n.ID, t.ID, "", data)
+		return s.credit(t, true)
+	}
+	if err := s.moveTask(t, model.MoveReject, autoComment(model.AutoNoApprover)); err != nil {
+		return err
+	}
+	s.history("task.auto_rejected", n.ID, t.ID, "", data)
+	return s.credit(t, false)
+}
+
+// autoComment is the comment of an automatic decision (the reason, for people reading a task list).
+func autoComment(reason string) string {
+	switch reason {
+	case model.AutoNoApprover:
+		return "automatically decided: nobody to approve"
+	case model.AutoSelfApproval:
+		return "automatically approved: the initiator approves their own request"
+	case model.AutoDedupe:
+		return "automatically approved: approved earlier in this process"
+	}
+	return "automatically decided: " + reason
 }
 
 // groupMode is how each signer group decides: group_sign with parallel sign, else sign.
@@ -210,6 +289,9 @@ func (s *step) credit(t *model.Task, approved bool) error {
 	}
 	g := &ns.Groups[t.Group]
 	if approved {
+		if t.Assignee != "" && !slices.Contains(ns.ApprovedBy, t.Assignee) {
+			ns.ApprovedBy = append(ns.ApprovedBy, t.Assignee)
+		}
 		g.Approved++
 	} else {
 		g.Rejected++
@@ -249,6 +331,9 @@ func (s *step) promoteNext(nodeInstanceID string, group int) error {
 	}
 	if next == nil {
 		return nil
+	}
+	if reason, ok := s.node(next.NodeID).AutoTasks[next.ID]; ok {
+		return s.autoApprove(next, reason) // its turn: decided automatically, in order
 	}
 	if err := s.moveTask(next, model.MoveRelease, ""); err != nil {
 		return err

@@ -80,13 +80,14 @@ func (e *Engine) view(inst *model.Instance, tasks []*model.Task, showSecrets boo
 	return v
 }
 
-// canRead reports whether the principal may see an instance: admins, its initiator, its signers, people copied.
+// canRead reports whether the principal may see an instance: admins, its initiator, its signers (and those who
+// delegated a task of it), people copied.
 func (e *Engine) canRead(ctx context.Context, actor *model.Principal, inst *model.Instance, tasks []*model.Task) (bool, error) {
 	if actor.IsAdmin() || inst.Initiator == actor.Username {
 		return true, nil
 	}
 	for _, t := range tasks {
-		if t.Assignee == actor.Username {
+		if t.Assignee == actor.Username || t.DelegatedFrom == actor.Username {
 			return true, nil
 		}
 	}

@@ -162,8 +162,25 @@ func (v *validator) checkApprovers(name, field string, a model.Approvers, bad fu
 	if len(a.Groups) > 0 && a.GroupsContext != "" {
 		bad("node %q: %s has both groups and groups_context; give one", name, field)
 	}
-	if a.HasGroups() && (len(a.Users) > 0 || len(a.Roles) > 0 || a.Context != "" || a.Relation != "") {
-		bad("node %q: %s groups stand alone: they cannot be combined with users, roles, context or relation", name, field)
+	if a.HasGroups() && (len(a.Users) > 0 || len(a.Roles) > 0 || a.Context != "" || a.Relation != "" || len(a.Departments) > 0) {
+		bad("node %q: %s groups stand alone: they cannot be combined with users, roles, departments, context or relation", name, field)
+	}
+	chain := a.Relation == model.RelationInitiatorManagers
+	switch {
+	case chain && a.Levels == 0 && a.UntilRole == "":
+		bad("node %q: %s.relation initiator.managers needs levels (1 to %d) or until_role", name, field, model.MaxManagerLevels)
+	case chain && a.Levels != 0 && a.UntilRole != "":
+		bad("node %q: %s.relation initiator.managers takes levels or until_role, not both", name, field)
+	case !chain && a.Levels != 0:
+		bad("node %q: %s.levels applies only to relation initiator.managers", name, field)
+	case !chain && a.UntilRole != "":
+		bad("node %q: %s.until_role applies only to relation initiator.managers", name, field)
+	}
+	if a.Levels < 0 || a.Levels > model.MaxManagerLevels { // the schema reports it too; this names the bound for code-built definitions
+		bad("node %q: %s.levels must be 1 to %d", name, field, model.MaxManagerLevels)
+	}
+	if a.Scope != "" && len(a.Roles) == 0 {
+		bad("node %q: %s.scope applies only to roles", name, field)
 	}
 }
 

@@ -586,3 +586,14 @@ func (s *Store) TakeOverIdempotent(ctx context.Context, tenant, username, key st
 	}
 	return res.RowsAffected == 1, nil
 }
+
+// DepartmentMembers lists the users of a department by name.
+func (s *Store) DepartmentMembers(ctx context.Context, tenant, department string) ([]string, error) {
+	var names []string
+	err := s.db.WithContext(ctx).Model(&userRow{}).Where("tenant_id = ? AND department = ?", tenant, department).
+		Order("username").Pluck("username", &names).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to list the members of department %s: %w", department, err)
+	}
+	return names, nil
+}

@@ -95,6 +95,9 @@ type taskRow struct {
 	Initiator      string
 	CreatedAt      time.Time
 	DecidedAt      *time.Time
+	Auto           bool
+	DelegatedFrom  string
+	UrgedAt        *time.Time
 }
 
 func (taskRow) TableName() string { return "tasks" }
@@ -107,13 +110,14 @@ func toTaskRow(t *model.Task) taskRow {
 	return taskRow{ID: t.ID, TenantID: t.TenantID, InstanceID: t.InstanceID, NodeID: t.NodeID, NodeName: t.NodeName, NodeInstanceID: t.NodeInstanceID,
 		Assignee: t.Assignee, Status: string(t.Status), Kind: t.Kind, Grp: t.Group, Position: t.Position, ParentID: t.ParentID, AfterSigners: after,
 		Comment: t.Comment, Data: string(t.Data), DecidedBy: t.DecidedBy, Title: t.Title, Tkey: t.Template, Initiator: t.Initiator,
-		CreatedAt: t.CreatedAt.UTC(), DecidedAt: utcPtr(t.DecidedAt)}
+		CreatedAt: t.CreatedAt.UTC(), DecidedAt: utcPtr(t.DecidedAt), Auto: t.Auto, DelegatedFrom: t.DelegatedFrom, UrgedAt: utcPtr(t.UrgedAt)}
 }
 
 func (r *taskRow) toModel() *model.Task {
 	t := &model.Task{ID: r.ID, TenantID: r.TenantID, InstanceID: r.InstanceID, NodeID: r.NodeID, NodeName: r.NodeName, NodeInstanceID: r.NodeInstanceID,
 		Assignee: r.Assignee, Status: model.TaskStatus(r.Status), Kind: r.Kind, Group: r.Grp, Position: r.Position, ParentID: r.ParentID, Comment: r.Comment,
-		DecidedBy: r.DecidedBy, Title: r.Title, Template: r.Tkey, Initiator: r.Initiator, CreatedAt: r.CreatedAt.UTC(), DecidedAt: utcPtr(r.DecidedAt)}
+		DecidedBy: r.DecidedBy, Title: r.Title, Template: r.Tkey, Initiator: r.Initiator, CreatedAt: r.CreatedAt.UTC(), DecidedAt: utcPtr(r.DecidedAt),
+		Auto: r.Auto, DelegatedFrom: r.DelegatedFrom, UrgedAt: utcPtr(r.UrgedAt)}
 	if r.AfterSigners != "" {
 		t.AfterSigners = strings.Split(r.AfterSigners, ",")
 	}
@@ -254,7 +258,8 @@ var _ model.InstanceStore = (*Store)(nil)
 const (
 	instanceCols = "id, tenant_id, tkey, version, title, status, initiator, correlation_id, context, state, rev, created_at, updated_at, ended_at"
 	taskCols     = "id, tenant_id, instance_id, node_id, node_name, node_instance_id, assignee, status, kind, grp, position, parent_id, " +
-		"after_signers, comment, data, decided_by, title, tkey, initiator, created_at, decided_at"
+		"after_signers, comment, data, decided_by, title, tkey, initiator, created_at, decided_at, auto, delegated_from, urged_at"
+	taskColsN = 24 // the columns of taskCols
 )
 
 func scanInstance(rows *sql.Rows, r *instanceRow) error {
@@ -269,19 +274,24 @@ func scanInstance(rows *sql.Rows, r *instanceRow) error {
 }
 
 func scanTask(rows *sql.Rows, r *taskRow) error {
-	var decided sql.NullTime
+	var decided, urged sql.NullTime
 	err := rows.Scan(&r.ID, &r.TenantID, &r.InstanceID, &r.NodeID, &r.NodeName, &r.NodeInstanceID, &r.Assignee, &r.Status, &r.Kind, &r.Grp,
-		&r.Position, &r.ParentID, &r.AfterSigners, &r.Comment, &r.Data, &r.DecidedBy, &r.Title, &r.Tkey, &r.Initiator, &r.CreatedAt, &decided)
+		&r.Position, &r.ParentID, &r.AfterSigners, &r.Comment, &r.Data, &r.DecidedBy, &r.Title, &r.Tkey, &r.Initiator, &r.CreatedAt, &decided,
+		&r.Auto, &r.DelegatedFrom, &urged)
 	if decided.Valid {
 		t := decided.Time
 		r.DecidedAt = &t
+	}
+	if urged.Valid {
+		t := urged.Time
+		r.UrgedAt = &t
 	}
 	return err
 }
 
 func taskArgs(r *taskRow) []any {
 	return []any{r.ID, r.TenantID, r.InstanceID, r.NodeID, r.NodeName, r.NodeInstanceID, r.Assignee, r.Status, r.Kind, r.Grp, r.Position, r.ParentID,
-		r.AfterSigners, r.Comment, r.Data, r.DecidedBy, r.Title, r.Tkey, r.Initiator, r.CreatedAt, r.DecidedAt}
+		r.AfterSigners, r.Comment, r.Data, r.DecidedBy, r.Title, r.Tkey, r.Initiator, r.CreatedAt, r.DecidedAt, r.Auto, r.DelegatedFrom, r.UrgedAt}
 }
 
 // CreateInstance writes a new instance and the work of its first step in one transaction.
@@ -668,17 +678,17 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		}
 	}
 	if nNew > 0 {
-		b.addRows("INSERT INTO tasks ("+taskCols+")", 21, "", newTasks)
+		b.addRows("INSERT INTO tasks ("+taskCols+")", taskColsN, "", newTasks)
 	}
 	if len(changed) > 0 {
 		// Changed tasks (of locked instances) in one upsert, as for the instance rows.
-		args := make([]any, 0, 21*len(changed))
+		args := make([]any, 0, taskColsN*len(changed))
 		for _, t := range changed {
 			r := toTaskRow(t)
 			args = append(args, taskArgs(&r)...)
 		}
-		b.addRows("INSERT INTO tasks ("+taskCols+")", 21,
-			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at"), args)
+		b.addRows("INSERT INTO tasks ("+taskCols+")", taskColsN,
+			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at", "auto", "urged_at"), args)
 	}
 	if nHist > 0 {
 		b.addRows("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data)", 9, "", history)
@@ -1024,10 +1034,12 @@ func (s *Store) IsCC(ctx context.Context, tenant, instanceID, username string) (
 	return n > 0, err
 }
 
-// HasTaskIn reports whether the user has or had a task in the instance.
+// HasTaskIn reports whether the user has or had a task in the instance, or a task of theirs went to their
+// delegate (the delegator still sees the instance).
 func (s *Store) HasTaskIn(ctx context.Context, tenant, instanceID, username string) (bool, error) {
 	var n int64
-	err := s.db.WithContext(ctx).Model(&taskRow{}).Where("instance_id = ? AND assignee = ? AND tenant_id = ?", instanceID, username, tenant).Limit(1).Count(&n).Error
+	err := s.db.WithContext(ctx).Model(&taskRow{}).Where("instance_id = ? AND tenant_id = ? AND (assignee = ? OR delegated_from = ?)", instanceID, tenant, username, username).
+		Limit(1).Count(&n).Error
 	return n > 0, err
 }
 

@@ -381,6 +381,8 @@ func seed(t *testing.T, s *store.Store, table string, n int, base time.Time) {
 				return nil
 			}
 			return base.Add(time.Duration((i*7919)%(365*24)) * time.Hour)
+		case c.DataType == "tinyint": // BOOLEAN
+			return i % 2
 		case strings.Contains(c.DataType, "int"):
 			return i
 		case strings.Contains(c.DataType, "blob"):

@@ -508,12 +508,22 @@ const (
 	MaxLinearApprovers     = 1000
 )
 
-// LinearStep is one step of a dynamic linear process.
+// LinearStep is one step of a dynamic linear process: an approval node, with every field an approval node of a
+// template has (docs/templates.md), checked by the same validator.
 type LinearStep struct {
-	Name      string          `json:"name"`
-	Approvers model.Approvers `json:"approvers"`
-	Sign      string          `json:"sign"`
-	PassRatio float64         `json:"pass_ratio,omitempty"`
+	Name             string             `json:"name"`
+	Approvers        model.Approvers    `json:"approvers"`
+	Sign             string             `json:"sign"`
+	PassRatio        float64            `json:"pass_ratio,omitempty"`
+	GroupSign        string             `json:"group_sign,omitempty"`
+	Plugins          model.Plugins      `json:"plugins,omitzero"`
+	CC               model.Approvers    `json:"cc,omitzero"`
+	Timeout          model.Duration     `json:"timeout,omitzero"`
+	OnTimeout        model.OnTimeout    `json:"on_timeout,omitzero"`
+	Form             json.RawMessage    `json:"form,omitempty"`
+	OnNoApprover     string             `json:"on_no_approver,omitempty"`
+	ExcludeInitiator bool               `json:"exclude_initiator,omitempty"`
+	ErrorHandler     model.ErrorHandler `json:"error_handler,omitzero"`
 }
 
 // CreateLinear builds a one-off version start → step1 → ... → end (seeds/003 动态线性流程), validates it like
@@ -554,6 +564,7 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	if err != nil {
 		if de, ok := err.(*model.Error); ok {
 			de.Code = "invalid_steps"
+			nameStep(de)
 		}
 		return nil, err
 	}
@@ -568,6 +579,23 @@ func (s *Service) CreateLinear(ctx context.Context, actor *model.Principal, titl
 	return c, nil
 }
 
+// nameStep says which step a linear process's first validation error is about: the message starts with
+// "step N: " and details.step is N (the nodes of a linear process are step1, step2, ...).
+func nameStep(de *model.Error) {
+	errs, _ := de.Details["errors"].([]model.ValidationError)
+	if len(errs) == 0 {
+		return
+	}
+	for _, id := range errs[0].Nodes {
+		var n int
+		if _, err := fmt.Sscanf(id, "step%d", &n); err == nil && n > 0 {
+			de.Message = fmt.Sprintf("step %d: %s", n, de.Message)
+			de.Details["step"] = n
+			return
+		}
+	}
+}
+
 // linearDefinition is the definition of a linear process: start → step1 → ... → end.
 func linearDefinition(steps []LinearStep) model.Definition {
 	def := model.Definition{Nodes: []model.Node{{ID: "start", Type: model.NodeStart, Name: "Start", Trigger: model.Trigger{Kind: model.TriggerManual}}}}
@@ -578,7 +606,9 @@ func linearDefinition(steps []LinearStep) model.Definition {
 		if name == "" {
 			name = fmt.Sprintf("Step %d", i+1)
 		}
-		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio})
+		def.Nodes = append(def.Nodes, model.Node{ID: id, Type: model.NodeApproval, Name: name, Approvers: st.Approvers, Sign: st.Sign, PassRatio: st.PassRatio,
+			GroupSign: st.GroupSign, Plugins: st.Plugins, CC: st.CC, Timeout: st.Timeout, OnTimeout: st.OnTimeout, Form: st.Form,
+			OnNoApprover: st.OnNoApprover, ExcludeInitiator: st.ExcludeInitiator, ErrorHandler: st.ErrorHandler})
 		def.Edges = append(def.Edges, model.Edge{From: prev, To: id})
 		prev = id
 	}

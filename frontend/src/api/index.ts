@@ -115,6 +115,25 @@ export interface Task {
   title?: string
   template?: string
   initiator?: string
+  /** decided automatically (nobody to approve, self approval, dedupe); the history says why */
+  auto?: boolean
+  /** the user this task was meant for, who delegated it to the assignee (out of office) */
+  delegated_from?: string
+  /** when the initiator (or an admin) last urged the instance while this task was pending */
+  urged_at?: string
+}
+
+/** Delegation: a user's new tasks go to another user within [starts_at, ends_at) (API.md "Delegation"). */
+export interface Delegation {
+  id: string
+  from: string
+  to: string
+  starts_at: string
+  ends_at: string
+  templates: string[]
+  reason?: string
+  created_by?: string
+  created_at?: string
 }
 
 /** NodeErrorInfo is an instance's `error`: the last unhandled node error (its code in words: i18n/words.ts errorText). */
@@ -458,6 +477,11 @@ export const api = {
   terminate: (id: string, reason: string) => request<Instance>('POST', `/instances/${encodeURIComponent(id)}/terminate`, { body: { reason } }),
   withdraw: (id: string, reason: string) => request<Instance>('POST', `/instances/${encodeURIComponent(id)}/withdraw`, { body: { reason } }),
   jump: (id: string, to: string, reason: string) => request<Instance>('POST', `/instances/${encodeURIComponent(id)}/jump`, { body: { to, reason } }),
+  urge: (id: string, comment: string) => request<{ tasks: number }>('POST', `/instances/${encodeURIComponent(id)}/urge`, { body: comment ? { comment } : {} }),
+  delegations: async (user?: string) => items(await request<Page<Delegation>>('GET', '/delegations', { query: user ? { user } : {} })),
+  createDelegation: (d: { to: string; starts_at: string; ends_at: string; templates?: string[]; from?: string; reason?: string }) =>
+    request<Delegation>('POST', '/delegations', { body: d }),
+  deleteDelegation: (id: string) => request<unknown>('DELETE', `/delegations/${encodeURIComponent(id)}`),
   resumeBookmark: (id: string, data: unknown) => request<unknown>('POST', `/bookmarks/${encodeURIComponent(id)}/resume`, { body: { data } }),
 
   // Tasks

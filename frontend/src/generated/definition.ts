@@ -84,6 +84,14 @@ export type Node = {
    */
   form?: FormSchema
   /**
+   * What happens when nobody is left to decide: error (the default: node error no_approver), pass (the node passes, recorded as task.auto_approved), reject (the node is rejected), admins (the tenant's admins decide).
+   */
+  on_no_approver?: 'error' | 'pass' | 'reject' | 'admins'
+  /**
+   * The initiator is never an approver of this node (separation of duties); if nobody remains, on_no_approver applies.
+   */
+  exclude_initiator?: boolean
+  /**
    * How long to wait: a duration such as "10m" or a number of seconds.
    */
   interval?: string | number
@@ -310,9 +318,25 @@ export interface Approvers {
    */
   context?: string
   /**
-   * A person relative to the initiator.
+   * A person relative to the initiator: their manager, their department's leader, or their manager chain (initiator.managers, nearest first, with levels or until_role).
    */
-  relation?: 'initiator.manager' | 'initiator.department.leader'
+  relation?: 'initiator.manager' | 'initiator.department.leader' | 'initiator.managers'
+  /**
+   * With relation initiator.managers: how many managers up the chain (1 to 20); a shorter chain gives fewer.
+   */
+  levels?: number
+  /**
+   * With relation initiator.managers: up the chain until and including the first holder of this role.
+   */
+  until_role?: string
+  /**
+   * Every member of these departments.
+   */
+  departments?: string[]
+  /**
+   * Where roles are looked up: tenant (the default: every holder), initiator.department (holders in the initiator's department), initiator.department_tree (the nearest department up from the initiator's that has a holder).
+   */
+  scope?: 'tenant' | 'initiator.department' | 'initiator.department_tree'
   /**
    * Parallel sign (并签): one set of tasks per group of users, each group deciding with group_sign; every group must pass.
    */
@@ -369,6 +393,14 @@ export interface Options {
    * How long an ended instance of this version stays in the database before the retention sweep writes it to the archive and deletes it: a duration such as "720h" or a number of seconds; 0 keeps the instances forever. Absent: HALLEY_INSTANCE_RETENTION applies.
    */
   retention?: string | number
+  /**
+   * When the initiator is an approver: allow (the default: they decide like anyone), pass (their task is approved automatically), manager (their manager decides in their place).
+   */
+  self_approval?: 'allow' | 'pass' | 'manager'
+  /**
+   * Approvers decided automatically because they approved before: none (the default), consecutive (who approved the directly preceding approval node), any (who approved any earlier node of the instance).
+   */
+  dedupe?: 'none' | 'consecutive' | 'any'
 }
 
 /** The definition schema itself (GET /api/v1/schemas/definition.json): lib/schema.ts reads it. */
@@ -407,9 +439,42 @@ export const definitionSchema = {
           "type": "string",
           "enum": [
             "initiator.manager",
-            "initiator.department.leader"
+            "initiator.department.leader",
+            "initiator.managers"
           ],
-          "description": "A person relative to the initiator."
+          "description": "A person relative to the initiator: their manager, their department's leader, or their manager chain (initiator.managers, nearest first, with levels or until_role)."
+        },
+        "levels": {
+          "type": "integer",
+          "maximum": 20,
+          "minimum": 1,
+          "description": "With relation initiator.managers: how many managers up the chain (1 to 20); a shorter chain gives fewer."
+        },
+        "until_role": {
+          "type": "string",
+          "maxLength": 200,
+          "pattern": "\\S",
+          "description": "With relation initiator.managers: up the chain until and including the first holder of this role.",
+          "x-pattern-message": "is empty"
+        },
+        "departments": {
+          "items": {
+            "type": "string",
+            "maxLength": 200,
+            "pattern": "\\S"
+          },
+          "type": "array",
+          "description": "Every member of these departments.",
+          "x-pattern-message": "is empty"
+        },
+        "scope": {
+          "type": "string",
+          "enum": [
+            "tenant",
+            "initiator.department",
+            "initiator.department_tree"
+          ],
+          "description": "Where roles are looked up: tenant (the default: every holder), initiator.department (holders in the initiator's department), initiator.department_tree (the nearest department up from the initiator's that has a holder)."
         },
         "groups": {
           "items": {
@@ -652,6 +717,18 @@ export const definitionSchema = {
             "type"
           ]
         },
+        "exclude_initiator": {
+          "properties": {
+            "type": {
+              "enum": [
+                "approval"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
         "for_each": {
           "properties": {
             "type": {
@@ -717,6 +794,18 @@ export const definitionSchema = {
             "type": {
               "enum": [
                 "callback"
+              ]
+            }
+          },
+          "required": [
+            "type"
+          ]
+        },
+        "on_no_approver": {
+          "properties": {
+            "type": {
+              "enum": [
+                "approval"
               ]
             }
           },
@@ -1020,6 +1109,27 @@ export const definitionSchema = {
             "approval"
           ]
         },
+        "on_no_approver": {
+          "type": "string",
+          "enum": [
+            "error",
+            "pass",
+            "reject",
+            "admins"
+          ],
+          "description": "What happens when nobody is left to decide: error (the default: node error no_approver), pass (the node passes, recorded as task.auto_approved), reject (the node is rejected), admins (the tenant's admins decide).",
+          "default": "error",
+          "x-for": [
+            "approval"
+          ]
+        },
+        "exclude_initiator": {
+          "type": "boolean",
+          "description": "The initiator is never an approver of this node (separation of duties); if nobody remains, on_no_approver applies.",
+          "x-for": [
+            "approval"
+          ]
+        },
         "interval": {
           "anyOf": [
             {
@@ -1158,6 +1268,26 @@ export const definitionSchema = {
           ],
           "format": "go-duration",
           "description": "How long an ended instance of this version stays in the database before the retention sweep writes it to the archive and deletes it: a duration such as \"720h\" or a number of seconds; 0 keeps the instances forever. Absent: HALLEY_INSTANCE_RETENTION applies."
+        },
+        "self_approval": {
+          "type": "string",
+          "enum": [
+            "allow",
+            "pass",
+            "manager"
+          ],
+          "description": "When the initiator is an approver: allow (the default: they decide like anyone), pass (their task is approved automatically), manager (their manager decides in their place).",
+          "default": "allow"
+        },
+        "dedupe": {
+          "type": "string",
+          "enum": [
+            "none",
+            "consecutive",
+            "any"
+          ],
+          "description": "Approvers decided automatically because they approved before: none (the default), consecutive (who approved the directly preceding approval node), any (who approved any earlier node of the instance).",
+          "default": "none"
         }
       },
       "additionalProperties": false,

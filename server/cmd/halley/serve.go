@@ -30,6 +30,7 @@ import (
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/subprocess"
@@ -79,7 +80,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		outbox.Options{Logger: lg, OnDispatched: func(int) { subs.Notify(); notifier.Notify() }}) // deliveries are visible once their batch committed
 	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
 	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher, subprocess.NewChecker(st)}, SecretKey: derive(cfg, "trigger-secret")})
-	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
+	people, errRules := rules.New(rules.Deps{Directory: st, Delegations: st}, rules.Options{Clock: clk, Logger: lg}) // who decides a node; delegations
+	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Rules: people, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: metrics})
 	if errEngine == nil {
 		children.Set(eng)
@@ -91,8 +93,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
-	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errEngine, errTriggers, errTimers,
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
+	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}

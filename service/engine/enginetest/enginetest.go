@@ -8,8 +8,10 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
+	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/template"
 )
 
@@ -51,8 +53,28 @@ func Deps(t testing.TB, st engine.Store, tpl *template.Service, dir engine.Direc
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.Deps{Store: st, Templates: tpl, Directory: dir, Events: NoEvents{}, Outbox: Nobody{}, PluginFiles: files,
-		Executor: engine.NoExecutor, URLs: URLs{}}
+	return engine.Deps{Store: st, Templates: tpl, Directory: dir, Rules: Rules(t, st, dir, rules.Options{}), Events: NoEvents{}, Outbox: Nobody{},
+		PluginFiles: files, Executor: engine.NoExecutor, URLs: URLs{}}
+}
+
+// Rules is the rules service over dir (or st, when dir is not a rules.Directory) and st's delegations.
+func Rules(t testing.TB, st engine.Store, dir engine.Directory, opts rules.Options) *rules.Service {
+	t.Helper()
+	rdir, ok := dir.(rules.Directory)
+	if !ok {
+		if rdir, ok = st.(rules.Directory); !ok {
+			t.Fatalf("enginetest: neither %T nor %T is a rules.Directory", dir, st)
+		}
+	}
+	dels, ok := st.(model.DelegationStore)
+	if !ok {
+		t.Fatalf("enginetest: store %T keeps no delegations", st)
+	}
+	r, err := rules.New(rules.Deps{Directory: rdir, Delegations: dels}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
 }
 
 // New returns an engine over Deps(t, st, tpl, dir) with the options, failing the test when New does.
