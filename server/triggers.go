@@ -65,11 +65,17 @@ func (s *Server) submitForm(c *gin.Context) {
 		return
 	}
 	raw, _ := json.Marshal(values)
+	ids, err := s.checkAttachments(c.Request.Context(), principal(c), c.Param("key"), "", raw)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	v, err := s.triggers.Submit(c.Request.Context(), c.Param("key"), principal(c), c.ClientIP(), raw)
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	s.linkAttachments(c.Request.Context(), tenantOf(principal(c)), v.ID, ids)
 	c.JSON(http.StatusCreated, v)
 }
 
