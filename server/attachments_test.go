@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/attachments"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
-	"github.com/halley-bpm/halley/server"
 )
 
 func withAttachments(t *testing.T, s *store.Store, max int64) func(*server.Deps) {

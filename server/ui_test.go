@@ -66,7 +66,7 @@ func TestUICompression(t *testing.T) {
 		{"/assets/app-1a2b3c.js", "*;q=0", "", []byte(js)},
 		{"/assets/app-1a2b3c.js", "", "", []byte(js)},
 		{"/assets/app-1a2b3c.js", "identity", "", []byte(js)},
-		{"/inbox", "gzip, br", "gzip", gz("<!doctype html><title>Halley</title>")}, // history routing: the page, compressed
+		{"/inbox", "gzip, br", "gzip", gz("<!doctype html><title>Halley</title>")},           // history routing: the page, compressed
 		{"/assets/app-1a2b3c.js.br", "", "", []byte("<!doctype html><title>Halley</title>")}, // twins are not files of the app
 	} {
 		res, body := get(c.path, c.accept)
