@@ -76,6 +76,11 @@ func (s *Server) upload(c *gin.Context, u attachments.Uploader) {
 	}
 }
 
+// attachmentSettings is GET /attachments: what an upload form shows before a file is chosen.
+func (s *Server) attachmentSettings(c *gin.Context) {
+	c.JSON(http.StatusOK, gin.H{"max_size": s.attachments.MaxSize()})
+}
+
 // getAttachment is GET /attachments/{id}: the file, to its uploader, admins and whoever may see an instance it is
 // used in. It is never rendered as a page: risky types go out as application/octet-stream, everything but
 // images, PDF, plain text and media as a download, with nosniff and a sandboxing CSP.

@@ -67,6 +67,13 @@ func TestAttachmentsAPI(t *testing.T) {
 		}
 		photo := up.JSON["id"].(string)
 
+		if r := e.do("GET", "/api/v1/attachments", ann, nil, nil); r.Status != 200 || r.JSON["max_size"] != float64(32<<10) {
+			t.Fatalf("settings: %d %s", r.Status, r.Body)
+		}
+		if r := e.do("GET", "/api/v1/forms/leave", ann, nil, nil); r.JSON["attachment_max_size"] != float64(32<<10) || r.JSON["key"] != "leave" {
+			t.Fatalf("the form's limit: %s", r.Body)
+		}
+
 		// Limits and bad requests, with nothing stored.
 		assertError(t, e.attach("/api/v1/attachments", ann, "big.bin", make([]byte, 32<<10+1)), 413, "attachment_too_large")
 		assertError(t, e.attach("/api/v1/attachments", ann, "big.bin", make([]byte, 2<<20)), 413, "body_too_large") // refused on its Content-Length

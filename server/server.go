@@ -222,6 +222,7 @@ func (s *Server) routes() *gin.Engine {
 	authed.GET("/cc", s.listCC)
 	authed.POST("/cc/:id/read", s.readCC)
 	if s.attachments != nil {
+		authed.GET("/attachments", s.attachmentSettings)
 		authed.POST("/attachments", s.uploadAttachment)
 		authed.GET("/attachments/:id", s.getAttachment)
 		authed.HEAD("/attachments/:id", s.getAttachment)

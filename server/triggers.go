@@ -55,6 +55,14 @@ func (s *Server) getForm(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if s.attachments != nil {
+		// The form's file fields say the limit before a file is chosen (an anonymous submitter has no GET /attachments).
+		c.JSON(http.StatusOK, struct {
+			*trigger.FormView
+			AttachmentMaxSize int64 `json:"attachment_max_size"`
+		}{f, s.attachments.MaxSize()})
+		return
+	}
 	c.JSON(http.StatusOK, f)
 }
 
