@@ -23,6 +23,14 @@ type Attachment struct {
 	CreatedAt time.Time `json:"created_at"`
 }
 
+// FileRef is an attachment as a history entry names it: what the timeline shows without another request.
+type FileRef struct {
+	ID          string `json:"id"`
+	Name        string `json:"name,omitempty"`
+	Size        int64  `json:"size,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+}
+
 // Where attachments keep their bytes (HALLEY_ATTACHMENT_STORAGE).
 const (
 	AttachmentsInDatabase = "database"

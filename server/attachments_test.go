@@ -137,7 +137,7 @@ func TestAttachmentsAPI(t *testing.T) {
 		}
 		found := false
 		for _, h := range e.historyItems(inst) {
-			if h.Get("action").String() == "task.approved" && h.Get("data.attachments.0").String() == note {
+			if h.Get("action").String() == "task.approved" && h.Get("data.attachments.0.id").String() == note && h.Get("data.attachments.0.name").String() == "handover.txt" {
 				found = true
 			}
 		}

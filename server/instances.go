@@ -255,14 +255,25 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 			return
 		}
 	}
+	refs := make([]model.FileRef, len(req.Attachments))
+	for i, id := range req.Attachments {
+		refs[i] = model.FileRef{ID: id}
+	}
+	if s.attachments != nil && len(req.Attachments) > 0 {
+		var err error
+		if refs, err = s.attachments.Describe(ctx, p.TenantID, req.Attachments); err != nil {
+			fail(c, err)
+			return
+		}
+	}
 	var (
 		t   *engine.Decided
 		err error
 	)
 	if approve {
-		t, err = s.engine.Approve(ctx, p, c.Param("id"), req.Comment, req.Data, req.Attachments...)
+		t, err = s.engine.Approve(ctx, p, c.Param("id"), req.Comment, req.Data, refs...)
 	} else {
-		t, err = s.engine.Reject(ctx, p, c.Param("id"), req.Comment, req.Data, req.Attachments...)
+		t, err = s.engine.Reject(ctx, p, c.Param("id"), req.Comment, req.Data, refs...)
 	}
 	if err != nil {
 		fail(c, err)

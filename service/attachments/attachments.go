@@ -279,6 +279,23 @@ func (s *Service) CheckUse(ctx context.Context, u Uploader, instanceID string, i
 	return nil
 }
 
+// Describe names the attachments ids (of the tenant) for a history entry, in the order given; an unknown id keeps
+// its id only.
+func (s *Service) Describe(ctx context.Context, tenant string, ids []string) ([]model.FileRef, error) {
+	got, err := s.store.GetAttachments(ctx, tenant, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]model.FileRef, len(ids))
+	for i, id := range ids {
+		out[i] = model.FileRef{ID: id}
+		if a := got[id]; a != nil {
+			out[i] = model.FileRef{ID: id, Name: a.Name, Size: a.Size, ContentType: a.ContentType}
+		}
+	}
+	return out, nil
+}
+
 // Link records that the attachments are used in the instance: who may see it may read them, and they are kept.
 func (s *Service) Link(ctx context.Context, tenant, instanceID string, ids []string) error {
 	return s.store.LinkAttachments(ctx, tenant, instanceID, ids)

@@ -121,8 +121,8 @@ type decision struct {
 	Approve bool
 	Comment string
 	Data    []byte
-	// Attachments are the files that go with the comment (their ids).
-	Attachments []string
+	// Attachments are the files that go with the comment.
+	Attachments []model.FileRef
 	// By is who acted; it differs from the assignee when an admin decides for them.
 	By string
 }
