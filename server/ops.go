@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
+	"io"
 	"io/fs"
 	"mime"
 	"net/http"
@@ -112,11 +114,29 @@ func (s *Server) sendUIFile(c *gin.Context, name string) {
 		fail(c, err)
 		return
 	}
-	if send != name {
-		// The ETag names the encoding: a cache must not answer a gzip client with the brotli bytes.
-		h.Set("ETag", fmt.Sprintf(`"%x-%x-%s"`, st.ModTime().Unix(), st.Size(), h.Get("Content-Encoding")))
+	// The ETag is the bytes' hash (the embedded files have no modification time): a new build's page is never
+	// taken for the old one, and each encoding has its own.
+	if tag, err := s.uiETag(send, f); err == nil {
+		h.Set("ETag", tag)
 	}
 	http.ServeContent(c.Writer, c.Request, name, st.ModTime(), f)
+}
+
+// uiETag hashes a file of the app once (the files never change while the process runs) and leaves f at its start.
+func (s *Server) uiETag(name string, f http.File) (string, error) {
+	if v, ok := s.uiETags.Load(name); ok {
+		return v.(string), nil
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return "", err
+	}
+	tag := fmt.Sprintf(`"%x"`, h.Sum(nil)[:12])
+	s.uiETags.Store(name, tag)
+	return tag, nil
 }
 
 func uiContentType(name string) string {

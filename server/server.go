@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -98,6 +99,7 @@ type Server struct {
 	metrics      *metrics
 	registry     *prometheus.Registry
 	ui           http.FileSystem
+	uiETags      sync.Map // path of a file of the app → its ETag
 	frameFrom    []string
 	router       *gin.Engine
 }
