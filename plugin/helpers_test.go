@@ -43,7 +43,9 @@ func shellSpec(t *testing.T, script string) plugin.Spec {
 
 func newRunner(t *testing.T) *plugin.ProcessRunner {
 	t.Helper()
-	return &plugin.ProcessRunner{WorkRoot: filepath.Join(t.TempDir(), "work")}
+	r := &plugin.ProcessRunner{WorkRoot: filepath.Join(t.TempDir(), "work")}
+	t.Cleanup(r.Close)
+	return r
 }
 
 func input(runID string, ctx string) plugin.Input {

@@ -61,6 +61,9 @@ type Spec struct {
 	// NetworkOff runs the plugin in a network namespace of its own, with no interface up (the plugin's upload
 	// option network=off). A runner that cannot do that fails the run rather than run it with the network.
 	NetworkOff bool
+	// Cold spawns a fresh interpreter for every run of a python plugin instead of forking it from the warm
+	// runtime (the plugin's opt-out). Binaries are always spawned.
+	Cold bool
 }
 
 // Input is the JSON object written to the plugin's stdin (API.md, "Plugins").
@@ -155,9 +158,19 @@ type ProcessRunner struct {
 	// WorkRoot, its python interpreter (resolved at start) replaces Python. nil runs plugins as Halley's own
 	// user without limits: for development and tests, never in production (the composition root always sets one).
 	Sandbox *Sandbox
+	// Spawn starts a fresh interpreter for every python run; by default python runs are forked from a warm
+	// runtime per interpreter (a fork server, docs/plugins.md "How a run starts"), sandboxed the same way.
+	Spawn bool
+
+	warm warmServers
 }
 
 var _ Runner = (*ProcessRunner)(nil)
+
+// Close stops the runner's warm Python runtimes (their runs in flight are killed). Runs after Close spawn.
+func (r *ProcessRunner) Close() {
+	r.warm.closeAll()
+}
 
 type runnerConfig struct {
 	python    string

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,53 +99,76 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 
 	stdout := newCapWriter(c.outputCap, stderrTailForMessages)
 	stderr := newCapWriter(c.outputCap, stderrTailForMessages)
-	prog := argv[0] // what the sandbox's prlimit(1) executes
-	cmd := box.command(argv, workdir)
-	cmd.Env = c.environ(workdir, in)
-	cmd.Stdin = bytes.NewReader(stdin)
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.SysProcAttr = box.sysProcAttr()
-	// After the plugin exits, Wait gives a process that escaped the group this long to close the pipes, then
-	// closes them itself.
-	cmd.WaitDelay = c.pipeGrace
-
-	if err := box.start(cmd); err != nil {
-		res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
-		return res
+	env := c.environ(workdir, in)
+	var proc started
+	if srv := r.warmServer(spec, box); srv != nil {
+		ws, err := box.warmSpec(workdir, runFile, env)
+		if err != nil {
+			res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
+			return res
+		}
+		wp, err := srv.startWarm(ws, stdin, stdout, stderr, c.pipeGrace)
+		switch {
+		case err == nil:
+			box.warm = true
+			proc = wp
+		case !errors.Is(err, errWarmUnavailable):
+			// The request reached the server but no child answered: whatever it may have started dies now.
+			box.killRest()
+			res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
+			return res
+		}
+		// errWarmUnavailable: nothing was started; the run is spawned as if the runtime were cold.
 	}
-	pid := cmd.Process.Pid
+	prog := argv[0] // what the sandbox's prlimit(1) executes
+	if proc == nil {
+		cmd := box.command(argv, workdir)
+		cmd.Env = env
+		cmd.Stdin = bytes.NewReader(stdin)
+		cmd.Stdout = stdout
+		cmd.Stderr = stderr
+		cmd.SysProcAttr = box.sysProcAttr()
+		// After the plugin exits, Wait gives a process that escaped the group this long to close the pipes, then
+		// closes them itself.
+		cmd.WaitDelay = c.pipeGrace
 
-	// Watch for the exit without reaping: until Wait reaps it, the leader's pid (= the group id) cannot be
-	// reused, so killing -pid can only ever hit this plugin's processes.
-	exited := make(chan error, 1)
-	go func() { exited <- waitExitedNoReap(pid) }()
+		if err := box.start(cmd); err != nil {
+			res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
+			return res
+		}
+		proc = newSpawned(cmd)
+	}
+	pid := proc.pid()
 
 	timer := time.NewTimer(c.timeout)
 	defer timer.Stop()
 	var canceled, watchErr error
 	select {
-	case watchErr = <-exited:
+	case watchErr = <-proc.exited():
 	case <-timer.C:
 		res.TimedOut = true
 		box.killGroup(pid)
-		watchErr = <-exited
+		watchErr = <-proc.exited()
 	case <-ctx.Done():
 		canceled = context.Cause(ctx) // why: shutdown, or the run was closed (Executor.StopRuns)
 		box.killGroup(pid)
-		watchErr = <-exited
+		watchErr = <-proc.exited()
 	}
 	// Whatever the plugin left behind dies with the run: its group, and its cgroup or every process of its uid
-	// (setsid daemons included), before Wait so that no escaped process holds the pipes.
-	box.killGroup(pid)
-	box.killRest()
-	waitErr := cmd.Wait()
+	// (setsid daemons included), before the reaping so that no escaped process holds the pipes. A forked run
+	// whose server died is no longer anyone's child: its pid may be reused, so only its cgroup or uid is killed.
+	if box.warm && watchErr != nil {
+		box.killRest()
+	} else {
+		box.killGroup(pid)
+		box.killRest()
+	}
+	waitErr := proc.finish()
 
 	res.Stdout, res.StdoutTruncated = stdout.buf, stdout.truncated
 	res.Stderr, res.StderrTruncated = stderr.buf, stderr.truncated
-	if cmd.ProcessState != nil {
-		res.ExitCode = cmd.ProcessState.ExitCode()
-	}
+	code, sig := proc.status()
+	res.ExitCode = code
 
 	// In a sandboxed run prlimit(1) executes the plugin: its failure to do so is a run that never started.
 	if why, ok := box.execFailure(res.ExitCode, res.Stderr, prog); ok && !res.TimedOut && canceled == nil {
@@ -161,7 +185,7 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	case watchErr != nil:
 		res.Err = fmt.Errorf("plugin %s v%d: unable to wait for the process: %w", spec.Name, spec.Version, watchErr)
 	case res.ExitCode != 0:
-		res.Err = exitError(describeExit(spec, cmd.ProcessState), stderr.tail)
+		res.Err = exitError(describeExit(spec, code, sig), stderr.tail)
 	case waitErr != nil && !errors.Is(waitErr, exec.ErrWaitDelay):
 		// ErrWaitDelay alone means an escaped process held the pipes after a clean exit: the plugin's own
 		// output is complete, so that is not the plugin's failure.
@@ -180,15 +204,69 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	return res
 }
 
-func describeExit(spec Spec, ps *os.ProcessState) string {
-	if ps != nil {
-		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return fmt.Sprintf("plugin %s v%d killed by signal %s", spec.Name, spec.Version, ws.Signal())
+// started is a plugin process as Run follows it: spawned by Halley, or forked by the warm Python runtime.
+type started interface {
+	pid() int
+	// exited receives once: nil when the process has exited — not yet reaped, so its pid, which is its process
+	// group's id, cannot be reused while Run kills the group — or why that cannot be known.
+	exited() <-chan error
+	// finish reaps the process and waits for its output (a bounded while for escaped processes holding it).
+	finish() error
+	// status is the exit code (-1 when killed by a signal or never reaped) and the signal, after finish.
+	status() (int, syscall.Signal)
+}
+
+// spawned is a process Halley started itself.
+type spawned struct {
+	cmd *exec.Cmd
+	ch  chan error
+}
+
+func newSpawned(cmd *exec.Cmd) *spawned {
+	p := &spawned{cmd: cmd, ch: make(chan error, 1)}
+	// Watch for the exit without reaping: until Wait reaps it, the leader's pid (= the group id) cannot be
+	// reused, so killing -pid can only ever hit this plugin's processes.
+	go func() { p.ch <- waitExitedNoReap(cmd.Process.Pid) }()
+	return p
+}
+
+func (p *spawned) pid() int             { return p.cmd.Process.Pid }
+func (p *spawned) exited() <-chan error { return p.ch }
+func (p *spawned) finish() error        { return p.cmd.Wait() }
+func (p *spawned) status() (int, syscall.Signal) {
+	ps := p.cmd.ProcessState
+	if ps == nil {
+		return -1, 0
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return ps.ExitCode(), ws.Signal()
+	}
+	return ps.ExitCode(), 0
+}
+
+// warmServer is the fork server a python run of spec uses, or nil when it is spawned: binaries, plugins that
+// opted out (Spec.Cold), runners that spawn every run (Spawn), or no server could be started.
+func (r *ProcessRunner) warmServer(spec Spec, b *box) *forkServer {
+	if spec.Runtime != RuntimePython || spec.Cold || r.Spawn {
+		return nil
+	}
+	py := b.python()
+	if py == "" {
+		var err error
+		if py, err = lookPath(r.config(spec).python, r.config(spec).path); err != nil {
+			return nil
 		}
 	}
-	code := -1
-	if ps != nil {
-		code = ps.ExitCode()
+	lg := slog.Default()
+	if b.s != nil {
+		lg = b.s.log
+	}
+	return r.warm.server(py, b.s, lg)
+}
+
+func describeExit(spec Spec, code int, sig syscall.Signal) string {
+	if sig != 0 {
+		return fmt.Sprintf("plugin %s v%d killed by signal %s", spec.Name, spec.Version, sig)
 	}
 	return fmt.Sprintf("plugin %s v%d exited with code %d", spec.Name, spec.Version, code)
 }

@@ -6,13 +6,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin"
 )
 
-// BenchmarkRun measures one run of a trivial plugin with and without the sandbox: the difference is the sandbox's
+// BenchmarkRun measures one run of a trivial plugin with and without the sandbox, spawned and (python) forked from
+// the warm runtime (the -spawn modes spawn python too; binaries are always spawned): the difference is the sandbox's
 // per-run overhead (the init stage's exec and its mounts, prlimit's exec, the cgroup leaf, the uid switch, chown and
 // removal of the run directory); network-off adds the network namespace and the seccomp filter.
 //
@@ -41,8 +43,13 @@ func BenchmarkRun(b *testing.B) {
 		b.Skip("the sandbox needs root here")
 	}
 	runners := map[string]*plugin.ProcessRunner{
-		"bare":      {WorkRoot: filepath.Join(dir, "bare")},
-		"sandboxed": {Sandbox: sb},
+		"bare":            {WorkRoot: filepath.Join(dir, "bare"), Spawn: true},
+		"bare-warm":       {WorkRoot: filepath.Join(dir, "bare")},
+		"sandboxed":       {Sandbox: sb},
+		"sandboxed-spawn": {Sandbox: sb, Spawn: true},
+	}
+	for _, r := range runners {
+		b.Cleanup(r.Close)
 	}
 	in := plugin.Input{RunID: "bench", Context: []byte(`{}`), Node: []byte(`{}`)}
 	for _, rt := range []struct {
@@ -52,11 +59,11 @@ func BenchmarkRun(b *testing.B) {
 		{"sh", plugin.Spec{Name: "echo", Version: 1, Runtime: plugin.RuntimeBinary, Path: sh}},
 		{"python", plugin.Spec{Name: "echo", Version: 1, Runtime: plugin.RuntimePython, Path: py}},
 	} {
-		for _, mode := range []string{"bare", "sandboxed", "sandboxed-network-off"} {
+		for _, mode := range []string{"bare", "bare-warm", "sandboxed", "sandboxed-spawn", "sandboxed-network-off", "sandboxed-spawn-network-off"} {
 			b.Run(rt.name+"/"+mode, func(b *testing.B) {
 				r, spec := runners[mode], rt.spec
-				if mode == "sandboxed-network-off" {
-					r, spec.NetworkOff = runners["sandboxed"], true
+				if base, ok := strings.CutSuffix(mode, "-network-off"); ok {
+					r, spec.NetworkOff = runners[base], true
 				}
 				for b.Loop() {
 					if res := r.Run(context.Background(), spec, in); res.Err != nil {

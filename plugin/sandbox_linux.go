@@ -52,14 +52,15 @@ type Sandbox struct {
 	report SandboxReport
 	log    *slog.Logger
 
-	refused   error    // runs are refused (they would run as root)
-	workErr   error    // the work root is unusable
-	dropUID   bool     // runs get their own uid
-	prlimit   []string // argv prefix setting the limits; nil = none
-	cgroupDir string   // parent of the per-run leaves; "" = no cgroup
-	cgMemory  bool     // memory.max is set per leaf
-	cgPids    bool     // pids.max is set per leaf
-	netns     bool     // network=off plugins can run
+	refused   error      // runs are refused (they would run as root)
+	workErr   error      // the work root is unusable
+	dropUID   bool       // runs get their own uid
+	prlimit   []string   // argv prefix setting the limits; nil = none
+	limits    [][3]int64 // the same limits as {resource, soft, hard}, for runs of the warm Python runtime
+	cgroupDir string     // parent of the per-run leaves; "" = no cgroup
+	cgMemory  bool       // memory.max is set per leaf
+	cgPids    bool       // pids.max is set per leaf
+	netns     bool       // network=off plugins can run
 	netnsWhy  string
 	// nsInit: runs start through the init stage (plugin/internal/runinit) in mount and IPC namespaces of their own,
 	// with private /tmp, /var/tmp and /dev/shm; initCaps are the capabilities it needs, given to it as ambient
@@ -72,6 +73,9 @@ type Sandbox struct {
 	python    string // resolved interpreter
 	pythonErr error
 	sh        string // for kill -1 as a run's uid
+	// setpriv is setpriv(1) (util-linux), which sets no_new_privs for runs spawned without the init stage (the
+	// init stage sets it itself, and so does a forked run); "" = not found.
+	setpriv string
 
 	slots chan int // free uid offsets
 }
@@ -193,6 +197,9 @@ func NewSandbox(cfg SandboxConfig) (*Sandbox, error) {
 	s.setupCgroup(add)
 	if sh, err := lookPath("sh", cfg.Path); err == nil {
 		s.sh = sh
+	}
+	if sp, err := lookPath("setpriv", cfg.Path); err == nil {
+		s.setpriv = sp
 	}
 	switch {
 	case s.cgroupDir != "":
@@ -546,6 +553,7 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 	}
 	args := []string{pr}
 	var parts, skipped []string
+	var set [][3]int64
 	for _, l := range limits {
 		if l.value == 0 && l.res != unix.RLIMIT_CORE {
 			continue
@@ -564,8 +572,10 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 		if l.res == unix.RLIMIT_CPU {
 			// SIGXCPU ("CPU time limit exceeded") at the limit, SIGKILL a little later for a plugin catching it.
 			args = append(args, fmt.Sprintf("%s=%d:%d", l.flag, v, v+2))
+			set = append(set, [3]int64{int64(l.res), v, v + 2})
 		} else {
 			args = append(args, fmt.Sprintf("%s=%d", l.flag, v))
+			set = append(set, [3]int64{int64(l.res), v, v})
 		}
 		if l.res != unix.RLIMIT_CORE {
 			parts = append(parts, fmt.Sprintf("%s %s", l.name, human(l.res, v)))
@@ -577,6 +587,7 @@ func (s *Sandbox) setupLimits(add func(string, bool, string, ...any)) {
 		return
 	}
 	s.prlimit = args
+	s.limits = set
 	detail := strings.Join(parts, ", ") + "; no core dumps"
 	if len(skipped) > 0 {
 		detail += "; not set: " + strings.Join(skipped, ", ")
@@ -893,6 +904,7 @@ type box struct {
 	uid    int
 	leaf   *leaf
 	netOff bool
+	warm   bool // forked by the warm Python runtime, which sets the run up as the init stage does
 }
 
 // begin takes what a run needs from the sandbox: a refusal when runs are refused, a uid from the pool (waiting
@@ -961,6 +973,10 @@ func (b *box) command(argv []string, dir string) *exec.Cmd {
 	if b.s != nil && b.s.prlimit != nil {
 		argv = append(append(make([]string, 0, len(b.s.prlimit)+len(argv)), b.s.prlimit...), argv...)
 	}
+	if b.s != nil && !b.s.nsInit && b.s.setpriv != "" {
+		// Without the init stage, setpriv(1) sets no_new_privs: a setuid program gains nothing.
+		argv = append([]string{b.s.setpriv, "--no-new-privs"}, argv...)
+	}
 	var cmd *exec.Cmd
 	if b.s != nil && b.s.nsInit {
 		spec := runinit.Spec{UID: -1, GID: -1, Dir: dir, TmpSize: privateTmpSize, NetOff: b.netOff, Argv: argv}
@@ -1007,7 +1023,7 @@ func (b *box) sysProcAttr() *syscall.SysProcAttr {
 // #!). prlimit(1) executes the plugin with execvp(3), which would run such a file with /bin/sh instead; without
 // prlimit the start itself fails with ENOEXEC, and so must it here.
 func (b *box) checkFormat(spec Spec, file string) error {
-	if b.s == nil || b.s.prlimit == nil || spec.Runtime != RuntimeBinary {
+	if b.s == nil || b.s.prlimit == nil && (b.s.nsInit || b.s.setpriv == "") || spec.Runtime != RuntimeBinary {
 		return nil
 	}
 	f, err := os.Open(file)
@@ -1026,19 +1042,27 @@ func (b *box) checkFormat(spec Spec, file string) error {
 // execFailure tells whether the init stage could not set the run up, or prlimit(1) could not execute prog — the
 // plugin never started — and why. The init stage then exits runinit.Failed with the one line
 // "halley-sandbox-init: <reason>" on stderr; prlimit exits 126 or 127 with the one line
-// "prlimit: failed to execute <prog>: <reason>".
+// "prlimit: failed to execute <prog>: <reason>" (and so does setpriv, where it is the last step before the plugin).
 func (b *box) execFailure(exitCode int, stderr []byte, prog string) (string, bool) {
-	if b.s != nil && b.s.nsInit && exitCode == runinit.Failed {
+	if (b.warm || b.s != nil && b.s.nsInit) && exitCode == runinit.Failed {
 		reason, ok := strings.CutPrefix(string(stderr), runinit.Arg0+": ")
 		reason = strings.TrimSuffix(reason, "\n")
 		if ok && reason != "" && !strings.Contains(reason, "\n") {
 			return "the run could not be set up: " + reason, true
 		}
 	}
-	if b.s == nil || b.s.prlimit == nil || exitCode != 126 && exitCode != 127 {
+	if b.warm || b.s == nil || exitCode != 126 && exitCode != 127 {
 		return "", false
 	}
-	reason, ok := strings.CutPrefix(string(stderr), "prlimit: failed to execute "+prog+": ")
+	helper := "prlimit"
+	switch {
+	case b.s.prlimit != nil:
+	case !b.s.nsInit && b.s.setpriv != "":
+		helper = "setpriv"
+	default:
+		return "", false
+	}
+	reason, ok := strings.CutPrefix(string(stderr), helper+": failed to execute "+prog+": ")
 	reason = strings.TrimSuffix(reason, "\n")
 	if !ok || reason == "" || strings.Contains(reason, "\n") {
 		return "", false

@@ -3,12 +3,14 @@
 package plugin
 
 import (
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/plugin/internal/runinit"
 )
 
@@ -91,5 +93,50 @@ func TestExecFailureOfTheInitStage(t *testing.T) {
 	b.s.nsInit = false
 	if _, ok := b.execFailure(125, []byte("halley-sandbox-init: x\n"), "/p"); ok {
 		t.Error("without an init stage, exit 125 is the plugin's")
+	}
+}
+
+// TestNoNewPrivsWithoutTheInitStage: a run spawned where the host allows no init stage still has no_new_privs
+// (setpriv(1) sets it), like a run through the init stage and a forked one.
+func TestNoNewPrivsWithoutTheInitStage(t *testing.T) {
+	testkit.RequirePython(t, DefaultPath)
+	dir := t.TempDir()
+	for _, p := range []string{dir, filepath.Dir(dir)} {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := DefaultSandboxConfig(2)
+	cfg.UID, cfg.GID = 62000+16*12, 62000+16*12
+	cfg.WorkRoot = filepath.Join(dir, "work")
+	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	sb, err := NewSandbox(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sb.setpriv == "" {
+		t.Fatal("no setpriv(1) on the plugins' PATH (util-linux)")
+	}
+	file := filepath.Join(dir, "nnp.py")
+	src := "import json\nst = dict(l.split(':', 1) for l in open('/proc/self/status'))\nprint(json.dumps({'context': {'nnp': st['NoNewPrivs'].strip()}}))\n"
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, nsInit := range []bool{true, false} {
+		if nsInit && !sb.nsInit {
+			continue
+		}
+		sb.nsInit = nsInit // as on a host without CAP_SYS_ADMIN: spawned directly as the run's uid
+		for _, spawn := range []bool{true, false} {
+			r := &ProcessRunner{Sandbox: sb, Spawn: spawn}
+			res := r.Run(t.Context(), Spec{Name: "nnp", Version: 1, Runtime: RuntimePython, Path: file}, Input{RunID: "nnp"})
+			r.Close()
+			if res.Err != nil {
+				t.Fatalf("init stage %v, spawn %v: %v (stderr %q)", nsInit, spawn, res.Err, res.Stderr)
+			}
+			if got := fmt.Sprint(res.Output.Context["nnp"]); got != "1" {
+				t.Errorf("init stage %v, spawn %v: NoNewPrivs %s, want 1", nsInit, spawn, got)
+			}
+		}
 	}
 }

@@ -80,7 +80,9 @@ func sandboxed(t *testing.T, cfg plugin.SandboxConfig, need ...string) *plugin.P
 	t.Helper()
 	sb := newSandbox(t, cfg)
 	requireProtections(t, sb, append([]string{plugin.ProtectUser}, need...)...)
-	return &plugin.ProcessRunner{Sandbox: sb}
+	r := &plugin.ProcessRunner{Sandbox: sb}
+	t.Cleanup(r.Close)
+	return r
 }
 
 func TestSandboxReport(t *testing.T) {
@@ -156,7 +158,16 @@ func TestSandboxHalleysFilesAndProcessAreClosed(t *testing.T) {
 			t.Errorf("%s: mode %v %v, want %o", path, fi.Mode().Perm(), err, want)
 		}
 	}
-	spec := pythonSpec(t, fmt.Sprintf(`
+	// The plugin's parent is Halley for a spawned run and the warm runtime's fork server for a forked one: both
+	// are closed to it.
+	for _, mode := range []struct {
+		name  string
+		spawn bool
+	}{{"forked", false}, {"spawned", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			r := &plugin.ProcessRunner{Sandbox: r.Sandbox, Spawn: mode.spawn}
+			t.Cleanup(r.Close)
+			spec := pythonSpec(t, fmt.Sprintf(`
 import json, os
 def attempt(f):
     try:
@@ -164,30 +175,33 @@ def attempt(f):
         return "read"
     except Exception as e:
         return type(e).__name__
-halley = os.getppid()
 out = {
-  "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "halley": halley,
+  "uid": os.getuid(), "gid": os.getgid(), "groups": os.getgroups(), "parent": os.getppid(),
   "db": attempt(lambda: open(%[1]q).read()),
   "secret": attempt(lambda: open(%[2]q).read()),
   "config": attempt(lambda: open(%[3]q).read()),
   "list_data": attempt(lambda: os.listdir(%[4]q)),
-  "environ": attempt(lambda: open("/proc/%%d/environ" %% halley).read()),
-  "mem": attempt(lambda: open("/proc/%%d/mem" %% halley, "rb").read(1)),
-  "fds": attempt(lambda: os.listdir("/proc/%%d/fd" %% halley)),
 }
+for who, pid in (("halley", %[5]d), ("parent", os.getppid())):
+    out[who + "_environ"] = attempt(lambda: open("/proc/%%d/environ" %% pid).read())
+    out[who + "_mem"] = attempt(lambda: open("/proc/%%d/mem" %% pid, "rb").read(1))
+    out[who + "_fds"] = attempt(lambda: os.listdir("/proc/%%d/fd" %% pid))
 print(json.dumps({"context": out}))
-`, db, secret, conf, data))
-	out := pluginReport(t, r, spec)
-	if fmt.Sprint(out["uid"]) != strconv.Itoa(cfg.UID) || fmt.Sprint(out["gid"]) != strconv.Itoa(cfg.GID) || fmt.Sprint(out["groups"]) != "[]" {
-		t.Errorf("plugin ran as uid %v gid %v groups %v, want %d %d []", out["uid"], out["gid"], out["groups"], cfg.UID, cfg.GID)
-	}
-	if fmt.Sprint(out["halley"]) != strconv.Itoa(os.Getpid()) {
-		t.Errorf("the plugin's parent is %v, not this process (%d)", out["halley"], os.Getpid())
-	}
-	for _, k := range []string{"db", "secret", "config", "list_data", "environ", "mem", "fds"} {
-		if out[k] != "PermissionError" {
-			t.Errorf("%s: the plugin got %v, want PermissionError", k, out[k])
-		}
+`, db, secret, conf, data, os.Getpid()))
+			out := pluginReport(t, r, spec)
+			if uid, _ := strconv.Atoi(fmt.Sprint(out["uid"])); uid < cfg.UID || uid >= cfg.UID+cfg.UIDs || fmt.Sprint(out["gid"]) != strconv.Itoa(cfg.GID) || fmt.Sprint(out["groups"]) != "[]" {
+				t.Errorf("plugin ran as uid %v gid %v groups %v, want one of %d+%d, %d, []", out["uid"], out["gid"], out["groups"], cfg.UID, cfg.UIDs, cfg.GID)
+			}
+			if isHalley := fmt.Sprint(out["parent"]) == strconv.Itoa(os.Getpid()); isHalley != mode.spawn {
+				t.Errorf("the plugin's parent is %v (this process is %d): a %s run's parent must be %s", out["parent"], os.Getpid(), mode.name,
+					map[bool]string{true: "Halley", false: "the fork server"}[mode.spawn])
+			}
+			for _, k := range []string{"db", "secret", "config", "list_data", "halley_environ", "halley_mem", "halley_fds", "parent_environ", "parent_mem", "parent_fds"} {
+				if out[k] != "PermissionError" {
+					t.Errorf("%s: the plugin got %v, want PermissionError", k, out[k])
+				}
+			}
+		})
 	}
 }
 

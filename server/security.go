@@ -43,6 +43,10 @@ func securityHeaders(formFrameAncestors []string) gin.HandlerFunc {
 		case p == formFramePath:
 			h.Set("Content-Security-Policy", framePolicy)
 			h.Set("X-Frame-Options", "SAMEORIGIN")
+		case p == apiDocsPath:
+			// The API reference is a page of the web app (its bundled renderer), under /api for proxies' sake.
+			h.Set("Content-Security-Policy", uiPolicy+"; frame-ancestors 'none'")
+			h.Set("X-Frame-Options", "DENY")
 		case isAPIPath(p):
 			h.Set("Content-Security-Policy", apiPolicy)
 			h.Set("X-Frame-Options", "DENY")

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/attachments"
@@ -24,6 +23,7 @@ import (
 	"github.com/halley-bpm/halley/service/notify"
 	"github.com/halley-bpm/halley/service/ratelimit"
 	"github.com/halley-bpm/halley/service/subscription"
+	"github.com/halley-bpm/halley/service/telemetry"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
@@ -64,8 +64,11 @@ type Deps struct {
 	// (default 1 min; see idempotent).
 	IdempotencyLease time.Duration
 	// Ready lists the dependencies /readyz pings, by name ("database", "redis", "scheduler").
-	Ready     map[string]Pinger
-	DBStats   func() sql.DBStats
+	Ready   map[string]Pinger
+	DBStats func() sql.DBStats
+	// Metrics is where the HTTP, pool and readiness metrics are registered and what /metrics serves; a new one
+	// when nil.
+	Metrics   *telemetry.Metrics
 	Logger    *slog.Logger
 	BodyLimit int64
 	// UI serves the web app at / when set (frontend.Dist()).
@@ -96,8 +99,7 @@ type Server struct {
 	ready        map[string]Pinger
 	log          *slog.Logger
 	bodyLimit    int64
-	metrics      *metrics
-	registry     *prometheus.Registry
+	metrics      *telemetry.Metrics
 	ui           http.FileSystem
 	uiETags      sync.Map // path of a file of the app → its ETag
 	frameFrom    []string
@@ -130,9 +132,19 @@ func New(d Deps) (*Server, error) {
 	if d.PluginMaxSize == 0 {
 		d.PluginMaxSize = 10 << 20
 	}
-	reg := prometheus.NewRegistry()
+	if d.Metrics == nil {
+		d.Metrics = telemetry.New(telemetry.Options{})
+	}
+	if d.DBStats != nil {
+		d.Metrics.DBStats(d.DBStats)
+	}
+	checks := make(map[string]telemetry.Pinger, len(d.Ready))
+	for n, p := range d.Ready {
+		checks[n] = p
+	}
+	d.Metrics.Readiness(checks)
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, notify: d.Notify, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		registry: reg, metrics: newMetrics(reg, d.DBStats), ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
+		metrics: d.Metrics, ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit,
 		triggerLimit: d.TriggerLimit, attachments: d.Attachments, anonUploads: ratelimit.NewBuckets(1)}
 	s.router = s.routes()
 	return s, nil
@@ -151,7 +163,7 @@ func (s *Server) routes() *gin.Engine {
 		_ = r.SetTrustedProxies(nil) // an empty list has nothing to fail on
 	}
 	r.ContextWithFallback = true
-	r.Use(requestID(), securityHeaders(s.frameFrom), s.metrics.middleware, accessLog(s.log), recoverer())
+	r.Use(requestID(), securityHeaders(s.frameFrom), s.observe, accessLog(s.log), recoverer())
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		fail(c, model.CodedError("method_not_allowed", "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))
@@ -160,6 +172,7 @@ func (s *Server) routes() *gin.Engine {
 	r.GET("/healthz", s.healthz)
 	r.GET("/readyz", s.readyz)
 	r.GET("/metrics", s.metricsHandler)
+	r.GET(apiDocsPath, s.apiDocs)
 
 	api := r.Group(apiBase, bodyLimit(func(c *gin.Context) int64 {
 		if isPluginUpload(c) {
@@ -172,6 +185,7 @@ func (s *Server) routes() *gin.Engine {
 	}))
 	api.POST("/auth/login", s.login)
 	api.GET("/schemas/definition.json", s.definitionSchema)
+	api.GET("/openapi.json", s.openapi)
 	api.GET(strings.TrimPrefix(formFramePath, "/api/v1"), s.formFrame)
 
 	// Callbacks authenticate by the signed token in their URL, or by a bearer token.

@@ -7,7 +7,7 @@
 // stored in a request runs nothing when the approver opens and clicks it, injected markup is stopped by the
 // Content-Security-Policy, an HTML form template still runs in its sandbox, and the whole run logs no violation.
 // Then (issue 20) an API token is created with an expiry, shown once and deleted, a user is deleted, and the audit
-// log shows a change with its before/after.
+// log shows a change with its before/after. Then (issue 28) the API reference page renders the OpenAPI document.
 // Then (the languages) a Chinese user, approver and admin walk the main pages, desktop and phone, and read no
 // English on them but data: no message key, no English label, the diagram's edge labels in Chinese. Last, the whole
 // run logged no Content-Security-Policy violation.
@@ -1339,6 +1339,18 @@ try {
     await call('PUT', '/me', adminToken, { language: 'en' })
     await page.setViewportSize({ width: 1440, height: 900 })
     expect(found.length === 0, `axe violations:\n${found.join('\n')}`)
+  })
+
+  // (issue 28) The API reference renders the OpenAPI document with the bundled renderer, under the app's CSP.
+  await step('the API reference page renders every area of the OpenAPI document', async () => {
+    await page.goto(`${base}/api/docs`)
+    await page.locator('.swagger-ui .info .title').getByText('Halley BPM API').waitFor()
+    for (const tag of ['instances', 'tasks', 'templates', 'people', 'operations']) {
+      await page.locator(`.opblock-tag[data-tag="${tag}"]`).waitFor()
+    }
+    await page.locator('.opblock-summary-path[data-path="/api/v1/instances/{id}"]').first().waitFor()
+    const scripts = await page.evaluate(() => [...document.scripts].map((x) => x.src).filter((src) => src && !src.startsWith(location.origin)))
+    expect(scripts.length === 0, `scripts from elsewhere: ${scripts.join(', ')}`)
   })
 
   await step('no Content-Security-Policy violation in the whole run', async () => {

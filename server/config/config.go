@@ -83,6 +83,7 @@ type Config struct {
 	PluginUID          int
 	PluginGID          int
 	PluginAllowRoot    bool
+	PluginWarm         bool
 	PluginAddressSpace int64
 	PluginProcesses    int64
 	PluginFileSize     int64
@@ -246,6 +247,14 @@ var settings = []Setting{
 	}},
 	{"HALLEY_PLUGIN_UID", "plugin_uid", "61000", "First uid plugins run as: each run in flight gets its own, from this uid to this + HALLEY_PLUGIN_WORKERS - 1 (no passwd entry needed). Keep the range for Halley's plugins, one range per Halley process on a host.", intSetter(func(c *Config, n int64) { c.PluginUID = int(n) }, 0, 1<<31-1)},
 	{"HALLEY_PLUGIN_GID", "plugin_gid", "61000", "Group every plugin run has (and no supplementary groups).", intSetter(func(c *Config, n int64) { c.PluginGID = int(n) }, 0, 1<<31-1)},
+	{"HALLEY_PLUGIN_WARM", "plugin_warm", "1", "1 forks python runs from a warm interpreter per HALLEY_PLUGIN_PYTHON (a fork server started with Halley's sandbox capabilities; each run a fresh child confined as a spawned run is, before the plugin is imported); 0 starts a fresh interpreter for every run.", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be 0 or 1 (got %q)", v)
+		}
+		c.PluginWarm = b
+		return nil
+	}},
 	{"HALLEY_PLUGIN_ALLOW_ROOT", "plugin_allow_root", "0", "1 lets plugins run as root where Halley would have to (it runs as root and cannot switch to the plugin uid, or HALLEY_PLUGIN_UID is 0); with 0 such runs are refused, and Halley says so at start.", func(c *Config, v string) error {
 		b, err := strconv.ParseBool(v)
 		if err != nil {

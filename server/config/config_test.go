@@ -23,8 +23,11 @@ func TestDefaults(t *testing.T) {
 	data := filepath.Join(wd, "data")
 	if c.Addr != "127.0.0.1:8080" || c.DataDir != data || c.DatabaseURL != "" || c.RedisURL != "" || c.AdminPassword != "admin" ||
 		!c.AdminPasswordDefaulted || c.BodyLimit != 1<<20 || c.TokenTTL != 12*time.Hour || c.LogLevel != "info" ||
-		c.PluginDir != filepath.Join(data, "plugins") || c.PublicURL != "http://127.0.0.1:8080" {
+		c.PluginDir != filepath.Join(data, "plugins") || c.PublicURL != "http://127.0.0.1:8080" || !c.PluginWarm {
 		t.Fatalf("defaults: %+v", c)
+	}
+	if c, err := config.Load("", env(map[string]string{"HALLEY_PLUGIN_WARM": "0"})); err != nil || c.PluginWarm {
+		t.Fatalf("HALLEY_PLUGIN_WARM=0: still warm, or %v", err)
 	}
 	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
 		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 ||

@@ -145,11 +145,14 @@ func (s *Store) MigrateWith(ctx context.Context, migs []Migration) (applied int,
 		defer sqlConn.Close() //nolint:errcheck // returns the connection to the pool; it fails only on one already closed
 		c = conn.Session(&gorm.Session{NewDB: true})
 		c.Statement.ConnPool = sqlConn
+		// Named locks are server-wide: the name carries the database's so that deployments (or test
+		// databases) sharing one MariaDB server do not wait on each other's migrations.
+		const lock = "CONCAT('halley_migrate:', SHA1(DATABASE()))"
 		var got int
-		if err := c.Raw("SELECT GET_LOCK('halley_migrate', 60)").Scan(&got).Error; err != nil || got != 1 {
+		if err := c.Raw("SELECT GET_LOCK(" + lock + ", 60)").Scan(&got).Error; err != nil || got != 1 {
 			return 0, fmt.Errorf("store: unable to take the migration lock (another replica migrating?): %v", err)
 		}
-		defer c.Exec("SELECT RELEASE_LOCK('halley_migrate')")
+		defer c.Exec("SELECT RELEASE_LOCK(" + lock + ")")
 		conn = c
 	}
 	create := "CREATE TABLE IF NOT EXISTS schema_migrations (version INT NOT NULL PRIMARY KEY, name VARCHAR(255) NOT NULL, applied_at DATETIME(6) NOT NULL) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin"

@@ -27,6 +27,7 @@
 package runinit
 
 import (
+	"encoding/binary"
 	"errors"
 	"flag"
 	"fmt"
@@ -95,10 +96,10 @@ func parseSpec(args []string) (Spec, error) {
 	return s, nil
 }
 
-// TmpDirs get a fresh tmpfs in every run; hiddenDirs too in network=off runs (the host's sockets live there).
+// TmpDirs get a fresh tmpfs in every run; HiddenDirs too in network=off runs (the host's sockets live there).
 var (
 	TmpDirs    = []string{"/tmp", "/var/tmp", "/dev/shm"}
-	hiddenDirs = []string{"/run", "/var/run"}
+	HiddenDirs = []string{"/run", "/var/run"}
 )
 
 func run(args []string) error {
@@ -124,7 +125,7 @@ func run(args []string) error {
 	}
 	dirs := TmpDirs
 	if spec.NetOff {
-		dirs = append(append([]string{}, TmpDirs...), hiddenDirs...)
+		dirs = append(append([]string{}, TmpDirs...), HiddenDirs...)
 	}
 	mounted := map[string]bool{}
 	for _, d := range dirs {
@@ -139,7 +140,7 @@ func run(args []string) error {
 			continue
 		}
 		mode := "1777"
-		if slicesContain(hiddenDirs, d) {
+		if slicesContain(HiddenDirs, d) {
 			mode = "0755"
 		}
 		opts := fmt.Sprintf("mode=%s,size=%d,nr_inodes=65536", mode, spec.TmpSize)
@@ -190,6 +191,11 @@ func run(args []string) error {
 		if !errors.Is(err, unix.EACCES) {
 			return fmt.Errorf("socket(AF_UNIX) under the seccomp filter: %w, want EACCES", err)
 		}
+	}
+	// Nothing but the standard streams reaches the plugin, not even a descriptor Halley itself inherited without
+	// close-on-exec (Go opens its own with it).
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close_range: %w", err)
 	}
 	err = syscall.Exec(spec.Argv[0], spec.Argv, os.Environ())
 	return fmt.Errorf("exec %s: %w", spec.Argv[0], err)
@@ -308,6 +314,22 @@ func unixSocketFilter() ([]unix.SockFilter, error) {
 		/* 12 */ {Code: ret, K: denyENOSYS},
 		/* 13 */ {Code: ret, K: allow},
 	}, nil
+}
+
+// UnixSocketFilter is the seccomp program of network=off runs as the bytes of its struct sock_filter array, for
+// the warm Python runtime, whose runs install it themselves.
+func UnixSocketFilter() ([]byte, error) {
+	f, err := unixSocketFilter()
+	if err != nil {
+		return nil, err
+	}
+	b := make([]byte, 0, 8*len(f))
+	for _, ins := range f {
+		b = binary.NativeEndian.AppendUint16(b, ins.Code)
+		b = append(b, ins.Jt, ins.Jf)
+		b = binary.NativeEndian.AppendUint32(b, ins.K)
+	}
+	return b, nil
 }
 
 // refuseUnixSockets installs unixSocketFilter on this thread (no_new_privs is set already).

@@ -109,6 +109,11 @@ func (w cpuWatch) snap() cpuSnap {
 			s.missing = append(s.missing, name)
 			continue
 		}
+		if name == "halley" {
+			// Halley's long-lived children too (the warm Python runtime's fork server, whose reaped children —
+			// the forked plugin runs — are in its own cutime): Halley reaps them only when they exit.
+			d += childrenCPU(pid)
+		}
 		s.procs[name] = d
 	}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
@@ -172,6 +177,44 @@ func (u CPUUse) String() string {
 	}
 	return fmt.Sprintf("%s; machine %.2f cores busy (%.0f%%), %.2f of them outside these processes; steal %.1f%%",
 		strings.Join(parts, ", "), u.MachineCores, u.MachineBusy*100, u.Other, u.Steal*100)
+}
+
+// childrenCPU is the CPU time (parseProcStat) of pid's live children.
+func childrenCPU(pid int) time.Duration {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	var sum time.Duration
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		if ppid, err := parsePPID(string(b)); err != nil || ppid != pid {
+			continue
+		}
+		if d, err := parseProcStat(string(b)); err == nil {
+			sum += d
+		}
+	}
+	return sum
+}
+
+// parsePPID returns the parent pid of a /proc/<pid>/stat line.
+func parsePPID(s string) (int, error) {
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc stat: no command field")
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, fmt.Errorf("proc stat: %d fields after the command", len(f))
+	}
+	return strconv.Atoi(f[1])
 }
 
 // parseProcStat returns utime+stime+cutime+cstime of a /proc/<pid>/stat line: the process and its children

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,5 +57,32 @@ func TestServerPIDs(t *testing.T) {
 		if w := newCPUWatch(0); w[c.name] != pid {
 			t.Fatalf("%s: the CPU watch uses pid %d, want %d", c.name, w[c.name], pid)
 		}
+	}
+}
+
+// TestChildrenCPU: the CPU time of a live child (as the fork server is Halley's) counts for its parent.
+func TestChildrenCPU(t *testing.T) {
+	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; echo done; exec sleep 30")
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	if _, err := out.Read(make([]byte, 8)); err != nil { // the busy loop is over
+		t.Fatal(err)
+	}
+	own, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ppid, err := parsePPID(string(own)); err != nil || ppid != os.Getpid() {
+		t.Fatalf("parsePPID = %d, %v; want %d", ppid, err, os.Getpid())
+	}
+	want, _ := parseProcStat(string(own))
+	if got := childrenCPU(os.Getpid()); got < want || want <= 0 {
+		t.Fatalf("childrenCPU = %s, want at least the child's %s (> 0)", got, want)
 	}
 }

@@ -33,6 +33,7 @@ import (
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/subscription"
+	"github.com/halley-bpm/halley/service/telemetry"
 	"github.com/halley-bpm/halley/service/template"
 	"github.com/halley-bpm/halley/service/trigger"
 )
@@ -43,7 +44,8 @@ import (
 // docs/architecture.md draws it.
 func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
 	clk := clock.Real{}
-	rdb := openRedis(ctx, cfg.RedisURL, lg) // nil without HALLEY_REDIS_URL: one process, in-process timers
+	metrics := telemetry.New(telemetry.Options{Clock: clk}) // every metric /metrics serves, fed through the services' seams
+	rdb := openRedis(ctx, cfg.RedisURL, lg)                 // nil without HALLEY_REDIS_URL: one process, in-process timers
 	defer closeRedis(rdb)
 	sched, errSched := newScheduler(cfg, rdb, clk, lg)
 	ids, err := bootstrapAdmin(ctx, cfg, st, rdb, lg) // with its failed-login counter, in Redis when there is one
@@ -53,16 +55,20 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	defer sched.Close() //nolint:errcheck // shutting down: the scheduler's close error has no one to tell
 	auditLog := audit.New(st, audit.Options{Clock: clk, Logger: lg})
 
-	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg) // this replica's copies of the files in the database
-	runLog, errRunLog := plugin.NewDBLog(st)               // every attempt's record, readable from any replica
-	sandbox, errSandbox := pluginSandbox(cfg, lg)          // confines every plugin run; logs what is in force
-	executor, errExecutor := plugin.NewExecutor(&plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap},
-		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: runLog, Now: clk.Now})
+	pluginFiles, errFiles := pluginCache(ctx, cfg, st, lg)                                                    // this replica's copies of the files in the database
+	runLog, errRunLog := plugin.NewDBLog(st)                                                                  // every attempt's record, readable from any replica
+	sandbox, errSandbox := pluginSandbox(cfg, lg)                                                             // confines every plugin run; logs what is in force
+	runner := &plugin.ProcessRunner{Sandbox: sandbox, OutputCap: cfg.PluginOutputCap, Spawn: !cfg.PluginWarm} // python runs forked from a warm interpreter
+	defer runner.Close()
+	executor, errExecutor := plugin.NewExecutor(runner,
+		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: runLog, Now: clk.Now,
+			OnComplete: metrics.PluginRunDone})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
 	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
-	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out})
+	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out,
+		OnAttempt: webhookFailures(metrics)})
 	notifier, errNotify := notify.New(notify.Deps{Store: st, Links: notify.WebLinks(cfg.PublicURL), Outbound: out,
-		SecretKey: derive(cfg, "notification-channel")}, notify.Options{Logger: lg, Timeout: cfg.NotifyTimeout}) // in-app notifications, mail and IM channels
+		SecretKey: derive(cfg, "notification-channel"), Failures: metrics}, notify.Options{Logger: lg, Timeout: cfg.NotifyTimeout}) // in-app notifications, mail and IM channels
 	arm, cancelTimers := timerOutbox(sched)
 	disp, errOutbox := outbox.New(st, outbox.Handlers{model.OutboxEvent: outbox.All(subs.OutboxHandler(), notifier.HandleEvents),
 		model.OutboxTimerArm: arm, model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)},
@@ -70,16 +76,16 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
 	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher}, SecretKey: derive(cfg, "trigger-secret")})
 	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
-		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url")})
+		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: metrics})
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, trigger.Options{Clock: clk, Logger: lg})
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
 	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, files, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
 	if err := errors.Join(errFiles, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
@@ -87,12 +93,15 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if err := subs.Refresh(ctx); err != nil {
 		return fmt.Errorf("load event subscriptions: %w", err)
 	}
+	if err := metrics.Refresh(ctx, metricsSource(st, sched)); err != nil { // the query gauges from the first scrape on
+		lg.Warn("unable to refresh the metrics of instances, timers and the outbox; the refresh-metrics job tries again", "err", err)
+	}
 	err = lifecycle.Run(ctx, cfg.ShutdownTimeout, lg,
 		&lifecycle.Service{Name: "outbox dispatcher", Run: disp.Run},
 		&lifecycle.Service{Name: "webhook sender", Run: subs.Run},
 		&lifecycle.Service{Name: "notification sender", Run: notifier.Run},
 		&lifecycle.Service{Name: "plugin executor", Run: func(ctx context.Context) error { return executor.Run(ctx, eng.PluginQueue()) }, Drain: executor.Drain},
-		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, timers) }},
+		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, metrics.Timers(timers)) }},
 		&lifecycle.Service{Name: "timer recovery", Run: func(ctx context.Context) error { return scheduler.Recover(ctx, st, sched, cfg.RedisCheckInterval, lg) }},
 		&lifecycle.Service{Name: "retention sweeper", Run: sweeper.Run},
 		&lifecycle.Service{Name: "housekeeping", Run: hk.Run},
@@ -266,6 +275,37 @@ func (s eventSinks) Wants(tenant, event, template string) bool {
 	return false
 }
 
+// metricsRefresh is how often one replica refreshes the query gauges (instances by status, outbox backlog,
+// timers pending).
+const metricsRefresh = 30 * time.Second
+
+// metricsSource reads the query gauges from the database and the scheduler.
+func metricsSource(st *store.Store, sched scheduler.Scheduler) telemetry.Source {
+	return func(ctx context.Context) (telemetry.Snapshot, error) {
+		var s telemetry.Snapshot
+		var err error
+		if s.Instances, err = st.CountInstancesByStatus(ctx); err != nil {
+			return s, err
+		}
+		if s.OutboxPending, s.OutboxOldest, err = st.OutboxBacklog(ctx); err != nil {
+			return s, err
+		}
+		due, leased, err := sched.Len(ctx)
+		s.TimersPending = int64(due + leased)
+		return s, err
+	}
+}
+
+// webhookFailures counts the webhook deliveries the subscription service gave up (halley_deliveries_failed_total
+// {kind="subscription"}).
+func webhookFailures(m *telemetry.Metrics) func(model.DeliveryResult) {
+	return func(r model.DeliveryResult) {
+		if r.Status == model.DeliveryFailed {
+			m.DeliveryFailed("subscription")
+		}
+	}
+}
+
 // wake is the outbox handler of plugin runs queued for a claim: it wakes the executor, which claims them.
 func wake(n engine.Notifier) outbox.Handler {
 	return func(context.Context, []model.OutboxItem) error {
@@ -294,7 +334,7 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
 func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, notifier *notify.Service,
-	auditLog *audit.Recorder, files *attachments.Service, lg *slog.Logger) []scheduler.Job {
+	auditLog *audit.Recorder, metrics *telemetry.Metrics, files *attachments.Service, lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
 	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
 	return []scheduler.Job{
@@ -350,6 +390,10 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 		{Name: "purge-audit-log", Every: time.Hour, Run: func(ctx context.Context) error {
 			_, err := auditLog.Purge(ctx, cfg.AuditRetention) // HALLEY_AUDIT_RETENTION, 0 = kept forever
 			return err
+		}},
+		{Name: "refresh-metrics", Every: metricsRefresh, Run: func(ctx context.Context) error {
+			// The query gauges: one replica at a time counts (the job's lock), the others stop exporting them.
+			return metrics.Refresh(ctx, metricsSource(st, sched))
 		}},
 		{Name: "purge-idempotency-keys", Every: time.Hour, Run: func(ctx context.Context) error {
 			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))
