@@ -4,8 +4,9 @@ import vue from '@vitejs/plugin-vue'
 import Components from 'unplugin-vue-components/vite'
 import { ElementPlusResolver } from 'unplugin-vue-components/resolvers'
 import { VantResolver } from '@vant/auto-import-resolver'
-import { existsSync, readdirSync, rmSync, writeFileSync } from 'node:fs'
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs'
 import { join, resolve } from 'node:path'
+import { brotliCompressSync, constants as zlib, gzipSync } from 'node:zlib'
 
 const outDir = resolve(import.meta.dirname, 'dist')
 
@@ -42,6 +43,31 @@ function noRemoteFonts(): Plugin {
   }
 }
 
+// The server sends a file's precompressed twin (<file>.br, <file>.gz) to a browser that accepts it (server/ops.go):
+// both are written here, once, at the highest levels, for every text file worth compressing.
+function precompress(): Plugin {
+  const compressible = /\.(js|mjs|css|html|svg|json|txt|map|webmanifest)$/
+  const walk = (dir: string): string[] =>
+    readdirSync(dir, { withFileTypes: true }).flatMap((e) => (e.isDirectory() ? walk(join(dir, e.name)) : [join(dir, e.name)]))
+  return {
+    name: 'halley-precompress',
+    apply: 'build',
+    closeBundle() {
+      for (const file of walk(outDir)) {
+        if (!compressible.test(file) || file.includes(`${outDir}/.vite/`) || statSync(file).size < 1024) continue
+        const data = readFileSync(file)
+        const br = brotliCompressSync(data, {
+          params: { [zlib.BROTLI_PARAM_QUALITY]: zlib.BROTLI_MAX_QUALITY, [zlib.BROTLI_PARAM_SIZE_HINT]: data.length },
+        })
+        const gz = gzipSync(data, { level: 9 })
+        // A twin that saves nothing is not worth a Vary header.
+        if (br.length < data.length) writeFileSync(`${file}.br`, br)
+        if (gz.length < data.length) writeFileSync(`${file}.gz`, gz)
+      }
+    },
+  }
+}
+
 export default defineConfig({
   plugins: [
     vue(),
@@ -53,6 +79,7 @@ export default defineConfig({
     }),
     keepGitkeep(),
     noRemoteFonts(),
+    precompress(),
   ],
   resolve: {
     alias: { '@': resolve(import.meta.dirname, 'src') },
@@ -67,6 +94,8 @@ export default defineConfig({
   build: {
     outDir,
     emptyOutDir: false,
+    // dist/.vite/manifest.json: which chunks each page loads, for the weight budget (scripts/budget.mjs).
+    manifest: true,
     // The API reference page (/api/docs) is one chunk of 1.5 MB: Swagger UI, loaded by that page only.
     chunkSizeWarningLimit: 1600,
     rollupOptions: {

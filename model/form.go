@@ -204,3 +204,19 @@ func CheckFileValue(path string, raw json.RawMessage) error {
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// CheckAttachmentIDs validates a list of attachment ids (the attachments of an approve or reject comment): at most
+// MaxFilesPerField, each of an id's shape. EINVALID invalid_attachments naming the field.
+func CheckAttachmentIDs(field string, ids []string) error {
+	if len(ids) > MaxFilesPerField {
+		return CodedError(EINVALID, "invalid_attachments", "%s holds %d files; at most %d are allowed", field, len(ids), MaxFilesPerField).
+			WithDetails(map[string]any{"field": field})
+	}
+	for i, id := range ids {
+		if !attachmentIDRe.MatchString(id) {
+			return CodedError(EINVALID, "invalid_attachments", "%s: file %d is not an attachment id", field, i+1).
+				WithDetails(map[string]any{"field": field})
+		}
+	}
+	return nil
+}

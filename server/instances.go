@@ -42,6 +42,8 @@ type reasonRequest struct {
 type decideRequest struct {
 	Comment string          `json:"comment"`
 	Data    json.RawMessage `json:"data"`
+	// Attachments are the ids of files uploaded to go with the comment.
+	Attachments []string `json:"attachments"`
 }
 
 // transferRequest is the body of POST /tasks/{id}/transfer.
@@ -79,12 +81,16 @@ func (s *Server) startInstance(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	ids, err := s.checkAttachments(c.Request.Context(), principal(c), "", "", req.Context)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	var v *engine.InstanceView
 	start := func(ctx context.Context, _ *model.AuditEntry) (err error) {
 		v, err = s.engine.Start(ctx, principal(c), engine.StartParams(req))
 		return err
 	}
-	var err error
 	if req.OverrideTrigger {
 		// An admin skipping a template's own trigger (its form's members, an API trigger's credentials) is a
 		// change to audit; the engine writes the entry with the start, the new instance as its target.
@@ -96,6 +102,7 @@ func (s *Server) startInstance(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	s.linkAttachments(c.Request.Context(), tenantOf(principal(c)), v.ID, ids)
 	c.JSON(http.StatusCreated, v)
 }
 
@@ -105,11 +112,17 @@ func (s *Server) startLinear(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	ids, err := s.checkAttachments(c.Request.Context(), principal(c), "", "", req.Context)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	v, err := s.engine.StartLinear(c.Request.Context(), principal(c), engine.LinearParams(req))
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	s.linkAttachments(c.Request.Context(), tenantOf(principal(c)), v.ID, ids)
 	c.JSON(http.StatusCreated, v)
 }
 
@@ -238,19 +251,49 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 		fail(c, err)
 		return
 	}
+	ctx, p := c.Request.Context(), principal(c)
+	var ids []string
+	if s.attachments != nil {
+		if err := model.CheckAttachmentIDs("attachments", req.Attachments); err != nil {
+			fail(c, err)
+			return
+		}
+		task, err := s.engine.GetTask(ctx, p, c.Param("id"))
+		if err != nil {
+			fail(c, err)
+			return
+		}
+		list, _ := json.Marshal(req.Attachments)
+		if ids, err = s.checkAttachments(ctx, p, "", task.InstanceID, req.Data, list); err != nil {
+			fail(c, err)
+			return
+		}
+	}
+	refs := make([]model.FileRef, len(req.Attachments))
+	for i, id := range req.Attachments {
+		refs[i] = model.FileRef{ID: id}
+	}
+	if s.attachments != nil && len(req.Attachments) > 0 {
+		var err error
+		if refs, err = s.attachments.Describe(ctx, p.TenantID, req.Attachments); err != nil {
+			fail(c, err)
+			return
+		}
+	}
 	var (
 		t   *engine.Decided
 		err error
 	)
 	if approve {
-		t, err = s.engine.Approve(c.Request.Context(), principal(c), c.Param("id"), req.Comment, req.Data)
+		t, err = s.engine.Approve(ctx, p, c.Param("id"), req.Comment, req.Data, refs...)
 	} else {
-		t, err = s.engine.Reject(c.Request.Context(), principal(c), c.Param("id"), req.Comment, req.Data)
+		t, err = s.engine.Reject(ctx, p, c.Param("id"), req.Comment, req.Data, refs...)
 	}
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	s.linkAttachments(ctx, p.TenantID, t.InstanceID, ids)
 	c.JSON(http.StatusOK, t)
 }
 

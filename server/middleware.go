@@ -46,6 +46,8 @@ func accessLog(lg *slog.Logger) gin.HandlerFunc {
 		switch p := c.Request.URL.Path; {
 		case p == "/healthz" || p == "/readyz" || p == "/metrics":
 			level = slog.LevelDebug
+		case c.FullPath() == "" && !isAPIPath(p) && c.Writer.Status() < 400:
+			level = slog.LevelDebug // the web app's files: one line per asset says nothing an operator needs
 		case c.Writer.Status() >= 500:
 			level = slog.LevelError
 		}

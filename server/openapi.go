@@ -57,7 +57,7 @@ const (
 
 // apiAreas lists every area's operations; a new area's list is added here.
 func apiAreas() [][]apiOp {
-	return [][]apiOp{openapiOps, openapiPeople, openapiTemplates, openapiInstances, openapiPlugins, openapiSubscriptions, openapiNotifications}
+	return [][]apiOp{openapiOps, openapiPeople, openapiTemplates, openapiInstances, openapiPlugins, openapiSubscriptions, openapiNotifications, openapiAttachments}
 }
 
 // allOps returns every documented operation.

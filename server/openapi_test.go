@@ -39,6 +39,7 @@ func fullRouter(t *testing.T) (*gin.Engine, *env) {
 			t.Fatal(err)
 		}
 		d.Notify = n
+		withAttachments(t, s, 1<<20)(d)
 		d.Logger = testkit.Quiet()
 		twin, err := server.New(*d)
 		if err != nil {

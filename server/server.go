@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gin-gonic/gin"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/attachments"
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
@@ -46,6 +48,9 @@ type Deps struct {
 	PluginSandbox SandboxReporter
 	// Subscriptions serves /subscriptions when set.
 	Subscriptions *subscription.Service
+	// Attachments serves /attachments and /forms/{key}/attachments, and checks the attachments that starts and
+	// decisions refer to, when set.
+	Attachments *attachments.Service
 	// Notify serves /notifications, /channels, /notification-settings and /notification-deliveries when set.
 	Notify *notify.Service
 	// Rules serves /delegations (the service the engine asks who decides a node).
@@ -87,6 +92,8 @@ type Server struct {
 	pluginMax    int64
 	subs         *subscription.Service
 	notify       *notify.Service
+	attachments  *attachments.Service
+	anonUploads  *ratelimit.Buckets
 	audit        *audit.Recorder
 	rules        *rules.Service
 	triggerLimit *ratelimit.Buckets
@@ -98,6 +105,7 @@ type Server struct {
 	bodyLimit    int64
 	metrics      *telemetry.Metrics
 	ui           http.FileSystem
+	uiETags      sync.Map // path of a file of the app → its ETag
 	frameFrom    []string
 	router       *gin.Engine
 }
@@ -141,7 +149,7 @@ func New(d Deps) (*Server, error) {
 	d.Metrics.Readiness(checks)
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, notify: d.Notify, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
 		metrics: d.Metrics, ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit, rules: d.Rules,
-		triggerLimit: d.TriggerLimit}
+		triggerLimit: d.TriggerLimit, attachments: d.Attachments, anonUploads: ratelimit.NewBuckets(1)}
 	s.router = s.routes()
 	return s, nil
 }
@@ -174,6 +182,9 @@ func (s *Server) routes() *gin.Engine {
 		if isPluginUpload(c) {
 			return s.pluginMax + 1<<20 // the file plus the multipart envelope; the file itself is checked exactly
 		}
+		if s.attachments != nil && isAttachmentUpload(c) {
+			return s.attachments.MaxSize() + 1<<20 // likewise
+		}
 		return s.bodyLimit
 	}))
 	api.POST("/auth/login", s.login)
@@ -189,6 +200,9 @@ func (s *Server) routes() *gin.Engine {
 	api.Any("/trigger/async/:module/:function", s.limitTriggers, s.triggerAsync)
 	api.GET("/forms/:key", s.authenticateOptional, s.getForm)
 	api.POST("/forms/:key/submit", s.authenticateOptional, s.idempotent, s.submitForm)
+	if s.attachments != nil {
+		api.POST("/forms/:key/attachments", s.authenticateOptional, s.uploadFormAttachment)
+	}
 	api.POST(pluginResultRoute, s.authenticateOptional, s.pluginResult)
 
 	authed := api.Group("", s.authenticate, s.idempotent)
@@ -231,6 +245,12 @@ func (s *Server) routes() *gin.Engine {
 	authed.POST("/messages", s.sendMessage)
 	authed.GET("/cc", etag, s.listCC)
 	authed.POST("/cc/:id/read", s.readCC)
+	if s.attachments != nil {
+		authed.GET("/attachments", s.attachmentSettings)
+		authed.POST("/attachments", s.uploadAttachment)
+		authed.GET("/attachments/:id", s.getAttachment)
+		authed.HEAD("/attachments/:id", s.getAttachment)
+	}
 	if s.notify != nil {
 		authed.GET("/notifications", etag, s.listNotifications)
 		authed.POST("/notifications/read-all", s.readAllNotifications)

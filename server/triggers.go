@@ -55,6 +55,14 @@ func (s *Server) getForm(c *gin.Context) {
 		fail(c, err)
 		return
 	}
+	if s.attachments != nil {
+		// The form's file fields say the limit before a file is chosen (an anonymous submitter has no GET /attachments).
+		c.JSON(http.StatusOK, struct {
+			*trigger.FormView
+			AttachmentMaxSize int64 `json:"attachment_max_size"`
+		}{f, s.attachments.MaxSize()})
+		return
+	}
 	c.JSON(http.StatusOK, f)
 }
 
@@ -65,11 +73,17 @@ func (s *Server) submitForm(c *gin.Context) {
 		return
 	}
 	raw, _ := json.Marshal(values)
+	ids, err := s.checkAttachments(c.Request.Context(), principal(c), c.Param("key"), "", raw)
+	if err != nil {
+		fail(c, err)
+		return
+	}
 	v, err := s.triggers.Submit(c.Request.Context(), c.Param("key"), principal(c), c.ClientIP(), raw)
 	if err != nil {
 		fail(c, err)
 		return
 	}
+	s.linkAttachments(c.Request.Context(), tenantOf(principal(c)), v.ID, ids)
 	c.JSON(http.StatusCreated, v)
 }
 

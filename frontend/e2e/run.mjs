@@ -20,7 +20,8 @@
 // It drives Debian's Chromium (/usr/bin/chromium) through playwright-core: no browser is downloaded. Screenshots
 // of every step go to e2e/artifacts/. The last line is "N passed, M failed".
 import { spawn } from 'node:child_process'
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { createRequire } from 'node:module'
 import { createServer as createHTTPServer } from 'node:http'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
@@ -1449,6 +1450,39 @@ try {
     await page.locator('[data-test=delegation]').first().waitFor({ state: 'detached' })
     const left = await call('GET', '/delegations?user=finn', adminToken)
     expect((left.items ?? []).length === 0, `delegations left: ${JSON.stringify(left)}`)
+  })
+
+  // Accessibility (issue 32): axe-core's WCAG 2.1 A/AA rules find no serious or critical violation on the pages,
+  // in both languages, at desktop and phone widths. axe is evaluated through the DevTools protocol, which the page's
+  // Content-Security-Policy does not govern: no script is added to the page.
+  await step('axe-core finds no serious or critical WCAG 2.1 A/AA violation, zh-CN and en, desktop and phone', async () => {
+    const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+    const pages = ['/login', '/inbox', '/start', '/requests', '/cc', '/profile', '/admin/templates', '/admin/users', '/admin/plugins', '/admin/instances', '/m/inbox', '/m/profile']
+    const found = []
+    for (const language of ['zh-CN', 'en']) {
+      await call('PUT', '/me', adminToken, { language })
+      for (const viewport of [{ width: 1280, height: 800 }, { width: 390, height: 844 }]) {
+        await page.setViewportSize(viewport)
+        for (const path of pages) {
+          await page.goto(`${base}/login`)
+          await page.evaluate(([token, lang, signedIn]) => {
+            localStorage.setItem('halley.language', lang)
+            if (signedIn) localStorage.setItem('halley.token', token)
+            else localStorage.removeItem('halley.token')
+          }, [adminToken, language, path !== '/login'])
+          await page.goto(`${base}${path}`)
+          await page.waitForLoadState('networkidle')
+          await page.evaluate(axeSource)
+          const r = await page.evaluate(() => window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } }))
+          for (const v of r.violations.filter((x) => x.impact === 'serious' || x.impact === 'critical')) {
+            found.push(`${language} ${viewport.width}px ${path}: ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`)
+          }
+        }
+      }
+    }
+    await call('PUT', '/me', adminToken, { language: 'en' })
+    await page.setViewportSize({ width: 1440, height: 900 })
+    expect(found.length === 0, `axe violations:\n${found.join('\n')}`)
   })
 
   // (issue 28) The API reference renders the OpenAPI document with the bundled renderer, under the app's CSP.

@@ -55,6 +55,7 @@ declare module 'vue' {
     ElTimePicker: typeof import('element-plus/es')['ElTimePicker']
     ElTooltip: typeof import('element-plus/es')['ElTooltip']
     FieldHelp: typeof import('./components/FieldHelp.vue')['default']
+    FileField: typeof import('./components/FileField.vue')['default']
     FormDesigner: typeof import('./components/FormDesigner.vue')['default']
     FormRenderer: typeof import('./components/FormRenderer.vue')['default']
     HistoryTimeline: typeof import('./components/HistoryTimeline.vue')['default']

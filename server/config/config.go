@@ -72,6 +72,11 @@ type Config struct {
 	RetentionDuty     float64
 	// ArchiveDir is absolute once Load returns (default <data dir>/archive).
 	ArchiveDir string
+	// Attachments (service/attachments): where their bytes live ("database" or "dir"), the directory (absolute
+	// once Load returns, default <data dir>/attachments) and the largest upload.
+	AttachmentStorage string
+	AttachmentDir     string
+	AttachmentMaxSize int64
 
 	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
 	PluginPython       string
@@ -331,6 +336,18 @@ var settings = []Setting{
 		c.ArchiveDir = v
 		return nil
 	}},
+	{"HALLEY_ATTACHMENT_STORAGE", "attachment_storage", "database", "Where uploaded attachments keep their bytes: database (in the database, in 1 MiB rows, as plugin files: every replica reads them, nothing else to share or back up) or dir (files under HALLEY_ATTACHMENT_DIR named by their SHA-256: with several replicas that must be storage they all reach, a NAS mount).", func(c *Config, v string) error {
+		if v != "database" && v != "dir" {
+			return fmt.Errorf("must be database or dir (got %q)", v)
+		}
+		c.AttachmentStorage = v
+		return nil
+	}},
+	{"HALLEY_ATTACHMENT_DIR", "attachment_dir", "", "Attachment files when HALLEY_ATTACHMENT_STORAGE=dir (<sha256[:2]>/<sha256>), and the temporary files of uploads in progress with either storage. Unset = <data_dir>/attachments. Made absolute at start.", func(c *Config, v string) error {
+		c.AttachmentDir = v
+		return nil
+	}},
+	{"HALLEY_ATTACHMENT_MAX_SIZE", "attachment_max_size", "20971520", "Largest attachment upload in bytes (413 beyond); the default, 20 MiB, fits a phone's photos.", intSetter(func(c *Config, n int64) { c.AttachmentMaxSize = n }, 1024, 1<<32)},
 	{"HALLEY_AUDIT_RETENTION", "audit_retention", "8760h", "How long audit log entries are kept (GET /api/v1/audit); older ones are purged hourly, oldest first. 0 = keep forever.", func(c *Config, v string) error {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 || (d > 0 && d < time.Hour) {
@@ -501,6 +518,11 @@ func (c *Config) absolutePaths(from map[string]string) error {
 	} else if err := abs("archive_dir", "HALLEY_ARCHIVE_DIR", &c.ArchiveDir); err != nil {
 		return err
 	}
+	if c.AttachmentDir == "" {
+		c.AttachmentDir = filepath.Join(c.DataDir, "attachments")
+	} else if err := abs("attachment_dir", "HALLEY_ATTACHMENT_DIR", &c.AttachmentDir); err != nil {
+		return err
+	}
 	if c.File != "" {
 		if err := abs("", "--config", &c.File); err != nil {
 			return err
@@ -527,7 +549,8 @@ func (c *Config) PathAttrs() []any {
 		}
 	}
 	return []any{"data_dir", c.DataDir, "database", db, "plugin_dir", c.PluginDir, "plugin_work_dir", c.PluginWorkDir,
-		"plugin_log_dir", c.PluginLogDir, "archive_dir", c.ArchiveDir}
+		"plugin_log_dir", c.PluginLogDir, "archive_dir", c.ArchiveDir,
+		"attachment_storage", c.AttachmentStorage, "attachment_dir", c.AttachmentDir}
 }
 
 // EnsureSecret makes sure c.Secret is set: when HALLEY_SECRET is unset it reads <data_dir>/secret, creating it

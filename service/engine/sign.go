@@ -200,6 +200,8 @@ type decision struct {
 	Approve bool
 	Comment string
 	Data    []byte
+	// Attachments are the files that go with the comment.
+	Attachments []model.FileRef
 	// By is who acted; it differs from the assignee when an admin decides for them.
 	By string
 }
@@ -229,6 +231,9 @@ func (s *step) decide(t *model.Task, d decision) error {
 	data := map[string]any{"assignee": t.Assignee}
 	if t.DecidedBy != "" {
 		data["on_behalf_of"] = t.Assignee
+	}
+	if len(d.Attachments) > 0 {
+		data["attachments"] = d.Attachments
 	}
 	s.history(action, t.NodeID, t.ID, d.Comment, data)
 	s.event("task.decided", t.NodeID, t)

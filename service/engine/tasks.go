@@ -68,14 +68,15 @@ func (ts taskStep) run(s *step) error {
 var errTaskNotOpen = errors.New("engine: task is not open")
 
 // Approve approves a pending task; data (a JSON object, or empty) is written into the context as the task's form
-// allows (formdata.go).
-func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID, comment string, data json.RawMessage) (*Decided, error) {
-	return e.decide(ctx, actor, taskID, decision{Approve: true, Comment: comment, Data: data})
+// allows (formdata.go). attachments (ids of uploaded files, API.md "Attachments") go with the comment into the
+// history.
+func (e *Engine) Approve(ctx context.Context, actor *model.Principal, taskID, comment string, data json.RawMessage, attachments ...model.FileRef) (*Decided, error) {
+	return e.decide(ctx, actor, taskID, decision{Approve: true, Comment: comment, Data: data, Attachments: attachments})
 }
 
 // Reject rejects a pending task. data is checked as approve checks it, and not written.
-func (e *Engine) Reject(ctx context.Context, actor *model.Principal, taskID, comment string, data json.RawMessage) (*Decided, error) {
-	return e.decide(ctx, actor, taskID, decision{Comment: comment, Data: data})
+func (e *Engine) Reject(ctx context.Context, actor *model.Principal, taskID, comment string, data json.RawMessage, attachments ...model.FileRef) (*Decided, error) {
+	return e.decide(ctx, actor, taskID, decision{Comment: comment, Data: data, Attachments: attachments})
 }
 
 func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID string, d decision) (*Decided, error) {
@@ -87,6 +88,13 @@ func (e *Engine) decide(ctx context.Context, actor *model.Principal, taskID stri
 		return nil, model.CodedError(model.EINVALID, "invalid_data", "data must be a JSON object")
 	}
 	if err := model.CheckDocumentDepth("data", d.Data); err != nil {
+		return nil, err
+	}
+	ids := make([]string, len(d.Attachments))
+	for i, a := range d.Attachments {
+		ids[i] = a.ID
+	}
+	if err := model.CheckAttachmentIDs("attachments", ids); err != nil {
 		return nil, err
 	}
 	d.By = actor.Username

@@ -487,9 +487,12 @@ export const api = {
   // Tasks
   tasks: (q: { assignee?: string; status?: string } = { assignee: 'me', status: 'pending' }) => listAll<Task>('/tasks', q),
   task: (id: string) => request<Task>('GET', `/tasks/${encodeURIComponent(id)}`),
-  approve: (id: string, comment: string, data?: Record<string, unknown>) =>
-    request<Task>('POST', `/tasks/${encodeURIComponent(id)}/approve`, { body: data && Object.keys(data).length ? { comment, data } : { comment } }),
-  reject: (id: string, comment: string) => request<Task>('POST', `/tasks/${encodeURIComponent(id)}/reject`, { body: { comment } }),
+  approve: (id: string, comment: string, data?: Record<string, unknown>, attachments?: string[]) =>
+    request<Task>('POST', `/tasks/${encodeURIComponent(id)}/approve`, {
+      body: { comment, ...(data && Object.keys(data).length ? { data } : {}), ...(attachments?.length ? { attachments } : {}) },
+    }),
+  reject: (id: string, comment: string, attachments?: string[]) =>
+    request<Task>('POST', `/tasks/${encodeURIComponent(id)}/reject`, { body: attachments?.length ? { comment, attachments } : { comment } }),
   transfer: (id: string, to: string, comment: string) => request<Task>('POST', `/tasks/${encodeURIComponent(id)}/transfer`, { body: { to, comment } }),
   addSign: (id: string, users: string[], position: 'before' | 'after' | 'parallel', comment: string) =>
     request<unknown>('POST', `/tasks/${encodeURIComponent(id)}/add-sign`, { body: { users, position, comment } }),

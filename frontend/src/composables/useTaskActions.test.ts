@@ -94,7 +94,7 @@ describe('useTaskActions', () => {
     p.a.draft.comment = 'you take it'
     p.a.close()
     p.a.start('return')
-    expect(p.a.draft).toEqual({ comment: '', users: [], position: 'after', target: 'lead' })
+    expect(p.a.draft).toEqual({ comment: '', users: [], position: 'after', target: 'lead', files: [] })
     p.a.draft.comment = 'check again'
     await p.a.submit()
     expect(p.calls).toEqual([['returnTo', 't1', 'lead', 'check again']])

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest'
-import { base64DataUrl, dataUrlBlob, fileEntries, readFiles, safeHttpUrl } from './files'
-import { MAX_ATTACHMENT_BYTES } from './form'
+import { base64DataUrl, dataUrlBlob, fileEntries, safeHttpUrl } from './files'
 
 describe('files: context values are never links', () => {
   it('accepts base64 data: URLs only', () => {
@@ -56,33 +55,9 @@ describe('files: context values are never links', () => {
   })
 })
 
-describe('readFiles', () => {
-  it('reads chosen files into a file field’s values, their bytes as base64 data: URLs', async () => {
-    const bytes = new Uint8Array(100 * 1024).map((_, i) => (i * 7919) % 251) // past one conversion chunk
-    const pdf = new File([bytes], 'scan.pdf', { type: 'application/pdf' })
-    const note = new File(['héllo'], 'note', { type: '' })
-    const { files, tooLarge } = await readFiles([pdf, note])
-    expect(tooLarge).toEqual([])
-    expect(files.map(({ name, size, type }) => ({ name, size, type }))).toEqual([
-      { name: 'scan.pdf', size: bytes.length, type: 'application/pdf' },
-      { name: 'note', size: 6, type: '' },
-    ])
-    expect(files[0].data_url).toBe(`data:application/pdf;base64,${Buffer.from(bytes).toString('base64')}`)
-    // As FileReader.readAsDataURL says a file without a type.
-    expect(files[1].data_url).toBe(`data:application/octet-stream;base64,${Buffer.from('héllo').toString('base64')}`)
-    // What was read is what the pages offer back as a download, byte for byte.
-    const entries = fileEntries(files)
-    expect(entries.map((e) => e.dataUrl)).toEqual(files.map((f) => f.data_url))
-    expect(Buffer.from(await dataUrlBlob(entries[0].dataUrl!).arrayBuffer()).equals(Buffer.from(bytes))).toBe(true)
-  })
-
-  it('leaves out files over the limit and names them', async () => {
-    const big = new File([new Uint8Array(MAX_ATTACHMENT_BYTES + 1)], 'big.bin')
-    const small = new File(['x'], 'small.txt', { type: 'text/plain' })
-    const { files, tooLarge } = await readFiles([big, small])
-    expect(files.map((f) => f.name)).toEqual(['small.txt'])
-    expect(tooLarge.map((f) => f.name)).toEqual(['big.bin'])
-    expect((await readFiles([small], 0)).tooLarge.map((f) => f.name)).toEqual(['small.txt'])
-    expect(await readFiles([])).toEqual({ files: [], tooLarge: [] })
+describe('fileEntries of uploaded attachments', () => {
+  it('keeps the id, name, size and type of an uploaded file', () => {
+    const v = [{ id: 'att_0123456789abcdef0123456789abcdef', name: 'photo.jpg', size: 12, content_type: 'image/jpeg', sha256: 'x' }]
+    expect(fileEntries(v)).toEqual([{ id: 'att_0123456789abcdef0123456789abcdef', name: 'photo.jpg', size: 12, type: 'image/jpeg' }])
   })
 })

@@ -2,7 +2,6 @@
 // anonymous form submitter included). A value is put into an href or src only through the helpers here: files are
 // offered as downloads of their bytes, and only http(s) URLs are ever linked. docs/security.md says why.
 import { t } from '@/i18n'
-import { MAX_ATTACHMENT_BYTES, type Attachment } from './form'
 
 /** One file of a file field, as the form renderer shows it. */
 export interface FileEntry {
@@ -34,6 +33,7 @@ export function fileEntries(v: unknown): FileEntry[] {
     const e: FileEntry = { name: typeof o.name === 'string' && o.name ? o.name : t('form.fileN', { n: i + 1 }) }
     if (typeof o.size === 'number' && o.size >= 0) e.size = o.size
     if (typeof o.type === 'string') e.type = o.type
+    else if (typeof o.content_type === 'string') e.type = o.content_type
     const d = base64DataUrl(o.data_url)
     if (d) e.dataUrl = d
     if (typeof o.id === 'string' && ATTACHMENT_ID.test(o.id)) e.id = o.id
@@ -77,33 +77,4 @@ export function safeHttpUrl(s: unknown): string | undefined {
     /* not a URL */
   }
   return undefined
-}
-
-/** What reading chosen files gave: the files as a file field keeps them, and those left out for their size. */
-export interface ReadFiles {
-  files: Attachment[]
-  tooLarge: File[]
-}
-
-/** readFiles reads the files a person chose (an <input type=file>'s list) into a file field's values, each with
- * its bytes as a base64 data: URL (the context carries them: the API has no file store); a file over max bytes is
- * left out and returned in tooLarge, for the page to say so its way. */
-export async function readFiles(chosen: Iterable<File> | ArrayLike<File>, max = MAX_ATTACHMENT_BYTES): Promise<ReadFiles> {
-  const out: ReadFiles = { files: [], tooLarge: [] }
-  for (const file of Array.from(chosen)) {
-    if (file.size > max) {
-      out.tooLarge.push(file)
-      continue
-    }
-    out.files.push({ name: file.name, size: file.size, type: file.type, data_url: await dataUrlOf(file) })
-  }
-  return out
-}
-
-/** dataUrlOf is what FileReader.readAsDataURL gives, read through Blob.arrayBuffer (which a unit test has too). */
-async function dataUrlOf(file: Blob): Promise<string> {
-  const bytes = new Uint8Array(await file.arrayBuffer())
-  let bin = ''
-  for (let i = 0; i < bytes.length; i += 0x8000) bin += String.fromCharCode(...bytes.subarray(i, i + 0x8000))
-  return `data:${file.type || 'application/octet-stream'};base64,${btoa(bin)}`
 }

@@ -30,10 +30,10 @@ const leave: FormSchema = {
 }
 
 describe('the catalogue', () => {
-  it('has the 16 components the issue lists', () => {
-    expect(FIELD_TYPES).toHaveLength(16)
+  it('has the 16 components the issue lists, and the file and image fields of uploaded attachments', () => {
+    expect(FIELD_TYPES).toHaveLength(18)
     expect(FIELD_TYPES).toEqual(
-      expect.arrayContaining(['input', 'textarea', 'number', 'money', 'select', 'multi-select', 'radio', 'checkbox', 'date', 'date-range', 'time', 'switch', 'user', 'department', 'attachment', 'description']),
+      expect.arrayContaining(['input', 'textarea', 'number', 'money', 'select', 'multi-select', 'radio', 'checkbox', 'date', 'date-range', 'time', 'switch', 'user', 'department', 'attachment', 'file', 'image', 'description']),
     )
   })
   it('newField binds each new field to an unused context path and id', () => {

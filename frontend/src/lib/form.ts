@@ -21,6 +21,8 @@ export const FIELD_TYPES = [
   'user',
   'department',
   'attachment',
+  'file',
+  'image',
   'description',
 ] as const
 export type FieldType = (typeof FIELD_TYPES)[number]
@@ -30,12 +32,15 @@ export interface FieldOption {
   value: string
 }
 
+/** A file of a file field: an uploaded attachment (id, name, size, content_type), or — in requests from before
+ * attachments were uploaded — an inline file (name, size, type, data_url). */
 export interface Attachment {
   name: string
   size: number
-  type: string
-  /** data: URL of the file; the API has no file store, so small files travel inside the context */
-  data_url: string
+  id?: string
+  content_type?: string
+  type?: string
+  data_url?: string
 }
 
 export interface FormField {
@@ -100,11 +105,10 @@ export const FIELD_META: Record<FieldType, { label: string; icon: string; hasOpt
   user: fieldMeta('user', '☺', true),
   department: fieldMeta('department', '⌂', true),
   attachment: fieldMeta('attachment', '▤', true),
+  file: fieldMeta('file', '📎', true),
+  image: fieldMeta('image', '▣', true),
   description: fieldMeta('description', 'ℹ', false),
 }
-
-/** Largest attachment the form accepts: the file travels base64-encoded in the JSON body (1 MiB limit). */
-export const MAX_ATTACHMENT_BYTES = 256 * 1024
 
 export function emptyForm(kind: FormSchema['kind'] = 'components'): FormSchema {
   return kind === 'html'
@@ -141,6 +145,8 @@ export function emptyValue(f: FormField): unknown {
     case 'multi-select':
     case 'checkbox':
     case 'attachment':
+    case 'file':
+    case 'image':
       return []
     case 'user':
       return f.multiple ? [] : ''
@@ -249,7 +255,9 @@ export function displayValue(f: FormField | undefined, v: unknown): string {
     return `${v.toFixed(f.precision ?? 2)}${f.currency ? ' ' + f.currency : ''}`
   }
   if (f?.type === 'date-range' && Array.isArray(v)) return v.join(' → ')
-  if (f?.type === 'attachment' && Array.isArray(v)) return (v as Attachment[]).map((a) => a.name).join(', ') || '—'
+  if ((f?.type === 'attachment' || f?.type === 'file' || f?.type === 'image') && Array.isArray(v)) {
+    return v.map((a) => (a && typeof a === 'object' && typeof (a as Attachment).name === 'string' ? (a as Attachment).name : String(a))).join(', ') || '—'
+  }
   if (Array.isArray(v)) return v.map((x) => (typeof x === 'object' ? JSON.stringify(x) : String(x))).join(', ')
   if (typeof v === 'object') return JSON.stringify(v)
   return String(v)
@@ -396,6 +404,8 @@ export function sampleContext(schema: FormSchema | undefined): Record<string, un
         v = f.multiple ? ['alice'] : 'alice'
         break
       case 'attachment':
+      case 'file':
+      case 'image':
         v = []
         break
       default:

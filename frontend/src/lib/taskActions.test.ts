@@ -69,13 +69,13 @@ describe('draftProblem', () => {
     })
   }
   it('starts with no comment, nobody, signers after, the first return target', () => {
-    expect(emptyDraft('lead')).toEqual({ comment: '', users: [], position: 'after', target: 'lead' })
+    expect(emptyDraft('lead')).toEqual({ comment: '', users: [], position: 'after', target: 'lead', files: [] })
     expect(emptyDraft().target).toBe('')
   })
 })
 
 describe('sendAction', () => {
-  const draft: Draft = { comment: '  fine \n', users: ['carol', 'dave'], position: 'before', target: 'lead' }
+  const draft: Draft = { comment: '  fine \n', users: ['carol', 'dave'], position: 'before', target: 'lead', files: [] }
   const cases: { action: TaskAction; want: unknown[] }[] = [
     { action: 'approve', want: ['approve', 't1', 'fine', { lead_review: { deputy: 'carol' } }] },
     { action: 'reject', want: ['reject', 't1', 'fine'] },
@@ -91,6 +91,18 @@ describe('sendAction', () => {
       expect(calls).toEqual([c.want])
     })
   }
+  it('sends the ids of the files that go with an approval or a rejection', async () => {
+    const { api, calls } = recordingTaskApi()
+    const files = [{ id: 'att_0123456789abcdef0123456789abcdef', name: 'a.png', size: 3 }, { name: 'no id' }]
+    await sendAction(api, 't1', 'approve', { ...draft, files })
+    await sendAction(api, 't1', 'reject', { ...draft, files })
+    await sendAction(api, 't1', 'transfer', { ...draft, files })
+    expect(calls).toEqual([
+      ['approve', 't1', 'fine', undefined, ['att_0123456789abcdef0123456789abcdef']],
+      ['reject', 't1', 'fine', ['att_0123456789abcdef0123456789abcdef']],
+      ['transfer', 't1', 'carol', 'fine'],
+    ])
+  })
 })
 
 describe('a request returned to its applicant', () => {

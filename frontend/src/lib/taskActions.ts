@@ -70,11 +70,13 @@ export interface Draft {
   position: SignPosition
   /** return: the node to return to */
   target: string
+  /** approve, reject: files that go with the comment (uploaded attachments, as a file field holds them) */
+  files: unknown[]
 }
 
 /** emptyDraft is a fresh draft: no comment, nobody chosen, signers after the assignee, the first return target. */
 export function emptyDraft(firstTarget = ''): Draft {
-  return { comment: '', users: [], position: 'after', target: firstTarget }
+  return { comment: '', users: [], position: 'after', target: firstTarget, files: [] }
 }
 
 /** What a draft lacks: a comment, someone, a step, or — for approve — the approver's form filled in (its first
@@ -98,8 +100,8 @@ export function draftProblem(action: TaskAction, d: Draft, formErrors: Record<st
 
 /** The endpoints the actions are sent to (api/index.ts has them; a test gives its own). */
 export interface TaskActionApi {
-  approve(id: string, comment: string, data?: Record<string, unknown>): Promise<unknown>
-  reject(id: string, comment: string): Promise<unknown>
+  approve(id: string, comment: string, data?: Record<string, unknown>, attachments?: string[]): Promise<unknown>
+  reject(id: string, comment: string, attachments?: string[]): Promise<unknown>
   transfer(id: string, to: string, comment: string): Promise<unknown>
   addSign(id: string, users: string[], position: SignPosition, comment: string): Promise<unknown>
   returnTo(id: string, to: string, comment: string): Promise<unknown>
@@ -110,11 +112,12 @@ export interface TaskActionApi {
  * the approver's form (only its editable fields). Check the draft with draftProblem first. */
 export function sendAction(api: TaskActionApi, taskId: string, action: TaskAction, d: Draft, data?: Record<string, unknown>): Promise<unknown> {
   const c = d.comment.trim()
+  const ids = attachmentIds(d.files)
   switch (action) {
     case 'approve':
-      return api.approve(taskId, c, data)
+      return ids.length ? api.approve(taskId, c, data, ids) : api.approve(taskId, c, data)
     case 'reject':
-      return api.reject(taskId, c)
+      return ids.length ? api.reject(taskId, c, ids) : api.reject(taskId, c)
     case 'transfer':
       return api.transfer(taskId, d.users[0], c)
     case 'add-sign':
@@ -124,4 +127,9 @@ export function sendAction(api: TaskActionApi, taskId: string, action: TaskActio
     case 'reclaim':
       return api.reclaim(taskId, c)
   }
+}
+
+/** attachmentIds are the ids of the uploaded files of a draft. */
+export function attachmentIds(files: unknown[] | undefined): string[] {
+  return (files ?? []).flatMap((f) => (f && typeof f === 'object' && typeof (f as { id?: unknown }).id === 'string' ? [(f as { id: string }).id] : []))
 }

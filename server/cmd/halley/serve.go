@@ -21,6 +21,7 @@ import (
 	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/server/config"
 	"github.com/halley-bpm/halley/service/archive"
+	"github.com/halley-bpm/halley/service/attachments"
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/engine"
@@ -89,12 +90,13 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	triggers, errTriggers := trigger.New(trigger.Deps{Store: st, Templates: templates, Engine: eng, Publisher: publisher}, trigger.Options{Clock: clk, Logger: lg})
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, lg)...)
+	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
+	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit)})
-	if err := errors.Join(errFiles, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
+	if err := errors.Join(errFiles, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -342,7 +344,7 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
 func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, notifier *notify.Service,
-	auditLog *audit.Recorder, metrics *telemetry.Metrics, lg *slog.Logger) []scheduler.Job {
+	auditLog *audit.Recorder, metrics *telemetry.Metrics, files *attachments.Service, lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
 	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
 	return []scheduler.Job{
@@ -386,6 +388,13 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 		{Name: "notification-digest", Every: 10 * time.Minute, Run: func(ctx context.Context) error {
 			// Every run within a tenant's digest hour finds the digests of the day written already but for new users.
 			_, err := notifier.Digest(ctx)
+			return err
+		}},
+		{Name: "purge-attachments", Every: time.Hour, Run: func(ctx context.Context) error {
+			if files == nil {
+				return nil
+			}
+			_, err := files.Purge(ctx) // uploads no instance uses, a day after their upload
 			return err
 		}},
 		{Name: "purge-audit-log", Every: time.Hour, Run: func(ctx context.Context) error {
