@@ -8,10 +8,13 @@ import (
 
 // checkSubprocess checks what the schema cannot see in a subprocess node: the template it names (that the
 // template exists and calls no one back is the publish check's: service/subprocess), its mappings' paths and
-// that completion goes with for_each.
+// that completion goes with for_each, and that it has no timeout (nothing would enforce one).
 func checkSubprocess(name string, n *model.Node, bad func(string, ...any)) {
 	if n.Template != "" && model.ValidTemplateKey(n.Template) != nil { // a missing one is the schema's to report
 		bad("subprocess node %q: template %q is not a template key", name, n.Template)
+	}
+	if n.Timeout != 0 { // nothing would enforce it: the children's own nodes carry their timeouts
+		bad("node %q: timeout does not apply to a subprocess node (give the called template's nodes their timeouts)", name)
 	}
 	if !n.Completion.IsZero() && n.ForEach == "" {
 		bad("node %q: completion applies only with for_each", name)

@@ -24,6 +24,8 @@ func TestValidateSubprocess(t *testing.T) {
 		{"bad path", linear(node("s", "subprocess", `"template": "p"`, `"input": {"a": "x|y"}`)), []want{{model.CodeBadNode, s, `not a pair of context paths`}}},
 		{"item set by hand", linear(node("s", "subprocess", `"template": "p"`, `"for_each": "x"`, `"input": {"item": "y"}`)),
 			[]want{{model.CodeBadNode, s, `item and index are set by the node`}}},
+		{"timeout", linear(node("s", "subprocess", `"template": "p"`, `"timeout": "1h"`)),
+			[]want{{model.CodeBadNode, s, `timeout does not apply to a subprocess node`}}},
 		{"a field of another type", linear(node("s", "subprocess", `"template": "p"`, `"sign": "all"`)), []want{{model.CodeBadNode, s, `sign`}}},
 	})
 }
