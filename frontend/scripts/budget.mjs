@@ -27,7 +27,8 @@ function compressedSize(file) {
 
 /** The JS files a page loads before it shows: entry + route chunk + their static imports. */
 export function pageFiles(manifest, source) {
-  const entry = Object.keys(manifest).find((k) => manifest[k].isEntry)
+  // The app's entry (index.html); the build has others, such as the API reference page (api-docs.html).
+  const entry = manifest['index.html']?.isEntry ? 'index.html' : Object.keys(manifest).find((k) => manifest[k].isEntry)
   if (!manifest[source]) throw new Error(`${source} is not in the build's manifest`)
   const seen = new Set()
   const visit = (key) => {
