@@ -87,4 +87,12 @@ export default {
   'Trigger.members': '可以提交表单的人；为空：所有人。',
   'Trigger.require_login': '提交人必须登录。',
   'Trigger.message': '消息名称：以此名称调用 POST /messages 即发起一个实例（消息数据成为上下文，其关联 ID 成为实例的关联 ID，发送者成为发起人）。',
+  'Approvers.levels': '与 initiator.managers 一起用：沿主管链向上几级（1 到 20）；链更短时审批人更少。',
+  'Approvers.until_role': '与 initiator.managers 一起用：沿主管链向上，直到（并包括）第一个持有此角色的人。',
+  'Approvers.departments': '这些部门的全部成员。',
+  'Approvers.scope': '在哪里查找角色：tenant（默认：所有持有人）、initiator.department（发起人所在部门的持有人）、initiator.department_tree（从发起人部门向上最近一个有持有人的部门）。',
+  'Node.on_no_approver': '没有人可以审批时怎么办：error（默认：节点错误 no_approver）、pass（节点通过，记为 task.auto_approved）、reject（节点被拒绝）、admins（由租户管理员审批）。',
+  'Node.exclude_initiator': '发起人永远不是此节点的审批人（职责分离）；若无人剩下，按 on_no_approver 处理。',
+  'Options.self_approval': '发起人同时是审批人时：allow（默认：与他人一样审批）、pass（其任务自动通过）、manager（由其主管代为审批）。',
+  'Options.dedupe': '因之前已审批而自动通过的审批人：none（默认）、consecutive（审批了紧邻的上一个审批节点的人）、any（审批过本实例任一先前节点的人）。',
 } as Record<string, string>

@@ -14,7 +14,7 @@ group('the designer reads the definition schema', () => {
   })
 
   it('knows which fields each node type owns, and which every node has', () => {
-    expect(TYPE_FIELDS.approval).toEqual(['approvers', 'sign', 'pass_ratio', 'group_sign', 'on_timeout', 'form'])
+    expect(TYPE_FIELDS.approval).toEqual(['approvers', 'sign', 'pass_ratio', 'group_sign', 'on_timeout', 'form', 'on_no_approver', 'exclude_initiator'])
     expect(TYPE_FIELDS.start).toEqual(['trigger'])
     expect(TYPE_FIELDS.delay).toEqual(['interval', 'until'])
     expect(TYPE_FIELDS.auto).toEqual([])

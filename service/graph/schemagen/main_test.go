@@ -92,7 +92,7 @@ func TestSchemaEnumsMatchModelConstants(t *testing.T) {
 		{"Trigger", "kind", []string{model.TriggerManual, model.TriggerCrontab, model.TriggerSyncAPI, model.TriggerAsyncAPI, model.TriggerForm, model.TriggerMessage}},
 		{"Trigger", "login_verification", []string{model.LoginNone, model.LoginToken, model.LoginPassword}},
 		{"ErrorHandler", "operation", []string{model.ErrorOpThrow, model.ErrorOpRetry, model.ErrorOpIgnore, model.ErrorOpCatch}},
-		{"Approvers", "relation", []string{model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader}},
+		{"Approvers", "relation", []string{model.RelationInitiatorManager, model.RelationInitiatorDepartmentLeader, model.RelationInitiatorManagers}},
 	} {
 		if got := enum(c.def, c.prop); !slices.Equal(got, c.want) {
 			t.Errorf("%s.%s: schema enum %v, model constants %v", c.def, c.prop, got, c.want)
