@@ -273,7 +273,8 @@ async function clickEdge(from, to) {
 }
 
 async function typeJson(container, text) {
-  await page.locator(`${container} textarea`).first().fill(text)
+  // the JSON editors wrap their textarea; an el-input passes its data-test to the textarea itself
+  await page.locator(`${container} textarea, textarea${container}`).first().fill(text)
 }
 
 async function noHorizontalScroll() {
@@ -507,7 +508,7 @@ try {
     await typeJson('[data-test=edge-sample]', '{ "days": 0 }')
     await page.click('[data-test=edge-test]')
     await page.locator('[data-test=condition-result][data-result=false]').waitFor()
-    await page.click('[data-test=condition-to-json]')
+    // still in the JSON editor: the condition typed there is the edge's, drawn in words on the canvas
     await typeJson('[data-test=edge-condition]', '{ "days": { "$gte": 1 } }')
     await page.locator('.vue-flow__edge-text', { hasText: /≥ 1/ }).waitFor()
   })
@@ -592,8 +593,9 @@ try {
   await step('a Chinese user reads the field help in Chinese', async () => {
     // The language chosen on this browser (admin's profile names none): the designer's ⓘ speaks it.
     await page.evaluate(() => localStorage.setItem('halley.language', 'zh-CN'))
-    await page.reload()
+    await page.goto(`${base}/admin/templates/${key}/versions/1`)
     await page.locator('[data-test=readonly-badge]').waitFor()
+    if (await page.locator('[data-test=mode-canvas]').count()) await page.click('[data-test=mode-canvas]')
     await page.click('.vue-flow__node[data-id="approval"] .name')
     await page.hover('[data-test="help-Node-timeout"]')
     await page.locator('.field-help-popper', { hasText: '节点最多可用多久' }).waitFor()

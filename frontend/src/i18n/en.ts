@@ -1191,6 +1191,10 @@ export default {
     },
   },
   builder: {
+    mode: 'Business view or canvas',
+    chainBy: 'Manager chain by',
+    join: 'Combine the conditions with',
+    completion: 'Completion',
     view: 'Business view',
     canvas: 'Canvas',
     notShown: 'The business view cannot show this process: {reason} Edit it on the canvas.',

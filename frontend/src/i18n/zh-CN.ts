@@ -1187,6 +1187,10 @@ export default {
     },
   },
   builder: {
+    mode: '业务视图或画布',
+    chainBy: '主管链方式',
+    join: '条件组合方式',
+    completion: '完成条件',
     view: '业务视图',
     canvas: '画布',
     notShown: '业务视图无法显示这个流程：{reason}请在画布上编辑。',
