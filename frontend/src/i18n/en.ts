@@ -1138,7 +1138,6 @@ export default {
   edgePanel: {
     title: 'Edge',
     condition: 'Condition (empty = always taken)',
-    operators: 'Operators (dotted paths allowed):',
     default: 'Default: taken only when no other edge from {node} is',
     test: 'Test the condition',
     sample: 'Sample context',

@@ -1134,7 +1134,6 @@ export default {
   edgePanel: {
     title: '连线',
     condition: '条件（留空 = 总是走这条线）',
-    operators: '运算符（可使用点号路径）：',
     default: '默认：仅当 {node} 的其他连线都不走时才走这条线',
     test: '测试条件',
     sample: '示例上下文',
