@@ -10,6 +10,7 @@ import (
 	"gorm.io/gorm/clause"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/attachments"
 )
 
 type attachmentRow struct {
@@ -156,4 +157,31 @@ func (s *Store) AttachmentSHAInUse(ctx context.Context, sum string) (bool, error
 		return false, fmt.Errorf("store: unable to look up attachments of %s: %w", sum, err)
 	}
 	return n > 0, nil
+}
+
+var _ attachments.LegacyContexts = (*Store)(nil)
+
+// ContextsWithDataURLs returns, by id, up to limit instances after the id after whose context holds the text
+// "data_url" (the data-URL migration of service/attachments).
+func (s *Store) ContextsWithDataURLs(ctx context.Context, after string, limit int) ([]attachments.LegacyContext, error) {
+	var rows []instanceRow
+	err := s.db.WithContext(ctx).Select("id", "tenant_id", "initiator", "context").
+		Where("id > ? AND context LIKE ?", after, `%"data_url"%`).Order("id").Limit(limit).Find(&rows).Error
+	if err != nil {
+		return nil, fmt.Errorf("store: unable to list contexts with data URLs: %w", err)
+	}
+	out := make([]attachments.LegacyContext, len(rows))
+	for i, r := range rows {
+		out[i] = attachments.LegacyContext{ID: r.ID, TenantID: r.TenantID, Initiator: r.Initiator, Context: r.Context}
+	}
+	return out, nil
+}
+
+// SwapContext replaces the context of the instance id by next if it still is old; false when it changed.
+func (s *Store) SwapContext(ctx context.Context, id, old, next string) (bool, error) {
+	res := s.db.WithContext(ctx).Model(&instanceRow{}).Where("id = ? AND context = ?", id, old).Update("context", next)
+	if res.Error != nil {
+		return false, fmt.Errorf("store: unable to rewrite the context of %s: %w", id, res.Error)
+	}
+	return res.RowsAffected == 1, nil
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/attachments"
 	"github.com/halley-bpm/halley/service/store"
 )
 
@@ -99,14 +100,20 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 		Use:   "migrate",
 		Short: "Apply the database migrations and exit",
 		Long: "Apply the database migrations and exit. It waits for the database up to HALLEY_DB_WAIT, as serve does;\n" +
-			"replicas started later find the schema current.",
+			"replicas started later find the schema current. It then moves the files older requests kept inline\n" +
+			"(data: URLs in their data) into the attachments store, as serve does at start.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			return withDatabase(c.Context(), cfgPath, getenv, stderr, false,
-				func(ctx context.Context, _ *config.Config, st *store.Store, lg *slog.Logger, _ *webServer) error {
+				func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, _ *webServer) error {
 					v, _ := st.SchemaVersion(ctx)
 					lg.Info("database schema is current", "version", v, "dialect", st.Dialect())
-					return nil
+					files, err := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize})
+					if err != nil {
+						return err
+					}
+					_, err = files.MigrateDataURLs(ctx, st, 0, lg)
+					return err
 				})
 		},
 	}, &cobra.Command{

@@ -100,6 +100,11 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}
+	// Files older requests kept inline (data: URLs) move into the attachments store; a failure is retried at the
+	// next start (or by `halley migrate`) and does not keep Halley from serving.
+	if _, err := files.MigrateDataURLs(ctx, st, 0, lg); err != nil {
+		lg.Warn("attachments: unable to move inline data: URL files into the attachments store; the next start tries again", "err", err)
+	}
 	if err := subs.Refresh(ctx); err != nil {
 		return fmt.Errorf("load event subscriptions: %w", err)
 	}
