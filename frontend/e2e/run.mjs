@@ -293,6 +293,8 @@ let axeSource
 async function axeCheck(where) {
   axeSource ??= readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
   await page.waitForLoadState('networkidle')
+  // Element Plus fades colours in 0.3 s (a radio button just clicked): axe measures the contrast once they are set.
+  await page.waitForTimeout(350)
   await page.evaluate(axeSource)
   const r = await page.evaluate(() => window.axe.run(document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } }))
   const w = page.viewportSize()?.width

@@ -965,6 +965,9 @@ export default {
     description: 'Description text',
   },
   designer: {
+    zoomIn: 'Zoom in',
+    zoomOut: 'Zoom out',
+    fitView: 'Fit the whole process in view',
     conditionInvalid: 'The condition being edited is not valid JSON: the edge keeps its previous condition until it is fixed.',
     processSettings: 'Process settings',
     retention: 'Keep finished requests for',

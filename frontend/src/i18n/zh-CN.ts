@@ -961,6 +961,9 @@ export default {
     description: '说明文字',
   },
   designer: {
+    zoomIn: '放大',
+    zoomOut: '缩小',
+    fitView: '显示整个流程',
     conditionInvalid: '正在编辑的条件不是合法的 JSON：修正之前，连线保留原来的条件。',
     processSettings: '流程设置',
     retention: '已结束申请的保留时长',

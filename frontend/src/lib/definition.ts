@@ -83,10 +83,10 @@ function nodeMeta(type: NodeType, color: string, icon: string) {
 }
 
 export const NODE_META: Record<NodeType, { label: string; hint: string; color: string; icon: string }> = {
-  start: nodeMeta('start', '#2da44e', '▶'),
+  start: nodeMeta('start', '#1a7f37', '▶'),
   approval: nodeMeta('approval', '#1f6feb', '✔'),
   auto: nodeMeta('auto', '#8250df', '⚙'),
-  delay: nodeMeta('delay', '#bf8700', '◔'),
+  delay: nodeMeta('delay', '#9a6700', '◔'),
   callback: nodeMeta('callback', '#0969da', '↩'),
   subprocess: nodeMeta('subprocess', '#116329', '⧉'),
   error: nodeMeta('error', '#cf222e', '⚠'),
