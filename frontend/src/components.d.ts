@@ -64,6 +64,7 @@ declare module 'vue' {
     JsonEditor: typeof import('./components/JsonEditor.vue')['default']
     LanguageSwitch: typeof import('./components/LanguageSwitch.vue')['default']
     LinearDialog: typeof import('./components/LinearDialog.vue')['default']
+    LoadError: typeof import('./components/LoadError.vue')['default']
     MermaidView: typeof import('./components/MermaidView.vue')['default']
     NotificationBell: typeof import('./components/NotificationBell.vue')['default']
     NotifyAdminTabs: typeof import('./components/NotifyAdminTabs.vue')['default']

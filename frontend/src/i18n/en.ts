@@ -5,6 +5,8 @@
 // read through i18n/words.ts and api/client.ts.
 export default {
   common: {
+    retry: 'Try again',
+    loadFailed: 'This could not be loaded.',
     save: 'Save',
     cancel: 'Cancel',
     close: 'Close',

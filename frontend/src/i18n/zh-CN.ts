@@ -1,6 +1,8 @@
 // 中文（简体）messages: the same keys as en.ts.
 export default {
   common: {
+    retry: '重试',
+    loadFailed: '加载失败。',
     save: '保存',
     cancel: '取消',
     close: '关闭',
