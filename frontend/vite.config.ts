@@ -106,5 +106,7 @@ export default defineConfig({
   test: {
     environment: 'node',
     include: ['src/**/*.test.ts'],
+    // Page tests mount components that import Element Plus's and Vant's styles: vite handles those, not Node.
+    server: { deps: { inline: ['element-plus', 'vant'] } },
   },
 })
