@@ -267,7 +267,7 @@ try {
   }
   const settle = async () => {
     await page.waitForLoadState('networkidle')
-    await page.evaluate(() => document.fonts.ready)
+    await page.evaluate(() => globalThis.document.fonts.ready)
     await page.waitForTimeout(400) // transitions of the menus and messages
   }
   const shot = async (name, lang, vp) => {
