@@ -1190,7 +1190,7 @@ export default {
     },
     summary: {
       departments: 'departments {list}',
-      chainLevels: '{n} levels of managers',
+      chainLevels: 'the direct manager | {n} levels of managers',
       chainUntil: 'managers up to {role}',
     },
   },

@@ -50,7 +50,7 @@ export function describeRuleApprovers(a: RuleApprovers): string[] {
   const parts: string[] = []
   if (a.departments?.length) parts.push(t('rules.summary.departments', { list: a.departments.join(', ') }))
   if (a.relation === 'initiator.managers') {
-    parts.push(a.until_role ? t('rules.summary.chainUntil', { role: a.until_role }) : t('rules.summary.chainLevels', { n: a.levels ?? 1 }))
+    parts.push(a.until_role ? t('rules.summary.chainUntil', { role: a.until_role }) : t('rules.summary.chainLevels', { n: a.levels ?? 1 }, a.levels ?? 1))
   }
   return parts
 }
