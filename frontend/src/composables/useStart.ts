@@ -28,6 +28,8 @@ export function useStart(tkey: () => string) {
   const loading = ref(false)
   const busy = ref(false)
   const error = ref('')
+  /** why the template or its form did not load (the page offers to try again) */
+  const loadError = ref('')
   const notAllowed = ref('')
   const attempted = ref(false)
 
@@ -43,6 +45,7 @@ export function useStart(tkey: () => string) {
   async function load() {
     loading.value = true
     error.value = ''
+    loadError.value = ''
     try {
       template.value = await api.template(tkey())
       const n = template.value.latest_version
@@ -68,7 +71,7 @@ export function useStart(tkey: () => string) {
       }
       values.value = initialValues(form.value, {})
     } catch (e) {
-      error.value = errorMessage(e)
+      loadError.value = errorMessage(e)
     } finally {
       loading.value = false
     }
@@ -105,5 +108,5 @@ export function useStart(tkey: () => string) {
     }
   }
 
-  return { template, def, trigger, form, generated, values, errors, title, raw, rawError, loading, busy, error, notAllowed, attempted, mode, showRaw, load, check, submit }
+  return { template, def, trigger, form, generated, values, errors, title, raw, rawError, loading, busy, error, loadError, notAllowed, attempted, mode, showRaw, load, check, submit }
 }
