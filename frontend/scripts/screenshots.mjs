@@ -12,7 +12,8 @@
 // own forms (sampleValue below), so the script keeps working when the ready-made templates change. Dates and ids
 // are the server's. Chinese text needs a CJK font (Debian: fonts-wqy-microhei or fonts-noto-cjk).
 import { spawn, execFileSync } from 'node:child_process'
-import { existsSync, mkdirSync, mkdtempSync, rmSync, createWriteStream } from 'node:fs'
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, createWriteStream } from 'node:fs'
+import { createRequire } from 'node:module'
 import { createServer } from 'node:net'
 import { tmpdir } from 'node:os'
 import { dirname, join, resolve } from 'node:path'
@@ -270,11 +271,20 @@ try {
     await page.evaluate(() => globalThis.document.fonts.ready)
     await page.waitForTimeout(400) // transitions of the menus and messages
   }
+  // Each page is also checked with axe-core (WCAG 2.1 A/AA) as it is captured: its serious and critical
+  // violations are listed at the end (the e2e test is what fails on them).
+  const axeSource = readFileSync(createRequire(import.meta.url).resolve('axe-core/axe.min.js'), 'utf8')
+  const violations = []
   const shot = async (name, lang, vp) => {
     await settle()
     const file = join(OUT, `${name}.${lang.toLowerCase()}.${vp.width}x${vp.height}.png`)
     await page.screenshot({ path: file, animations: 'disabled', caret: 'hide' })
     console.log(file)
+    await page.evaluate(axeSource)
+    const r = await page.evaluate(() => globalThis.axe.run(globalThis.document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa'] } }))
+    for (const v of r.violations.filter((x) => x.impact === 'serious' || x.impact === 'critical')) {
+      violations.push(`${name} ${lang} ${vp.width}px: ${v.id} at ${v.nodes.map((n) => n.target.join(' ')).slice(0, 3).join(', ')}`)
+    }
   }
 
   for (const lang of LANGS) {
@@ -336,6 +346,8 @@ try {
     }
   }
   await api('PUT', '/me', admin, { language: 'en' })
+  if (violations.length) console.log(`axe-core: serious or critical violations:\n${violations.join('\n')}`)
+  else console.log('axe-core: no serious or critical violation on these pages')
 } finally {
   await cleanup()
 }
