@@ -240,8 +240,8 @@ func TestTransportPropagates(t *testing.T) {
 		t.Errorf("client span attributes = %v", s.Attributes)
 	}
 	for _, kv := range s.Attributes {
-		if strings.Contains(kv.Value.Emit(), "secret") {
-			t.Errorf("attribute %s holds the URL's secret: %s", kv.Key, kv.Value.Emit())
+		if strings.Contains(kv.Value.String(), "secret") {
+			t.Errorf("attribute %s holds the URL's secret: %s", kv.Key, kv.Value.String())
 		}
 	}
 
