@@ -131,6 +131,6 @@ func (s *step) moveInstance(m model.Move) error {
 
 // refused logs a move a table refused and returns it as the step's error.
 func (s *step) refused(err error, what string) error {
-	s.e.log.Error("engine: a step made a move its table does not allow; the step fails", "instance_id", s.inst.ID, "what", what, "err", err)
+	s.e.log.ErrorContext(s.ctx, "engine: a step made a move its table does not allow; the step fails", "instance_id", s.inst.ID, "what", what, "err", err)
 	return fmt.Errorf("engine: instance %s, %s: %w", s.inst.ID, what, err)
 }
