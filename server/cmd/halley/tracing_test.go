@@ -22,6 +22,7 @@ import (
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/server/config"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/telemetry"
@@ -136,8 +137,8 @@ func jsonLine(logs string, match func(map[string]any) bool) map[string]any {
 // TestTracingOfARealServer starts the binary with HALLEY_OTLP_ENDPOINT pointing at an in-process OTLP receiver,
 // starts an instance with a caller's traceparent, lets an event webhook go out, and stops the server: the spans
 // flushed at the stop are the request's (a child of the caller's span, named by its route template), the start step's
-// (a child of the request's, with bounded attributes) and the webhook's, whose traceparent the receiving end got;
-// the JSON access log line names the request id and the trace.
+// (a child of the request's, with bounded attributes), the webhook's, whose traceparent the receiving end got, and
+// a delay node's timer batch with its step; the JSON access log line names the request id and the trace.
 func TestTracingOfARealServer(t *testing.T) {
 	bin := buildHalley(t)
 	otlp := newOTLPReceiver(t)
@@ -179,6 +180,29 @@ func TestTracingOfARealServer(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatalf("the instance.started webhook never came; logs:\n%s", logs)
 	}
+	// A delay node: its timer fires in a batch span, and the step it runs is a child of it.
+	c := &client{t: t, base: url, token: tok}
+	def := map[string]any{"nodes": []any{
+		map[string]any{"id": "start", "type": "start", "trigger": map[string]any{"kind": "manual"}},
+		map[string]any{"id": "wait", "type": "delay", "interval": 1},
+		map[string]any{"id": "end", "type": "end"},
+	}, "edges": []any{map[string]any{"from": "start", "to": "wait"}, map[string]any{"from": "wait", "to": "end"}}}
+	if st, out := c.call("POST", "/api/v1/templates", map[string]any{"key": "traced-delay", "definition": def}); st != 201 {
+		t.Fatalf("template: %d %v", st, out)
+	}
+	if st, out := c.call("POST", "/api/v1/templates/traced-delay/publish", nil); st != 201 {
+		t.Fatalf("publish: %d %v", st, out)
+	}
+	st, delayed := c.call("POST", "/api/v1/instances", map[string]any{"template": "traced-delay"})
+	if st != 201 {
+		t.Fatalf("start the delay: %d %v", st, delayed)
+	}
+	if !testkit.Eventually(30*time.Second, 50*time.Millisecond, func() bool {
+		_, inst := c.call("GET", "/api/v1/instances/"+delayed["id"].(string), nil)
+		return inst["status"] == "completed"
+	}) {
+		t.Fatalf("the delayed instance never completed; logs:\n%s", logs)
+	}
 	stopGracefully(t, cmd) // the batch processor's spans are exported at the stop
 
 	if otlp.service != "halley-under-test" {
@@ -199,9 +223,14 @@ func TestTracingOfARealServer(t *testing.T) {
 		t.Errorf("request span attributes: %v", httpSpan.Attributes)
 	}
 	// The start step: a child of the request's span.
-	steps := otlp.named("step start")
+	var steps []*tracepb.Span
+	for _, s := range otlp.named("step start") {
+		if spanAttr(s, string(tracing.AttrInstance)).GetStringValue() == inst.ID {
+			steps = append(steps, s)
+		}
+	}
 	if len(steps) != 1 {
-		t.Fatalf("%d start step spans", len(steps))
+		t.Fatalf("%d start step spans of the instance", len(steps))
 	}
 	step := steps[0]
 	if string(step.ParentSpanId) != string(httpSpan.SpanId) || string(step.TraceId) != string(httpSpan.TraceId) {
@@ -227,6 +256,26 @@ func TestTracingOfARealServer(t *testing.T) {
 	}
 	if !matched {
 		t.Errorf("the webhook's traceparent %q is no exported span's", hook.Get("traceparent"))
+	}
+	// The timer: a batch span with the timer step under it.
+	var timerStep *tracepb.Span
+	for _, s := range otlp.named("step timer") {
+		if spanAttr(s, string(tracing.AttrInstance)).GetStringValue() == delayed["id"] {
+			timerStep = s
+		}
+	}
+	if timerStep == nil {
+		t.Fatal("no timer step span of the delayed instance")
+	}
+	var batched bool
+	for _, b := range otlp.named("timers fire") {
+		if string(b.SpanId) == string(timerStep.ParentSpanId) && spanAttr(b, string(tracing.AttrTimers)).GetIntValue() >= 1 {
+			batched = true
+		}
+	}
+	if !batched || spanAttr(timerStep, string(tracing.AttrNodeType)).GetStringValue() != "delay" ||
+		spanAttr(timerStep, string(tracing.AttrTemplate)).GetStringValue() != "traced-delay" {
+		t.Errorf("timer step span: parent in a timer batch %v, attributes %v", batched, timerStep.Attributes)
 	}
 	// Bounded names: no span is named after an instance, a request id or a path with a token.
 	otlp.mu.Lock()
