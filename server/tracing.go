@@ -15,10 +15,14 @@ import (
 // traceRequests makes one server span per request, named by its method and route template ("POST
 // /api/v1/instances"; never the raw path, whose ids would make every name unique), a child of the caller's W3C
 // traceparent when it sent one. The handlers' work (engine steps, ...) hangs under it through the request's
-// context. It is in the chain only when tracing is on.
+// context. It is in the chain only when tracing is on; health probes and metric scrapes are not traced.
 func traceRequests(t *tracing.Tracing) gin.HandlerFunc {
 	tracer, prop := t.Tracer(), t.Propagator()
 	return func(c *gin.Context) {
+		if p := c.Request.URL.Path; p == "/healthz" || p == "/readyz" || p == "/metrics" {
+			c.Next() // probes and scrapes, every few seconds from every prober: a trace of each says nothing
+			return
+		}
 		ctx := prop.Extract(c.Request.Context(), propagation.HeaderCarrier(c.Request.Header))
 		route := c.FullPath()
 		name := route

@@ -203,6 +203,11 @@ func TestTracingOfARealServer(t *testing.T) {
 	}) {
 		t.Fatalf("the delayed instance never completed; logs:\n%s", logs)
 	}
+	for _, probe := range []string{"/healthz", "/readyz", "/metrics"} {
+		if st, _ := call(t, "GET", url+probe, "", "", nil); st != 200 {
+			t.Fatalf("GET %s: %d", probe, st)
+		}
+	}
 	stopGracefully(t, cmd) // the batch processor's spans are exported at the stop
 
 	if otlp.service != "halley-under-test" {
@@ -276,6 +281,14 @@ func TestTracingOfARealServer(t *testing.T) {
 	if !batched || spanAttr(timerStep, string(tracing.AttrNodeType)).GetStringValue() != "delay" ||
 		spanAttr(timerStep, string(tracing.AttrTemplate)).GetStringValue() != "traced-delay" {
 		t.Errorf("timer step span: parent in a timer batch %v, attributes %v", batched, timerStep.Attributes)
+	}
+	for _, probe := range []string{"GET /readyz", "GET /healthz", "GET /metrics"} {
+		if n := len(otlp.named(probe)); n != 0 {
+			t.Errorf("%d spans of %s: probes are not traced", n, probe)
+		}
+	}
+	if len(otlp.named("POST /api/v1/auth/login")) != 1 {
+		t.Error("no span of the login request")
 	}
 	// Bounded names: no span is named after an instance, a request id or a path with a token.
 	otlp.mu.Lock()
