@@ -21,7 +21,7 @@ type StepReport struct {
 	Action     string
 	TenantID   string
 	InstanceID string
-	// Template is the key of the instance's template; "" when the step failed before loading the instance.
+	// Template is the key of the instance's template when the step committed ("" when it failed, like Moves).
 	Template string
 	// Took is the wall time from the step's first attempt to its end, reads outside the transaction and the wait
 	// for its group included.
