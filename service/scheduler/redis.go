@@ -569,12 +569,8 @@ func (r *Redis) counts(ctx context.Context) ([]int, error) {
 	if c := r.layouts.counts; c != nil && now.Sub(r.layouts.at) < layoutRefresh && !now.Before(r.layouts.at) {
 		return c, nil
 	}
-	var members *redis.StringSliceCmd
-	_, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		p.SAdd(ctx, r.layoutsKey, r.shards)
-		members = p.SMembers(ctx, r.layoutsKey)
-		return nil
-	})
+	k := r.keys(0)
+	members, err := registerScript.Run(ctx, r.rdb, []string{r.layoutsKey, k[0], k[1]}, r.shards).StringSlice()
 	if err != nil {
 		if r.layouts.counts != nil {
 			return r.layouts.counts, nil
@@ -582,7 +578,7 @@ func (r *Redis) counts(ctx context.Context) ([]int, error) {
 		return nil, fmt.Errorf("read the shard counts in %s: %w", r.layoutsKey, err)
 	}
 	counts := []int{r.shards}
-	for _, m := range members.Val() {
+	for _, m := range members {
 		if n, err := strconv.Atoi(m); err == nil && n >= 1 && n <= MaxShards && n != r.shards {
 			counts = append(counts, n)
 		}
@@ -595,6 +591,17 @@ func (r *Redis) counts(ctx context.Context) ([]int, error) {
 	r.layouts.counts, r.layouts.at = counts, now
 	return counts, nil
 }
+
+// registerScript records a process's shard count and returns every count in use. Shard 0's keys without the set
+// of counts beside them (they share a slot, so they are lost together) were written by a release before
+// sharding: count 1 is in use then. KEYS: the set of counts, shard 0's due and lease. ARGV: the count.
+var registerScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[1]) == 0 and redis.call('EXISTS', KEYS[2], KEYS[3]) > 0 then
+  redis.call('SADD', KEYS[1], '1')
+end
+redis.call('SADD', KEYS[1], ARGV[1])
+return redis.call('SMEMBERS', KEYS[1])
+`)
 
 // places are the shards a timer may be in: its shard under this process's count first, then its shard under each
 // other count in use, without repeats.
