@@ -377,7 +377,7 @@ func TestRedisUpgradeFromUnshardedKeys(t *testing.T) {
 					rec := newRecorder(clk)
 					startRun(t, s, rec.handler(nil))
 					clk.Set(at(6 * time.Hour)) // past the recoverer's first wake-up (half the lease timeout)
-					got := rec.wait(t, 50) // 50 - old-07 + old-leased
+					got := rec.wait(t, 50)     // 50 - old-07 + old-leased
 					seen := map[string]scheduler.Due{}
 					for _, d := range got {
 						if _, dup := seen[d.ID]; dup {
@@ -405,3 +405,63 @@ func TestRedisUpgradeFromUnshardedKeys(t *testing.T) {
 }
 
 func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestClusterWatchLossPerShard: on a cluster one master can lose its data alone (a restart without persistence,
+// a failover to an empty replica). Each shard has its own sentinel, so losing only shard 5's keys is noticed and
+// re-armed too.
+func TestClusterWatchLossPerShard(t *testing.T) {
+	ctx := context.Background()
+	c := clusterClient(t)
+	prefix := uniquePrefix(t)
+	t.Cleanup(func() { dropPrefix(t, c, prefix) })
+	fc := clock.NewFake(t0)
+	s := newRedisScheduler(t, clusterClient(t), prefix, scheduler.Options{Clock: fc, Shards: 8, Logger: quietLogger()})
+	defer s.Close()
+	var items []scheduler.Item
+	for i := range 64 {
+		items = append(items, scheduler.Item{ID: fmt.Sprintf("t%02d", i), Due: at(time.Hour)})
+	}
+	const every = 5 * time.Second
+	rearms := make(chan int, 10)
+	wctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.WatchLoss(wctx, every, func(ctx context.Context) error {
+			n, err := s.Ensure(ctx, items...)
+			rearms <- n
+			return err
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	next := func() int {
+		t.Helper()
+		fc.BlockUntil(1)
+		select {
+		case n := <-rearms:
+			return n
+		default:
+			return -1
+		}
+	}
+	if n := next(); n != len(items) {
+		t.Fatalf("first check on an empty cluster re-armed %d, want %d", n, len(items))
+	}
+	fc.Advance(every)
+	if n := next(); n != -1 {
+		t.Fatalf("re-armed %d with every sentinel present", n)
+	}
+	lost := int(c.ZCard(ctx, s.ShardKeys(5)[0]).Val())
+	for _, k := range s.ShardKeys(5) {
+		c.Del(ctx, k)
+	}
+	if lost == 0 {
+		t.Fatal("shard 5 held no timer: pick other ids")
+	}
+	wantLen(t, s, len(items)-lost, 0)
+	fc.Advance(every)
+	if n := next(); n != lost {
+		t.Fatalf("after shard 5 lost its keys, re-armed %d, want %d", n, lost)
+	}
+	wantLen(t, s, len(items), 0)
+}
