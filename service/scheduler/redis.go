@@ -45,6 +45,7 @@ type Redis struct {
 	wakeCh     string
 	layoutsKey string
 	layouts    layoutCache
+	warned     atomic.Int64 // unix ns of the last partial-failure warning
 	opts       Options
 	wake       waker
 	closer     closer
@@ -628,13 +629,24 @@ func (r *Redis) pop(ctx context.Context, now int64, n int, deadline int64) ([]Du
 	// order across shards as it does within one. Another process may take some meanwhile: each shard's pop is
 	// atomic, so then this one gets the next due ones of that shard, or fewer, never a timer twice.
 	heads := make([]*redis.ZSliceCmd, shards)
-	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for sh := range shards {
 			heads[sh] = p.ZRangeWithScores(ctx, r.keys(sh)[0], 0, int64(n-1))
 		}
 		return nil
-	}); err != nil {
+	})
+	// A cluster master that is down fails only its shards' peeks: the others are popped meanwhile.
+	var failed []int
+	for sh, cmd := range heads {
+		if cmd.Err() != nil {
+			failed = append(failed, sh)
+		}
+	}
+	if len(failed) == shards || (err != nil && len(failed) == 0) {
 		return nil, -1, fmt.Errorf("scheduler: pop: peek: %w", err)
+	}
+	if len(failed) > 0 {
+		r.warnShards("scheduler: shards unreachable; popping the others", failed, err)
 	}
 	type candidate struct {
 		shard int
@@ -649,6 +661,9 @@ func (r *Redis) pop(ctx context.Context, now int64, n int, deadline int64) ([]Du
 		}
 	}
 	for sh, cmd := range heads {
+		if cmd.Err() != nil {
+			continue
+		}
 		for _, z := range cmd.Val() {
 			score := int64(z.Score)
 			if score > now {
@@ -699,9 +714,22 @@ func (r *Redis) pop(ctx context.Context, now int64, n int, deadline int64) ([]Du
 	// Timers leased by the shards that answered are handed over even if another shard failed: dropping them
 	// would leave them leased until the lease expires. The failed shard is popped again on the next round.
 	if err != nil {
-		r.opts.Logger.Warn("scheduler: popping a shard failed", "err", err)
+		r.warnShards("scheduler: popping a shard failed; the others' timers are delivered", nil, err)
 	}
 	return batch, next, nil
+}
+
+// shardWarnEvery bounds how often a pop logs shards it could not reach: a loop pops many times a second.
+const shardWarnEvery = 10 * time.Second
+
+// warnShards logs a partial failure at most every shardWarnEvery.
+func (r *Redis) warnShards(msg string, shards []int, err error) {
+	now := time.Now().UnixNano()
+	last := r.warned.Load()
+	if now-last < int64(shardWarnEvery) || !r.warned.CompareAndSwap(last, now) {
+		return
+	}
+	r.opts.Logger.Warn(msg, "shards", shards, "err", err)
 }
 
 func (r *Redis) popShard(ctx context.Context, sh int, now int64, n int, deadline int64) ([]Due, int64, error) {
