@@ -465,3 +465,31 @@ func TestClusterWatchLossPerShard(t *testing.T) {
 	}
 	wantLen(t, s, len(items), 0)
 }
+
+// TestClusterLocker: the housekeeping jobs' lock is one key, so it works on a cluster like on one Redis: one
+// holder at a time, and the unlock script (one key) frees it.
+func TestClusterLocker(t *testing.T) {
+	ctx := context.Background()
+	prefix := uniquePrefix(t)
+	admin := clusterClient(t)
+	t.Cleanup(func() { dropPrefix(t, admin, prefix) })
+	a := scheduler.NewLocker(clusterClient(t), prefix, time.Minute, 0)
+	b := scheduler.NewLocker(clusterClient(t), prefix, time.Minute, 0)
+	la, err := a.Lock(ctx, "purge")
+	if err != nil {
+		t.Fatalf("first Lock: %v", err)
+	}
+	if _, err := b.Lock(ctx, "purge"); err == nil {
+		t.Fatal("a second holder got the lock")
+	}
+	if err := la.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	lb, err := b.Lock(ctx, "purge")
+	if err != nil {
+		t.Fatalf("Lock after Unlock: %v", err)
+	}
+	if err := lb.Unlock(ctx); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+}
