@@ -20,9 +20,10 @@ func TestListDelegationsReadsThemAll(t *testing.T) {
 		const n = 1203
 		for i := range n {
 			from, to := "ann", "bob"
-			if i%3 == 1 {
+			switch i % 3 {
+			case 1:
 				from, to = "bob", "cid"
-			} else if i%3 == 2 {
+			case 2:
 				from, to = "cid", "ann"
 			}
 			start := at.Add(time.Duration(i/3) * time.Hour) // three delegators start at the same time: ties by id
