@@ -9,8 +9,9 @@ import en from '@/i18n/en'
 import zhCN from '@/i18n/zh-CN'
 import type { FormSchema } from '@/lib/form'
 
-vi.mock('@/api', () => ({ api: { users: () => Promise.resolve([]) } }))
+vi.mock('@/api', () => ({ api: { users: () => Promise.resolve([{ username: 'zhouyu', display_name: '周宇', roles: [] }]) } }))
 const H5FormFields = (await import('./H5FormFields.vue')).default
+const { useDirectory } = await import('@/stores/directory')
 
 const schema: FormSchema = {
   kind: 'components',
@@ -48,5 +49,13 @@ describe.each([
     await flushPromises()
     expect(k.find('.picker-body').exists()).toBe(true)
     k.unmount()
+  })
+
+  it('shows a chosen person by name, not username', async () => {
+    await useDirectory().loadUsers()
+    const i18n = createI18n({ legacy: false, locale, fallbackLocale: 'en', messages: { en, 'zh-CN': zhCN }, missingWarn: false, fallbackWarn: false })
+    const w = mount(H5FormFields, { props: { schema, modelValue: { deputy: 'zhouyu' } }, global: { plugins: [i18n], stubs: { H5UserPicker: true } } })
+    expect((w.find('[data-field=deputy] input').element as HTMLInputElement).value).toBe('周宇')
+    w.unmount()
   })
 })
