@@ -91,12 +91,13 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
 	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
+	triggerLimit, errLimit := triggerLimiter(cfg, rdb, lg) // per client IP, shared by every replica through Redis
 	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
-	if err := errors.Join(errFiles, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Rules: people, TriggerLimit: triggerLimit, Attachments: files})
+	if err := errors.Join(errFiles, errLimit, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -183,6 +184,15 @@ func loginAttempts(cfg *config.Config, rdb *redis.Client) (ratelimit.Counter, er
 		return ratelimit.NewMemory(identity.LoginWindow, 0), nil
 	}
 	return ratelimit.NewRedis(rdb, cfg.RedisPrefix, identity.LoginWindow)
+}
+
+// triggerLimiter limits the API trigger calls per client IP (HALLEY_TRIGGER_RATE_LIMIT): in Redis when there is
+// one (under HALLEY_REDIS_PREFIX), so that every replica together allows the rate once, else in this process.
+func triggerLimiter(cfg *config.Config, rdb *redis.Client, lg *slog.Logger) (ratelimit.Limiter, error) {
+	if rdb == nil {
+		return ratelimit.NewBuckets(cfg.TriggerRateLimit), nil
+	}
+	return ratelimit.NewRedisBuckets(rdb, cfg.RedisPrefix, "trigger", cfg.TriggerRateLimit, lg)
 }
 
 // pluginCache imports the plugin files an earlier release kept in HALLEY_PLUGIN_DIR into the database (every
