@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"sync"
 	"time"
 
@@ -36,8 +37,9 @@ type Options struct {
 	Queue int
 }
 
-// New returns a bus on the channel <prefix>ends (prefix: HALLEY_REDIS_PREFIX, so deployments sharing a Redis never
-// hear each other).
+// New returns a bus on the channel <prefix>ends:<db> (prefix: HALLEY_REDIS_PREFIX; db: the client's database
+// number, since pub/sub channels are shared by every database of a server), so deployments sharing a Redis never
+// hear each other.
 func New(rdb redis.UniversalClient, prefix string, opts Options) (*Bus, error) {
 	if rdb == nil {
 		return nil, errors.New("ends: the bus needs a Redis client")
@@ -51,7 +53,14 @@ func New(rdb redis.UniversalClient, prefix string, opts Options) (*Bus, error) {
 	if opts.Queue <= 0 {
 		opts.Queue = 4096
 	}
-	return &Bus{rdb: rdb, channel: prefix + "ends", log: opts.Logger, out: make(chan string, opts.Queue), listeners: map[string][]chan struct{}{}}, nil
+	return &Bus{rdb: rdb, channel: prefix + "ends:" + strconv.Itoa(redisDB(rdb)), log: opts.Logger, out: make(chan string, opts.Queue), listeners: map[string][]chan struct{}{}}, nil
+}
+
+func redisDB(rdb redis.UniversalClient) int {
+	if c, ok := rdb.(*redis.Client); ok {
+		return c.Options().DB
+	}
+	return 0
 }
 
 // Channel is the Redis channel of the bus (docs, tests).
