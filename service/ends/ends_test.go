@@ -21,7 +21,7 @@ func run(t *testing.T, b *ends.Bus) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		b.Run(ctx)
+		_ = b.Run(ctx) // returns nil when ctx is done
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 }

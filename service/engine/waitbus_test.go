@@ -31,7 +31,7 @@ func runBus(t *testing.T, rdb redis.UniversalClient, prefix string) *ends.Bus {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		bus.Run(ctx)
+		_ = bus.Run(ctx) // returns nil when ctx is done
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	if !testkit.Eventually(10*time.Second, 5*time.Millisecond, bus.Live) {

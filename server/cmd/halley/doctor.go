@@ -210,7 +210,7 @@ func (d *doctor) sqliteFile(path string) {
 		d.add("sqlite file", checkFail, "give the user Halley runs as read and write access to "+path, "%v", err)
 	} else {
 		if f != nil {
-			f.Close()
+			_ = f.Close() // opened only to see that it may be
 		}
 		d.add("sqlite file", checkOK, "", "%s writable", path)
 	}
@@ -266,12 +266,12 @@ func (d *doctor) mysql(ctx context.Context, st *store.Store) {
 		d.add("max_connections", checkOK, "", "%d, enough for %d replicas × a pool of %d + 10", maxConn, d.opts.Replicas, pool)
 	}
 
-	if bp, err := strconv.ParseInt(v["global.innodb_buffer_pool_size"], 10, 64); err == nil {
+	if bp, err := strconv.ParseUint(v["global.innodb_buffer_pool_size"], 10, 64); err == nil {
 		if bp < bufferPoolWarn {
 			d.add("innodb_buffer_pool_size", checkWarn, "give innodb_buffer_pool_size most of the database host's memory (at least 512 MiB; the instance, task and history tables are read on every step)",
-				"%s, the default-sized buffer pool: the working set will not stay in memory", humanBytes(uint64(bp)))
+				"%s, the default-sized buffer pool: the working set will not stay in memory", humanBytes(bp))
 		} else {
-			d.add("innodb_buffer_pool_size", checkOK, "", "%s", humanBytes(uint64(bp)))
+			d.add("innodb_buffer_pool_size", checkOK, "", "%s", humanBytes(bp))
 		}
 	}
 
@@ -411,7 +411,7 @@ func (d *doctor) redis(ctx context.Context) {
 	}
 	opt.MaxRetries = -1
 	rdb := redis.NewClient(opt)
-	defer rdb.Close()
+	defer rdb.Close() //nolint:errcheck // read only: nothing to lose
 	rctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
 	if err := rdb.Ping(rctx).Err(); err != nil {
@@ -519,7 +519,7 @@ func (d *doctor) sandbox(ctx context.Context) {
 		d.add("python", checkWarn, "install python3 or set HALLEY_PLUGIN_PYTHON to its absolute path (python plugins fail until then)", "%s: %v", py, err)
 	} else {
 		vctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		out, err := exec.CommandContext(vctx, path, "--version").CombinedOutput()
+		out, err := exec.CommandContext(vctx, path, "--version").CombinedOutput() //nolint:gosec // G204: the interpreter the operator configured, as plugins run it
 		cancel()
 		if err != nil {
 			d.add("python", checkWarn, "check the interpreter HALLEY_PLUGIN_PYTHON names", "%s --version: %v", path, err)
@@ -540,11 +540,11 @@ func (d *doctor) sandbox(ctx context.Context) {
 			"Halley runs as uid %d without CAP_SETUID: plugins run as Halley's own uid and can read what it can", uid)
 	}
 
-	switch cg := cfg.PluginCgroup; {
-	case cg == "off":
+	switch cfg.PluginCgroup {
+	case "off":
 		d.add("cgroup", checkWarn, "unset HALLEY_PLUGIN_CGROUP (or name a delegated cgroup v2 folder)", "turned off (HALLEY_PLUGIN_CGROUP=off): a run's leftovers are killed by uid, no memory.max or pids.max")
 	default:
-		dir := cg
+		dir := cfg.PluginCgroup
 		if dir == "" {
 			dir = ownCgroupDir()
 		}
@@ -617,7 +617,7 @@ func writable(dir string) error {
 		return fmt.Errorf("not writable: %w", err)
 	}
 	name := f.Name()
-	f.Close()
+	_ = f.Close() // empty: created only to see that it may be
 	return os.Remove(name)
 }
 
