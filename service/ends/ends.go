@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -139,6 +140,9 @@ func (b *Bus) setLive(live bool) {
 	}
 }
 
+// pingEvery is how often the subscription is checked with a PING.
+const pingEvery = 15 * time.Second
+
 // Run subscribes and publishes until ctx is done. A lost subscription is retried (1 s, doubling up to 30 s); in
 // the meantime waits poll.
 func (b *Bus) Run(ctx context.Context) error {
@@ -172,11 +176,28 @@ func (b *Bus) subscribe(ctx context.Context) (wasLive bool) {
 	// A blocked Receive does not watch ctx: closing the subscription ends it.
 	over := make(chan struct{})
 	closed := make(chan struct{})
+	// A connection that died without a word (no RST) would keep Receive blocked and the bus "live": PING it, and
+	// close it when no PONG came back within pingEvery*3.
+	var lastPong atomic.Int64
+	lastPong.Store(time.Now().UnixNano())
 	go func() {
 		defer close(closed)
-		select {
-		case <-ctx.Done():
-		case <-over:
+		tick := time.NewTicker(pingEvery)
+		defer tick.Stop()
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				break wait
+			case <-over:
+				break wait
+			case <-tick.C:
+				if time.Since(time.Unix(0, lastPong.Load())) > 3*pingEvery {
+					b.log.Warn("no answer on the subscription to instance ends in redis; reconnecting")
+					break wait
+				}
+				_ = ps.Ping(ctx) // its PONG comes through Receive; an error shows as a missing PONG
+			}
 		}
 		_ = ps.Close() // the subscription is over either way
 	}()
@@ -198,6 +219,8 @@ func (b *Bus) subscribe(ctx context.Context) (wasLive bool) {
 			}
 		case *redis.Message:
 			b.wake(m.Payload)
+		case *redis.Pong:
+			lastPong.Store(time.Now().UnixNano())
 		}
 	}
 }
