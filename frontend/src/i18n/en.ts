@@ -1603,6 +1603,7 @@ export default {
     bad_cron: 'The cron expression is not valid.',
     bad_node: 'A field of this node is missing or not valid.',
     unknown_user: 'An approver is not a user (yet).',
+    bad_title_pattern: 'The title pattern is not valid: a placeholder is malformed or is no field of the start form.',
     subprocess_cycle: 'Sub-processes call each other in a circle.',
   },
   time: {

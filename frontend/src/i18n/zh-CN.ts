@@ -1599,6 +1599,7 @@ export default {
     bad_cron: 'Cron 表达式不合法。',
     bad_node: '此节点缺少字段或字段不合法。',
     unknown_user: '有审批人（还）不是系统中的用户。',
+    bad_title_pattern: '标题模板不合法：占位符格式有误，或不是发起表单中的字段。',
     subprocess_cycle: '子流程之间形成了循环调用。',
   },
   time: {
