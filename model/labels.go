@@ -1,5 +1,7 @@
 package model
 
+import "encoding/json"
+
 // Labels in two languages (API.md "Additions of 2026-11-28"): a definition, its nodes and the fields and options
 // of its forms may carry their texts in zh-CN and en beside the plain ones, as an "i18n" object with one object of
 // texts per language: "i18n": {"zh-CN": {"name": "请假"}, "en": {"name": "Leave"}}. People read their language's
@@ -102,4 +104,16 @@ func pick[T any](lang string, zh, en *T) *T {
 		return en
 	}
 	return nil
+}
+
+// TemplateLabelsOf reads the template names and descriptions a definition document carries (nil when none or
+// when it does not read): what the templates row keeps for listings.
+func TemplateLabelsOf(def json.RawMessage) TemplateLabels {
+	var probe struct {
+		I18n DefinitionI18n `json:"i18n"`
+	}
+	if json.Unmarshal(def, &probe) != nil {
+		return nil
+	}
+	return probe.I18n.Labels()
 }
