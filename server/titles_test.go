@@ -82,6 +82,15 @@ func TestTitlePatternsAndLabels(t *testing.T) {
 			t.Fatalf("after the resubmit: %v %v", got.JSON["title"], got.JSON["title_i18n"])
 		}
 
+		// The plain title (inboxes, notifications) is in the initiator's language when they chose one.
+		if r := e.do("PUT", "/api/v1/me", bob, M{"language": "zh-CN", "display_name": "王 Bob"}, nil); r.Status != 200 {
+			t.Fatalf("patch: %s", r.Body)
+		}
+		r = e.do("POST", "/api/v1/instances", bob, M{"template": "leave", "context": M{"days": 1, "leave": M{"type": "sick"}}}, nil)
+		if r.JSON["title"] != "王 Bob · 1 天sick（2026-11-28）" || r.JSON["title_i18n"].(M)["en"] != "王 Bob · 1 days of sick leave" {
+			t.Fatalf("title %v %v", r.JSON["title"], r.JSON["title_i18n"])
+		}
+
 		// An unknown placeholder is refused at publish, with what is wrong.
 		formDef := M{"title_pattern": "{initiator} · {dayz}", "nodes": []any{
 			M{"id": "start", "type": "start", "trigger": M{"kind": "form", "form": M{"kind": "components", "fields": []any{

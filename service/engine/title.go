@@ -10,17 +10,26 @@ import (
 
 // titles renders the version's title pattern for an instance started by initiator at `at` with the data doc:
 // the plain title and the title per language (docs/templates.md "Title patterns"). ok is false when the version
-// has no pattern. {initiator} reads the initiator's display name (their user name when they have none or are not
+// has no pattern. The plain title is the initiator's language's when they chose one. {initiator} reads the initiator's display name (their user name when they have none or are not
 // a user, e.g. a trigger's synthetic initiator); {date} the start's date in the server's time zone.
 func (e *Engine) titles(ctx context.Context, tenant, initiator string, c *template.Compiled, at time.Time, doc []byte) (string, map[string]string, bool) {
 	if !template.HasTitlePattern(c.Def) {
 		return "", nil, false
 	}
-	who := initiator
-	if u, err := e.dir.GetUser(ctx, tenant, initiator); err == nil && u.DisplayName != "" {
-		who = u.DisplayName
+	who, lang := initiator, ""
+	if u, err := e.dir.GetUser(ctx, tenant, initiator); err == nil {
+		if u.DisplayName != "" {
+			who = u.DisplayName
+		}
+		lang = u.Language
 	}
-	return template.RenderTitles(c.Def, c.Name, template.TitleValues{Initiator: who, Date: at.In(time.Local)}, doc)
+	plain, by, ok := template.RenderTitles(c.Def, c.Name, template.TitleValues{Initiator: who, Date: at.In(time.Local)}, doc)
+	// The plain title (what inboxes, notifications and tasks show) reads in the initiator's language when they
+	// chose one: their colleagues most likely share it.
+	if s := by[lang]; s != "" {
+		plain = s
+	}
+	return plain, by, ok
 }
 
 // retitle renders the title again after the initiator resubmitted changed data, when the title came from the

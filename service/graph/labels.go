@@ -59,9 +59,9 @@ func boundPath(fields []string, path string) bool {
 }
 
 // Labels of form fields and options (the forms are the UI's, so the schema sees them as objects): each field may
-// carry "i18n": {"zh-CN": {"label", "placeholder", "help"}, "en": {...}} and each option "i18n": {lang: {"label"}}.
+// carry "i18n": {"zh-CN": {"label", "placeholder", "help", "text"}, "en": {...}} and each option "i18n": {lang: {"label"}}.
 var (
-	fieldTextLimits  = map[string]int{"label": model.MaxFieldLabelLen, "placeholder": model.MaxFieldLabelLen, "help": model.MaxFieldHelpLen}
+	fieldTextLimits  = map[string]int{"label": model.MaxFieldLabelLen, "placeholder": model.MaxFieldLabelLen, "help": model.MaxFieldHelpLen, "text": model.MaxFieldHelpLen}
 	optionTextLimits = map[string]int{"label": model.MaxFieldLabelLen}
 )
 
