@@ -1,9 +1,9 @@
 // The inbox: my pending tasks with their instance's title, template and initiator. The task shape of the API
 // carries none of these, so they come from the instances (fetched once each, in parallel) unless the server
 // already put them on the task.
-import { api, type Instance, type Task } from '@/api'
+import { api, type Instance, type Task, type TemplateSummary } from '@/api'
 import { t as tr } from '@/i18n'
-import { templateText } from '@/lib/labels'
+import { instanceTitle, templateText } from '@/lib/labels'
 
 export interface InboxRow {
   task: Task
@@ -13,14 +13,12 @@ export interface InboxRow {
   instance?: Instance
 }
 
-// Template names by key, fetched once per page load: lists show a process by its name, not its key.
-let names: Promise<Map<string, string>> | undefined
-export function templateNames(): Promise<Map<string, string>> {
-  names ??= api.templates().then(
-    (ts) => new Map(ts.map((t) => [t.key, templateText(t).name])),
-    () => new Map(),
-  )
-  return names
+// Template names by key, in the user's language (the templates are fetched once per page load): lists show a
+// process by its name, not its key.
+let templates: Promise<TemplateSummary[]> | undefined
+export async function templateNames(): Promise<Map<string, string>> {
+  templates ??= api.templates().catch(() => [])
+  return new Map((await templates).map((t) => [t.key, templateText(t).name]))
 }
 
 /** loadInbox lists my tasks — the pending ones (the default), or those I decided (handled) — with their request's
@@ -42,7 +40,7 @@ export async function loadInbox(which: 'pending' | 'handled' = 'pending'): Promi
       return {
         task: t,
         instance: inst,
-        title: t.instance_title || t.title || inst?.title || tr('inbox.untitled', { template: inst?.template ?? t.template ?? '', id: t.instance_id.slice(0, 8) }),
+        title: instanceTitle(inst) || t.instance_title || t.title || tr('inbox.untitled', { template: inst?.template ?? t.template ?? '', id: t.instance_id.slice(0, 8) }),
         template: byKey.get(t.template || inst?.template || '') || t.template || inst?.template || '',
         initiator: t.initiator || inst?.initiator || '',
       }

@@ -966,6 +966,11 @@ export default {
   },
   designer: {
     conditionInvalid: 'The condition being edited is not valid JSON: the edge keeps its previous condition until it is fixed.',
+    titlePattern: 'Request title',
+    titlePatternPlaceholder: "{'{'}initiator{'}'} · {'{'}days{'}'} days of leave",
+    titlePatternHint: "Each request gets this title when it starts: {'{'}initiator{'}'} is the applicant, {'{'}template{'}'} this process, {'{'}date{'}'} the day it starts, and any other {'{'}name{'}'} a field of the start form (e.g. {'{'}days{'}'}). A title the applicant types wins.",
+    templateName: 'Name',
+    templateDescription: 'Description',
     processSettings: 'Process settings',
     retention: 'Keep finished requests for',
     retentionPlaceholder: 'the deployment’s setting',
@@ -1588,6 +1593,11 @@ export default {
     idempotency_in_progress: 'The same request is still being handled: wait a moment.',
     idempotency_key_reused: 'This request was already sent with other content.',
     bad_condition: 'The condition is not valid.',
+  },
+  labelsEditor: {
+    title: 'In each language',
+    hint: 'People read the text of their language; where it is empty, the one above.',
+    fallback: 'as above',
   },
   validation: {
     bad_definition: 'The definition is not a valid template.',

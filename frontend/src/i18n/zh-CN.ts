@@ -962,6 +962,11 @@ export default {
   },
   designer: {
     conditionInvalid: '正在编辑的条件不是合法的 JSON：修正之前，连线保留原来的条件。',
+    titlePattern: '申请标题',
+    titlePatternPlaceholder: "{'{'}initiator{'}'} · {'{'}days{'}'} 天年假",
+    titlePatternHint: "每个申请发起时按此生成标题：{'{'}initiator{'}'} 为申请人，{'{'}template{'}'} 为本流程名称，{'{'}date{'}'} 为发起日期，其他 {'{'}名称{'}'} 为发起表单中的字段（如 {'{'}days{'}'}）。申请人自己填写的标题优先。",
+    templateName: '名称',
+    templateDescription: '说明',
     processSettings: '流程设置',
     retention: '已结束申请的保留时长',
     retentionPlaceholder: '使用部署的设置',
@@ -1584,6 +1589,11 @@ export default {
     idempotency_in_progress: '相同的请求仍在处理中：请稍候。',
     idempotency_key_reused: '此请求已用不同的内容发送过。',
     bad_condition: '条件不合法。',
+  },
+  labelsEditor: {
+    title: '各语言文本',
+    hint: '用户看到自己语言的文本；留空时显示上面的默认文本。',
+    fallback: '同上',
   },
   validation: {
     bad_definition: '定义不是合法的流程模板。',
