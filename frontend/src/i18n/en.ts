@@ -656,6 +656,7 @@ export default {
     triggerRequired: 'This process starts through its {kind} trigger, not from this page.',
     titleLabel: 'Title',
     titlePlaceholder: 'What is this request about?',
+    titleAutomatic: 'Optional: left empty, the title is made from your request',
     data: 'Data (JSON)',
     override: 'Start, overriding the trigger',
     rawData: 'Advanced: the data as JSON (admins)',

@@ -652,6 +652,7 @@ export default {
     triggerRequired: '此流程通过“{kind}”触发器发起，不能在此页面发起。',
     titleLabel: '标题',
     titlePlaceholder: '这个申请是关于什么的？',
+    titleAutomatic: '选填：留空时根据申请内容自动生成标题',
     data: '数据（JSON）',
     override: '跳过触发器发起',
     rawData: '高级：以 JSON 填写数据（管理员）',
