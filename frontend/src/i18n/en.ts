@@ -968,8 +968,14 @@ export default {
   designer: {
     conditionInvalid: 'The condition being edited is not valid JSON: the edge keeps its previous condition until it is fixed.',
     titlePattern: 'Request title',
-    titlePatternPlaceholder: "{'{'}initiator{'}'} · {'{'}days{'}'} days of leave",
-    titlePatternHint: "Each request gets this title when it starts: {'{'}initiator{'}'} is the applicant, {'{'}template{'}'} this process, {'{'}date{'}'} the day it starts, and any other {'{'}name{'}'} a field of the start form (e.g. {'{'}days{'}'}). A title the applicant types wins.",
+    titlePatternHint: 'Each request gets this title when it starts; a title the applicant types wins. Placeholders:',
+    titleToken: {
+      initiator: 'the applicant',
+      template: 'this process',
+      date: 'the day it starts',
+      field: 'a field of the start form, by its path',
+    },
+    titlePatternExample: 'For example:',
     templateName: 'Name',
     templateDescription: 'Description',
     processSettings: 'Process settings',

@@ -964,8 +964,14 @@ export default {
   designer: {
     conditionInvalid: '正在编辑的条件不是合法的 JSON：修正之前，连线保留原来的条件。',
     titlePattern: '申请标题',
-    titlePatternPlaceholder: "{'{'}initiator{'}'} · {'{'}days{'}'} 天年假",
-    titlePatternHint: "每个申请发起时按此生成标题：{'{'}initiator{'}'} 为申请人，{'{'}template{'}'} 为本流程名称，{'{'}date{'}'} 为发起日期，其他 {'{'}名称{'}'} 为发起表单中的字段（如 {'{'}days{'}'}）。申请人自己填写的标题优先。",
+    titlePatternHint: '每个申请发起时按此生成标题；申请人自己填写的标题优先。可用占位符：',
+    titleToken: {
+      initiator: '申请人',
+      template: '本流程名称',
+      date: '发起日期',
+      field: '发起表单中的字段（按路径）',
+    },
+    titlePatternExample: '示例：',
     templateName: '名称',
     templateDescription: '说明',
     processSettings: '流程设置',
