@@ -31,6 +31,7 @@ import (
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -91,7 +92,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
 	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(rdb, cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
@@ -123,14 +124,13 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	return err
 }
 
-// openRedis connects to HALLEY_REDIS_URL (nil when unset). An unreachable Redis is logged, not fatal: /readyz
-// reports it until it answers.
-func openRedis(ctx context.Context, url string, lg *slog.Logger) *redis.Client {
+// openRedis connects to HALLEY_REDIS_URL, one server or a Redis Cluster (nil when unset). An unreachable Redis is
+// logged, not fatal: /readyz reports it until it answers.
+func openRedis(ctx context.Context, url string, lg *slog.Logger) redis.UniversalClient {
 	if url == "" {
 		return nil
 	}
-	opt, _ := redis.ParseURL(url) // config.Load checked it
-	rdb := redis.NewClient(opt)
+	rdb, _ := redisconn.Open(url) // config.Load checked it
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -139,24 +139,16 @@ func openRedis(ctx context.Context, url string, lg *slog.Logger) *redis.Client {
 	return rdb
 }
 
-func closeRedis(rdb *redis.Client) {
+func closeRedis(rdb redis.UniversalClient) {
 	if rdb != nil {
 		_ = rdb.Close() // shutting down: nothing to do about a failed close
 	}
 }
 
-// redisLocks is the housekeeper's lock client: none without Redis (one process needs no locks).
-func redisLocks(rdb *redis.Client) redis.UniversalClient {
-	if rdb == nil {
-		return nil
-	}
-	return rdb
-}
-
 // newScheduler is the timer index: the Redis sorted set when Redis is configured (shared by every replica), else
 // an in-process heap.
-func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
-	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg}
+func newScheduler(cfg *config.Config, rdb redis.UniversalClient, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
+	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg, Shards: cfg.TimerShards}
 	if rdb != nil {
 		return scheduler.NewRedis(rdb, cfg.RedisPrefix, opts)
 	}
@@ -164,7 +156,7 @@ func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *sl
 }
 
 // readiness lists what /readyz pings.
-func readiness(st *store.Store, rdb *redis.Client, sched scheduler.Scheduler) map[string]server.Pinger {
+func readiness(st *store.Store, rdb redis.UniversalClient, sched scheduler.Scheduler) map[string]server.Pinger {
 	ready := map[string]server.Pinger{"database": st, "scheduler": sched}
 	if rdb != nil {
 		ready["redis"] = redisPinger{rdb}
@@ -172,13 +164,13 @@ func readiness(st *store.Store, rdb *redis.Client, sched scheduler.Scheduler) ma
 	return ready
 }
 
-type redisPinger struct{ c *redis.Client }
+type redisPinger struct{ c redis.UniversalClient }
 
 func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }
 
 // loginAttempts counts failed sign-ins: in Redis when there is one (under HALLEY_REDIS_PREFIX), so that every
 // replica throttles the same attempts, else in this process.
-func loginAttempts(cfg *config.Config, rdb *redis.Client) (ratelimit.Counter, error) {
+func loginAttempts(cfg *config.Config, rdb redis.UniversalClient) (ratelimit.Counter, error) {
 	if rdb == nil {
 		return ratelimit.NewMemory(identity.LoginWindow, 0), nil
 	}
@@ -208,7 +200,7 @@ func pluginCache(ctx context.Context, cfg *config.Config, st *store.Store, lg *s
 
 // bootstrapAdmin returns the identity service, after creating user admin in an empty database. Failed sign-ins
 // are counted by loginAttempts.
-func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rdb *redis.Client, lg *slog.Logger) (*identity.Service, error) {
+func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rdb redis.UniversalClient, lg *slog.Logger) (*identity.Service, error) {
 	attempts, err := loginAttempts(cfg, rdb)
 	if err != nil {
 		return nil, err
