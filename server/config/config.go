@@ -27,6 +27,7 @@ import (
 	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/tracing"
 )
 
 // Config is every setting of a Halley process.
@@ -79,6 +80,8 @@ type Config struct {
 	AttachmentStorage string
 	AttachmentDir     string
 	AttachmentMaxSize int64
+	// OTLPEndpoint is HALLEY_OTLP_ENDPOINT: where spans are exported over OTLP/HTTP; "" = tracing off.
+	OTLPEndpoint string
 
 	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
 	PluginPython       string
@@ -202,6 +205,17 @@ var settings = []Setting{
 			return fmt.Errorf("must be text or json (got %q)", v)
 		}
 		c.LogFormat = v
+		return nil
+	}},
+	{"HALLEY_OTLP_ENDPOINT", "otlp_endpoint", "", "OpenTelemetry collector's OTLP/HTTP base URL (e.g. http://otel-collector:4318; spans go to <url>/v1/traces unless the URL has a path). Unset = tracing off. The standard OTEL_* variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS...) apply; see docs/operations.md, Tracing.", func(c *Config, v string) error {
+		if v == "" {
+			c.OTLPEndpoint = ""
+			return nil
+		}
+		if _, err := tracing.EndpointURL(v); err != nil {
+			return fmt.Errorf("must be an http:// or https:// URL such as http://otel-collector:4318 (got %q)", v)
+		}
+		c.OTLPEndpoint = v
 		return nil
 	}},
 	{"HALLEY_PUBLIC_URL", "public_url", "", "Base URL business systems reach Halley at, used in callback URLs (e.g. https://halley.example.com); unset = http://<addr>.", func(c *Config, v string) error {
