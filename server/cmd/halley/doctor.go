@@ -14,12 +14,14 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/store"
 	halleysql "github.com/halley-bpm/halley/sql"
 )
@@ -398,69 +400,135 @@ func diskStatus(free uint64) string {
 	return checkOK
 }
 
-// redis checks Redis when HALLEY_REDIS_URL is set.
+// redisNode is what the doctor read from one Redis server (each master of a cluster).
+type redisNode struct {
+	addr string
+	info map[string]string
+	save string // CONFIG GET save; "" when none or refused
+}
+
+func readRedisNode(ctx context.Context, c *redis.Client) (redisNode, error) {
+	n := redisNode{addr: c.Options().Addr, info: map[string]string{}}
+	for _, section := range []string{"server", "persistence", "memory"} {
+		s, err := c.Info(ctx, section).Result()
+		if err != nil {
+			return n, fmt.Errorf("%s: INFO %s: %w", n.addr, section, err)
+		}
+		for _, l := range strings.Split(s, "\n") {
+			if k, v, ok := strings.Cut(strings.TrimSpace(l), ":"); ok {
+				n.info[k] = v
+			}
+		}
+	}
+	if kv, err := c.ConfigGet(ctx, "save").Result(); err == nil { // may be refused on managed Redis
+		n.save = strings.TrimSpace(kv["save"])
+	}
+	return n, nil
+}
+
+// worse is the more serious of two statuses.
+func worse(a, b string) string {
+	rank := map[string]int{checkOK: 0, checkWarn: 1, checkFail: 2}
+	if rank[b] > rank[a] {
+		return b
+	}
+	return a
+}
+
+// perNode adds one check over every node: the worst status, what each node has (named by address on a cluster).
+func (d *doctor) perNode(name string, nodes []redisNode, grade func(n redisNode) (status, fix, found string)) {
+	status, fix := checkOK, ""
+	var found []string
+	for _, n := range nodes {
+		st, fx, f := grade(n)
+		if len(nodes) > 1 {
+			f = n.addr + ": " + f
+		}
+		found = append(found, f)
+		if worse(status, st) != status || fix == "" {
+			fix = fx
+		}
+		status = worse(status, st)
+	}
+	d.add(name, status, fix, "%s", strings.Join(found, "; "))
+}
+
+// redis checks Redis when HALLEY_REDIS_URL is set: one server, or every master of a cluster.
 func (d *doctor) redis(ctx context.Context) {
 	if d.cfg.RedisURL == "" {
 		d.add("redis", checkOK, "", "not configured: one replica, timers in process (set HALLEY_REDIS_URL to run several)")
 		return
 	}
-	opt, err := redis.ParseURL(d.cfg.RedisURL)
+	target, err := redisconn.Parse(d.cfg.RedisURL)
 	if err != nil {
 		d.add("redis", checkFail, "correct HALLEY_REDIS_URL", "%v", err)
 		return
 	}
-	opt.MaxRetries = -1
-	rdb := redis.NewClient(opt)
+	addr := ""
+	if target.Cluster != nil {
+		target.Cluster.MaxRetries = -1
+		addr = "cluster " + strings.Join(target.Cluster.Addrs, ",")
+	} else {
+		target.Single.MaxRetries = -1
+		addr = target.Single.Addr
+	}
+	rdb := target.Client()
 	defer rdb.Close() //nolint:errcheck // read only: nothing to lose
 	rctx, cancel := context.WithTimeout(ctx, d.opts.Timeout)
 	defer cancel()
 	if err := rdb.Ping(rctx).Err(); err != nil {
-		d.add("redis", checkFail, "check that Redis runs and that HALLEY_REDIS_URL names its address, password and database", "%s: %v", opt.Addr, err)
+		d.add("redis", checkFail, "check that Redis runs and that HALLEY_REDIS_URL names its address, password and database", "%s: %v", addr, err)
 		return
 	}
-	info := map[string]string{}
-	for _, section := range []string{"server", "persistence", "memory"} {
-		s, err := rdb.Info(rctx, section).Result()
-		if err != nil {
-			d.add("redis", checkFail, "allow the INFO command to Halley's Redis user", "INFO %s: %v", section, err)
-			return
-		}
-		for _, l := range strings.Split(s, "\n") {
-			if k, v, ok := strings.Cut(strings.TrimSpace(l), ":"); ok {
-				info[k] = v
-			}
-		}
+	var nodes []redisNode
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		var mu sync.Mutex
+		err = c.ForEachMaster(rctx, func(ctx context.Context, m *redis.Client) error {
+			n, err := readRedisNode(ctx, m)
+			mu.Lock()
+			defer mu.Unlock()
+			nodes = append(nodes, n)
+			return err
+		})
+		sort.Slice(nodes, func(i, j int) bool { return nodes[i].addr < nodes[j].addr })
+	case *redis.Client:
+		var n redisNode
+		n, err = readRedisNode(rctx, c)
+		nodes = append(nodes, n)
 	}
-	d.add("redis", checkOK, "", "Redis %s at %s (%s mode)", info["redis_version"], opt.Addr, info["redis_mode"])
+	if err != nil {
+		d.add("redis", checkFail, "allow the INFO command to Halley's Redis user", "%v", err)
+		return
+	}
+	n0 := nodes[0].info
+	d.add("redis", checkOK, "", "Redis %s at %s (%s mode)", n0["redis_version"], addr, n0["redis_mode"])
 
-	// persistence: AOF, or RDB snapshots (CONFIG GET save; may be refused on managed Redis).
-	aof := info["aof_enabled"] == "1"
-	save := ""
-	if kv, err := rdb.ConfigGet(rctx, "save").Result(); err == nil {
-		save = strings.TrimSpace(kv["save"])
-	}
-	switch {
-	case aof:
-		d.add("redis persistence", checkOK, "", "appendonly yes")
-	case save != "":
-		d.add("redis persistence", checkOK, "", "RDB snapshots (save %s), no AOF: a crash loses the last writes, which timer recovery rebuilds from the database", save)
-	default:
-		d.add("redis persistence", checkWarn, "set appendonly yes (or RDB save points)",
-			"none (no AOF, no RDB save points, or CONFIG GET refused): a Redis restart empties the timer index, rebuilt from the database only at the next recovery pass (HALLEY_REDIS_CHECK_INTERVAL)")
-	}
+	// persistence: AOF, or RDB snapshots.
+	d.perNode("redis persistence", nodes, func(n redisNode) (string, string, string) {
+		switch {
+		case n.info["aof_enabled"] == "1":
+			return checkOK, "", "appendonly yes"
+		case n.save != "":
+			return checkOK, "", "RDB snapshots (save " + n.save + "), no AOF: a crash loses the last writes, which timer recovery rebuilds from the database"
+		}
+		return checkWarn, "set appendonly yes (or RDB save points)",
+			"none (no AOF, no RDB save points, or CONFIG GET refused): a Redis restart empties the timer index, rebuilt from the database only at the next recovery pass (HALLEY_REDIS_CHECK_INTERVAL)"
+	})
 
-	policy, maxmem := info["maxmemory_policy"], info["maxmemory"]
 	why := "Redis would evict keys Halley needs: timer members (a timer then fires only after the recovery pass), housekeeping locks (two replicas run one job), rate-limit counters"
-	switch {
-	case policy == "noeviction":
-		d.add("redis maxmemory-policy", checkOK, "", "noeviction (maxmemory %s)", maxmem)
-	case maxmem == "0" || maxmem == "":
-		d.add("redis maxmemory-policy", checkWarn, "CONFIG SET maxmemory-policy noeviction (and in redis.conf)",
-			"%s with no maxmemory limit: nothing is evicted now, but once a limit is set %s", policy, why)
-	default:
-		d.add("redis maxmemory-policy", checkFail, "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or give Halley a Redis of its own",
-			"%s with maxmemory %s: %s", policy, maxmem, why)
-	}
+	d.perNode("redis maxmemory-policy", nodes, func(n redisNode) (string, string, string) {
+		policy, maxmem := n.info["maxmemory_policy"], n.info["maxmemory"]
+		switch {
+		case policy == "noeviction":
+			return checkOK, "", "noeviction (maxmemory " + maxmem + ")"
+		case maxmem == "0" || maxmem == "":
+			return checkWarn, "CONFIG SET maxmemory-policy noeviction (and in redis.conf)",
+				policy + " with no maxmemory limit: nothing is evicted now, but once a limit is set " + why
+		}
+		return checkFail, "CONFIG SET maxmemory-policy noeviction (and in redis.conf), or give Halley a Redis of its own",
+			policy + " with maxmemory " + maxmem + ": " + why
+	})
 
 	var lat []time.Duration
 	for range redisLatencyPings {
