@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/halley-bpm/halley/internal/testkit"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -222,6 +224,36 @@ func TestDoctorThresholds(t *testing.T) {
 	for free, want := range map[uint64]string{10 << 30: checkOK, 1 << 30: checkOK, 1<<30 - 1: checkWarn, 100 << 20: checkWarn, 100<<20 - 1: checkFail, 0: checkFail} {
 		if got := diskStatus(free); got != want {
 			t.Errorf("free %d: %s, want %s", free, got, want)
+		}
+	}
+}
+
+// TestDoctorRedisCluster (HALLEY_TEST_REDIS_CLUSTER, read only: the cluster is shared with other tests): on a
+// cluster URL the doctor reads every master and names each in persistence and maxmemory-policy.
+func TestDoctorRedisCluster(t *testing.T) {
+	url := os.Getenv("HALLEY_TEST_REDIS_CLUSTER")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HALLEY_TEST_REDIS_CLUSTER is not set: under CI=true the Redis Cluster tests must run (scripts/redis-cluster.sh start)")
+		}
+		t.Skip("HALLEY_TEST_REDIS_CLUSTER is not set; skipping (CI=true would fail)")
+	}
+	target, err := redisconn.Parse(url)
+	if err != nil || target.Cluster == nil {
+		t.Fatalf("HALLEY_TEST_REDIS_CLUSTER: %v (a cluster URL is needed)", err)
+	}
+	env := map[string]string{"HALLEY_DATA_DIR": t.TempDir(), "HALLEY_ADMIN_PASSWORD": "doctor-pw-1", "HALLEY_REDIS_URL": url}
+	checks, _ := doctorReport(t, env)
+	wantCheck(t, checks, "redis", checkOK, "cluster mode", "at cluster ")
+	c := checks["redis maxmemory-policy"]
+	p := checks["redis persistence"]
+	masters := strings.Count(c.Found, "; ") + 1
+	if masters < 3 || strings.Count(p.Found, "; ")+1 != masters {
+		t.Fatalf("want a line per master (3 or more): policy %q, persistence %q", c.Found, p.Found)
+	}
+	for _, addr := range target.Cluster.Addrs {
+		if !strings.Contains(c.Found, addr+": ") {
+			t.Fatalf("master %s not named: %q", addr, c.Found)
 		}
 	}
 }
