@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/ends"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
 
@@ -121,5 +123,43 @@ func TestBus(t *testing.T) {
 	b.Publish("i-4")
 	if !closed(again) {
 		t.Fatal("no end heard after the subscription came back")
+	}
+}
+
+// TestBusCluster (HALLEY_TEST_REDIS_CLUSTER): on a Redis Cluster an end published through one client (another
+// replica's) is heard by a bus subscribed through another.
+func TestBusCluster(t *testing.T) {
+	url := os.Getenv("HALLEY_TEST_REDIS_CLUSTER")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HALLEY_TEST_REDIS_CLUSTER is not set: under CI=true the Redis Cluster tests must run (scripts/redis-cluster.sh start)")
+		}
+		t.Skip("HALLEY_TEST_REDIS_CLUSTER is not set; skipping (CI=true would fail)")
+	}
+	var rb [6]byte
+	rand.Read(rb[:])
+	prefix := "halley-test:" + hex.EncodeToString(rb[:]) + ":"
+	var buses []*ends.Bus
+	for range 2 {
+		rdb, err := redisconn.Open(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		b, err := ends.New(rdb, prefix, ends.Options{Logger: testkit.Quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		run(t, b)
+		buses = append(buses, b)
+	}
+	if !testkit.Eventually(10*time.Second, 5*time.Millisecond, func() bool { return buses[0].Live() && buses[1].Live() }) {
+		t.Fatal("the buses never subscribed")
+	}
+	heard, stop, _ := buses[1].Listen("i-1")
+	defer stop()
+	buses[0].Publish("i-1")
+	if !closed(heard) {
+		t.Fatal("the end published through one cluster client was not heard through the other")
 	}
 }

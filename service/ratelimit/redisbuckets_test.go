@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,35 +14,67 @@ import (
 
 	"github.com/halley-bpm/halley/internal/testkit"
 	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
 
-// testRedis is a client of HALLEY_TEST_REDIS and a random key prefix of this test, whose keys are removed after it.
-func testRedis(t *testing.T) (*redis.Client, string) {
-	t.Helper()
-	o, err := redis.ParseURL(storetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
+// eachRedis runs fn on HALLEY_TEST_REDIS and on HALLEY_TEST_REDIS_CLUSTER (under CI=true both must run), with a
+// random key prefix of the test whose keys are removed after it.
+func eachRedis(t *testing.T, fn func(t *testing.T, rdb redis.UniversalClient, prefix string)) {
+	newPrefix := func() string {
+		var b [6]byte
+		rand.Read(b[:])
+		return "halley-test:" + hex.EncodeToString(b[:]) + ":"
 	}
-	rdb := redis.NewClient(o)
-	var b [6]byte
-	rand.Read(b[:])
-	prefix := "halley-test:" + hex.EncodeToString(b[:]) + ":"
-	t.Cleanup(func() {
-		keys, _ := rdb.Keys(context.Background(), prefix+"*").Result()
-		if len(keys) > 0 {
-			rdb.Del(context.Background(), keys...)
+	t.Run("redis", func(t *testing.T) {
+		o, err := redis.ParseURL(storetest.RedisURL(t))
+		if err != nil {
+			t.Fatal(err)
 		}
-		rdb.Close()
+		rdb, prefix := redis.NewClient(o), newPrefix()
+		t.Cleanup(func() {
+			if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
+				rdb.Del(context.Background(), keys...)
+			}
+			rdb.Close()
+		})
+		fn(t, rdb, prefix)
 	})
-	return rdb, prefix
+	t.Run("cluster", func(t *testing.T) {
+		url := os.Getenv("HALLEY_TEST_REDIS_CLUSTER")
+		if url == "" {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("HALLEY_TEST_REDIS_CLUSTER is not set: under CI=true the Redis Cluster tests must run (scripts/redis-cluster.sh start)")
+			}
+			t.Skip("HALLEY_TEST_REDIS_CLUSTER is not set; skipping (CI=true would fail)")
+		}
+		rdb, err := redisconn.Open(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := newPrefix()
+		t.Cleanup(func() {
+			_ = rdb.(*redis.ClusterClient).ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+				keys, _ := m.Keys(ctx, prefix+"*").Result()
+				for _, k := range keys {
+					m.Del(ctx, k)
+				}
+				return nil
+			})
+			rdb.Close()
+		})
+		fn(t, rdb, prefix)
+	})
 }
 
-// TestRedisBuckets: the shared bucket behaves as Buckets does (bursts of twice the rate, then one event per
+// TestRedisBuckets (Redis, Redis Cluster): the shared bucket behaves as Buckets does (bursts of twice the rate, then one event per
 // 1/rate with the wait until it, keys apart, a refusal uses up nothing), and two limiters over one prefix (two
 // replicas) share it: together they allow the burst once, not twice. 0 is no limit.
 func TestRedisBuckets(t *testing.T) {
-	rdb, prefix := testRedis(t)
+	eachRedis(t, testRedisBuckets)
+}
+
+func testRedisBuckets(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	if b, err := ratelimit.NewRedisBuckets(rdb, prefix, "trigger", 0, testkit.Quiet()); b != nil || err != nil {
 		t.Fatalf("rate 0: %v %v; want no limit (nil)", b, err)
 	}
@@ -90,10 +123,13 @@ func TestRedisBuckets(t *testing.T) {
 	}
 }
 
-// TestRedisBucketsRace: 100 goroutines over 4 replicas calling at once on one key get exactly the burst between
+// TestRedisBucketsRace (Redis, Redis Cluster): 100 goroutines over 4 replicas calling at once on one key get exactly the burst between
 // them — what n replicas behind a load balancer allow one client.
 func TestRedisBucketsRace(t *testing.T) {
-	rdb, prefix := testRedis(t)
+	eachRedis(t, testRedisBucketsRace)
+}
+
+func testRedisBucketsRace(t *testing.T, rdb redis.UniversalClient, prefix string) {
 	now := time.Date(2026, 11, 25, 8, 0, 0, 0, time.UTC)
 	var replicas []*ratelimit.RedisBuckets
 	for range 4 {
