@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -622,9 +623,28 @@ func (d *doctor) sandbox(ctx context.Context) {
 			d.add("cgroup", checkWarn, "delegate a cgroup v2 folder to Halley's user (systemd Delegate=yes) and name it in HALLEY_PLUGIN_CGROUP",
 				"%s: %v: plugin runs get no cgroup leaf", dir, err)
 		} else {
-			d.add("cgroup", checkOK, "", "%s (controllers: %s)", dir, readTrim(filepath.Join(dir, "cgroup.controllers")))
+			ctl := readTrim(filepath.Join(dir, "cgroup.controllers"))
+			if missing := missingControllers(ctl); len(missing) > 0 {
+				d.add("cgroup", checkWarn, "enable the memory and pids controllers for Halley's cgroup (cgroup.subtree_control of its parent; systemd Delegate=yes)",
+					"%s (controllers: %s): no %s, so a run gets no memory.max or pids.max from it (rlimits still apply)", dir, ctl, strings.Join(missing, ", "))
+			} else {
+				d.add("cgroup", checkOK, "", "%s (controllers: %s)", dir, ctl)
+			}
 		}
 	}
+}
+
+// missingControllers lists which of the controllers the sandbox sets limits with (memory, pids) are not in a
+// cgroup.controllers line.
+func missingControllers(line string) []string {
+	have := strings.Fields(line)
+	var out []string
+	for _, c := range []string{"memory", "pids"} {
+		if !slices.Contains(have, c) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // ownCgroupDir is the folder of this process's cgroup v2, "" when there is none.

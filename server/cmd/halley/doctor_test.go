@@ -226,6 +226,11 @@ func TestDoctorThresholds(t *testing.T) {
 			t.Errorf("free %d: %s, want %s", free, got, want)
 		}
 	}
+	for line, want := range map[string]string{"cpuset cpu io memory pids": "", "memory pids": "", "hugetlb": "memory,pids", "cpu memory": "pids", "": "memory,pids"} {
+		if got := strings.Join(missingControllers(line), ","); got != want {
+			t.Errorf("controllers %q: missing %q, want %q", line, got, want)
+		}
+	}
 }
 
 // TestDoctorRedisCluster (HALLEY_TEST_REDIS_CLUSTER, read only: the cluster is shared with other tests): on a
