@@ -62,6 +62,7 @@ declare module 'vue' {
     HtmlFormFrame: typeof import('./components/HtmlFormFrame.vue')['default']
     InstanceSummary: typeof import('./components/InstanceSummary.vue')['default']
     JsonEditor: typeof import('./components/JsonEditor.vue')['default']
+    LabelsEditor: typeof import('./components/LabelsEditor.vue')['default']
     LanguageSwitch: typeof import('./components/LanguageSwitch.vue')['default']
     LinearDialog: typeof import('./components/LinearDialog.vue')['default']
     LoadError: typeof import('./components/LoadError.vue')['default']
