@@ -268,6 +268,20 @@ const (
 	TimerCancelled = "cancelled"
 )
 
+type timerFiringKey struct{}
+
+// ForTimerFiring marks ctx as the firing of due timers: the store runs its transactions on the connections it
+// keeps for timers (HALLEY_DB_TIMER_CONNS), so a fire never queues for a connection behind a step load.
+func ForTimerFiring(ctx context.Context) context.Context {
+	return context.WithValue(ctx, timerFiringKey{}, true)
+}
+
+// IsTimerFiring reports whether ctx was marked by ForTimerFiring.
+func IsTimerFiring(ctx context.Context) bool {
+	v, _ := ctx.Value(timerFiringKey{}).(bool)
+	return v
+}
+
 // Timer is a durable due time; the scheduler is its fast index.
 type Timer struct {
 	ID             string          `json:"id"`

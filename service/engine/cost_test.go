@@ -142,7 +142,7 @@ func TestStepCost(t *testing.T) {
 		}
 		t.Logf("per step:%s; a finished instance: state %d bytes, context %d bytes, %d history rows", costLine(m), stateLen, ctxLen, hist)
 		// Bounds: what a step costs today (docs/benchmarks.md, "Per-step cost"), with a little room.
-		if m["Questions"] > 7.5 || m["Com_commit"] > 1.01 || m["Bytes_received"] > 4000 {
+		if m["Questions"] > 7 || m["Com_commit"] > 1.01 || m["Bytes_received"] > 3700 {
 			t.Errorf("a step costs more than it did: %s", costLine(m))
 		}
 	})
@@ -179,7 +179,7 @@ func TestStepCost(t *testing.T) {
 		}
 		hist := float64(histAfter-histBefore) / n
 		t.Logf("per fire (a batch of %d):%s; history rows %.2f", n, costLine(m), hist)
-		if m["Questions"] > 0.25 || hist > 5 || m["Bytes_received"] > 1800 {
+		if m["Questions"] > 0.25 || hist > 5 || m["Bytes_received"] > 1700 {
 			t.Errorf("a fire costs more than it did: %s, %.2f history rows", costLine(m), hist)
 		}
 	})

@@ -738,18 +738,20 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			nOut++
 		}
 	}
-	if nNew > 0 {
-		b.addRows("INSERT INTO tasks ("+taskCols+")", taskColsN, "", newTasks)
-	}
 	if len(changed) > 0 {
-		// Changed tasks (of locked instances) in one upsert, as for the instance rows.
-		args := make([]any, 0, taskColsN*len(changed))
+		// Changed tasks (of locked instances) in one upsert, as for the instance rows, and the new tasks in the
+		// same statement (an approval's decided task and its successor: one statement a step, not two). A new
+		// task's id is new (numbered from its locked instance's seq), so its row is inserted.
+		args := make([]any, 0, len(newTasks)+taskColsN*len(changed))
+		args = append(args, newTasks...)
 		for _, t := range changed {
 			r := toTaskRow(t)
 			args = append(args, taskArgs(&r)...)
 		}
 		b.addRows("INSERT INTO tasks ("+taskCols+")", taskColsN,
 			upsertSuffix(s.dialect, "status", "comment", "data", "decided_by", "after_signers", "assignee", "decided_at", "auto", "urged_at"), args)
+	} else if nNew > 0 {
+		b.addRows("INSERT INTO tasks ("+taskCols+")", taskColsN, "", newTasks)
 	}
 	if nHist > 0 {
 		b.addRows("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data)", 9, "", history)
