@@ -3,6 +3,7 @@ package engine_test
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -227,6 +228,9 @@ func TestSelfApprovalWithEverySignMode(t *testing.T) {
 		h.publish("allow", withOptions(`{}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","eve"]}}`))
 		h.publish("manager", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","eve"]}}`))
 		h.publish("manager-dup", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["ann","lead"]}}`))
+		h.publish("manager-alone", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","approvers":{"users":["boss"]}}`))
+		h.publish("manager-alone-pass", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","on_no_approver":"pass","approvers":{"users":["boss"]}}`))
+		h.publish("manager-others", withOptions(`{"self_approval":"manager"}`, `{"id":"n","type":"approval","sign":"all","approvers":{"users":["boss","eve"]}}`))
 
 		autoReason := func(t *testing.T, id, user string) {
 			t.Helper()
@@ -299,6 +303,28 @@ func TestSelfApprovalWithEverySignMode(t *testing.T) {
 			want(t, "tasks", h.assignees(id, "n"), []string{"lead:pending"})
 			id = h.start("boss", "manager", `{}`) // boss approves only as eve; not in the list: plain
 			want(t, "not an approver", h.assignees(id, "n"), []string{"ann:pending", "eve:pending"})
+		})
+		t.Run("manager, and the initiator has none: never their own approval", func(t *testing.T) {
+			h := h.sub(t)
+			id := h.start("boss", "manager-others", `{}`) // the others decide
+			want(t, "tasks", h.assignees(id, "n"), []string{"eve:pending"})
+			if n := h.notes(id, "approver.self"); len(n) != 1 || n[0]["user"] != "boss" {
+				t.Fatalf("approver.self %v", n)
+			}
+			if n := h.notes(id, "task.auto_approved"); len(n) != 0 {
+				t.Fatalf("approved automatically: %v", n)
+			}
+			id = h.start("boss", "manager-alone", `{}`) // nobody left, on_no_approver error: the node fails
+			h.wantStatus(id, model.StatusFailed)
+			if inst, _ := h.get(id); inst.State.Error == nil || inst.State.Error.Code != model.NodeErrNoApprover ||
+				!strings.Contains(inst.State.Error.Message, "no enabled manager") {
+				t.Fatalf("error %+v", inst.State.Error)
+			}
+			id = h.start("boss", "manager-alone-pass", `{}`) // nobody left, on_no_approver pass
+			h.wantStatus(id, model.StatusCompleted)
+			if n := h.notes(id, "task.auto_approved"); len(n) != 1 || n[0]["reason"] != model.AutoNoApprover {
+				t.Fatalf("auto %v", n)
+			}
 		})
 		t.Run("someone else's request: no automatic decision", func(t *testing.T) {
 			h := h.sub(t)

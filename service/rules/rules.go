@@ -425,11 +425,13 @@ func (x *resolver) signers(names []string) ([]engine.Assignee, error) {
 					return nil, err
 				}
 				if m == "" {
-					a.Auto = model.AutoSelfApproval // nobody above them: approved as their own
+					// Nobody above them: they still may not decide their own request. They are no approver here;
+					// the others decide, or on_no_approver says what happens when nobody is left.
 					x.note("approver.self", map[string]any{"user": a.User, "reason": "the initiator has no enabled manager to decide in their place"})
-				} else {
-					a.User, a.InPlaceOf = m, q.Initiator
+					x.tried = append(x.tried, fmt.Sprintf("the initiator %s has no enabled manager to decide in their place", a.User))
+					continue
 				}
+				a.User, a.InPlaceOf = m, q.Initiator
 			}
 		}
 		if a.Auto == "" && slices.Contains(q.ApprovedBefore, a.User) {

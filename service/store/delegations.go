@@ -93,19 +93,33 @@ func (s *Store) DeleteDelegation(ctx context.Context, tenant, id string) error {
 	})
 }
 
-// ListDelegations lists the delegations from or to user ("" = all) ending after endsAfter, by start time.
+// ListDelegations lists the delegations from or to user ("" = all) ending after endsAfter, by start time: all of
+// them, read in keyset pages (the rules resolver applies every one; a cap would silently drop delegations).
 func (s *Store) ListDelegations(ctx context.Context, tenant, user string, endsAfter time.Time) ([]*model.Delegation, error) {
-	q := s.db.WithContext(ctx).Where("tenant_id = ? AND ends_at > ?", tenant, endsAfter.UTC())
-	if user != "" {
-		q = q.Where("(from_user = ? OR to_user = ?)", user, user)
+	const page = 1000
+	var out []*model.Delegation
+	var last *delegationRow
+	for {
+		q := s.db.WithContext(ctx).Where("tenant_id = ? AND ends_at > ?", tenant, endsAfter.UTC())
+		if user != "" {
+			q = q.Where("(from_user = ? OR to_user = ?)", user, user)
+		}
+		if last != nil {
+			q = q.Where("(starts_at > ? OR (starts_at = ? AND id > ?))", last.StartsAt, last.StartsAt, last.ID)
+		}
+		var rows []delegationRow
+		if err := q.Order("starts_at, id").Limit(page).Find(&rows).Error; err != nil {
+			return nil, fmt.Errorf("store: unable to list delegations: %w", err)
+		}
+		for i := range rows {
+			out = append(out, rows[i].toModel())
+		}
+		if len(rows) < page {
+			if out == nil {
+				out = []*model.Delegation{}
+			}
+			return out, nil
+		}
+		last = &rows[len(rows)-1]
 	}
-	var rows []delegationRow
-	if err := q.Order("starts_at, id").Limit(1000).Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("store: unable to list delegations: %w", err)
-	}
-	out := make([]*model.Delegation, len(rows))
-	for i := range rows {
-		out[i] = rows[i].toModel()
-	}
-	return out, nil
 }
