@@ -57,7 +57,9 @@ func TestLingerWaitsOnlyWhenNothingMoreIsDue(t *testing.T) {
 	go func() { done <- runLoop(ctx, b, opts, &waker{}, make(chan struct{}), h) }()
 	defer func() {
 		cancel()
-		<-done
+		if err := <-done; err != nil {
+			t.Errorf("run: %v", err)
+		}
 	}()
 	for i := range 6 {
 		select {
