@@ -43,7 +43,8 @@ generate:
 	@if [ "$(HAS_NPM)" = yes ]; then $(MAKE) ui-deps && cd frontend && npm run generate; \
 	else echo "generate: npm not found; frontend/src/generated/definition.ts not regenerated"; exit 1; fi
 
-## test: every test (Go on SQLite always, on MySQL/Redis when HALLEY_TEST_MYSQL/HALLEY_TEST_REDIS are set; UI tests)
+## test: every test (Go on SQLite always, on MySQL/Redis/a Redis Cluster when HALLEY_TEST_MYSQL/HALLEY_TEST_REDIS/
+## HALLEY_TEST_REDIS_CLUSTER are set — scripts/redis-cluster.sh start prints the last; UI tests)
 test: test-go test-ui
 
 test-go:
@@ -92,8 +93,8 @@ clean:
 bench:
 	./scripts/bench.sh
 
-## faults: the fault tests (kill -9 under load, Redis FLUSHALL and restart, MySQL restart) with real halley,
-## redis-server and mariadbd processes on loopback ports; needs HALLEY_TEST_MYSQL (see docs/faults.md)
+## faults: the fault tests (kill -9 under load, Redis FLUSHALL and restart, a Redis Cluster master restart, MySQL
+## restart) with real halley, redis-server and mariadbd processes on loopback ports; needs HALLEY_TEST_MYSQL (see docs/faults.md)
 faults:
 	HALLEY_FAULTS=1 $(GO) test -count=1 -timeout 10m -parallel 3 -v -run '^TestFault' ./server/cmd/halley
 

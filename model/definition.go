@@ -135,6 +135,8 @@ const (
 	CodeBadCondition   = "bad_condition"
 	CodeBadCron        = "bad_cron"
 	CodeBadNode        = "bad_node"
+	// CodeBadTitlePattern: a title pattern that does not parse, or names a placeholder that can hold nothing.
+	CodeBadTitlePattern = "bad_title_pattern"
 
 	// CodeUnknownUser is a warning, not an error: a static approver or cc user that does not exist (yet).
 	CodeUnknownUser = "unknown_user"
@@ -589,6 +591,8 @@ type Node struct {
 	Type string `json:"type" jsonschema:"required,enum=start,enum=approval,enum=auto,enum=delay,enum=callback,enum=subprocess,enum=error,enum=end,enum=terminate" jsonschema_extras:"x-discriminator=true"`
 	// Shown to people; the id is shown when there is none.
 	Name string `json:"name,omitempty" jsonschema:"maxLength=200"`
+	// The name in each language (zh-CN, en): people read their language's, or name when it has none.
+	I18n NodeI18n `json:"i18n,omitzero"`
 	// How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was
 	// taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
 	Join Join `json:"join,omitzero"`
@@ -738,6 +742,13 @@ type Definition struct {
 	Options Options `json:"options,omitzero"`
 	// Free-form data for editors (zoom, layout); the engine ignores it.
 	Meta json.RawMessage `json:"meta,omitempty" jsonschema:"type=object"`
+	// The title of each instance, rendered when it starts (and again when a resubmit changed its data) unless the
+	// starter gave one: text with placeholders {initiator} (the initiator's display name), {template} (the
+	// template's name), {date} (the start date, YYYY-MM-DD) and {path} (a value of the request's data, e.g.
+	// {days} or {leave.type}); {{ and }} write a brace. A missing value renders empty.
+	TitlePattern string `json:"title_pattern,omitempty" jsonschema:"maxLength=500"`
+	// The template's name and description and the title pattern in each language (zh-CN, en).
+	I18n DefinitionI18n `json:"i18n,omitzero"`
 
 	idx *defIndex
 }

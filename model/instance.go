@@ -55,20 +55,22 @@ type NodeFailure struct {
 
 // Instance is one run of a template version.
 type Instance struct {
-	ID            string          `json:"id"`
-	TenantID      string          `json:"-"`
-	Template      string          `json:"template"`
-	Version       int             `json:"version"`
-	Title         string          `json:"title"`
-	Status        InstanceStatus  `json:"status"`
-	Initiator     string          `json:"initiator"`
-	CorrelationID string          `json:"correlation_id"`
-	Context       json.RawMessage `json:"context"`
-	CreatedAt     time.Time       `json:"created_at"`
-	UpdatedAt     time.Time       `json:"updated_at"`
-	EndedAt       *time.Time      `json:"ended_at"`
-	State         InstanceState   `json:"-"`
-	Rev           int64           `json:"-"` // bumped at every change
+	ID       string `json:"id"`
+	TenantID string `json:"-"`
+	Template string `json:"template"`
+	Version  int    `json:"version"`
+	Title    string `json:"title"`
+	// TitleI18n is the title in each language (zh-CN, en) when it was rendered from the template's title pattern.
+	TitleI18n     map[string]string `json:"title_i18n,omitempty"`
+	Status        InstanceStatus    `json:"status"`
+	Initiator     string            `json:"initiator"`
+	CorrelationID string            `json:"correlation_id"`
+	Context       json.RawMessage   `json:"context"`
+	CreatedAt     time.Time         `json:"created_at"`
+	UpdatedAt     time.Time         `json:"updated_at"`
+	EndedAt       *time.Time        `json:"ended_at"`
+	State         InstanceState     `json:"-"`
+	Rev           int64             `json:"-"` // bumped at every change
 }
 
 // Ended reports whether the instance reached a final status.

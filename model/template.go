@@ -9,10 +9,13 @@ import (
 
 // Template is a process template: a unique key, a mutable draft and immutable published versions.
 type Template struct {
-	TenantID       string          `json:"-"`
-	Key            string          `json:"key"`
-	Name           string          `json:"name"`
-	Description    string          `json:"description"`
+	TenantID    string `json:"-"`
+	Key         string `json:"key"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	// I18n is the name and description per language, from the definition's i18n (the draft's at creation, the
+	// published version's after a publish).
+	I18n           TemplateLabels  `json:"i18n,omitempty"`
 	Draft          json.RawMessage `json:"-"`
 	DraftUpdatedAt time.Time       `json:"-"`
 	LatestVersion  *int            `json:"latest_version"`

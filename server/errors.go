@@ -55,7 +55,7 @@ const statusClientClosedRequest = 499
 func fail(c *gin.Context, err error) {
 	var de *model.Error
 	if !errors.As(err, &de) && unreachable(err) {
-		slog.WarnContext(c.Request.Context(), "a backing service is unreachable", "err", err, "request_id", c.GetString(ctxRequestID),
+		slog.WarnContext(c.Request.Context(), "a backing service is unreachable", "err", err,
 			"method", c.Request.Method, "path", c.Request.URL.Path)
 		c.Header("Retry-After", "1")
 		de = &model.Error{Kind: model.EUNAVAILABLE, Message: "a service Halley depends on (database or Redis) cannot be reached; retry later"}
@@ -63,13 +63,13 @@ func fail(c *gin.Context, err error) {
 	if de == nil && errors.Is(err, context.Canceled) && c.Request.Context().Err() != nil {
 		// The client went away (closed the connection, its own timeout): nobody reads an answer and nothing is
 		// wrong with the server. 499 (nginx's "client closed request") in the access log, no error log line.
-		slog.InfoContext(c.Request.Context(), "request cancelled by the client", "request_id", c.GetString(ctxRequestID),
+		slog.InfoContext(c.Request.Context(), "request cancelled by the client",
 			"method", c.Request.Method, "path", c.Request.URL.Path)
 		c.AbortWithStatus(statusClientClosedRequest)
 		return
 	}
 	if de == nil {
-		slog.ErrorContext(c.Request.Context(), "internal error", "err", err, "request_id", c.GetString(ctxRequestID),
+		slog.ErrorContext(c.Request.Context(), "internal error", "err", err,
 			"method", c.Request.Method, "path", c.Request.URL.Path)
 		de = &model.Error{Kind: model.EINTERNAL, Code: "internal", Message: "internal error; see the server log (request id " + c.GetString(ctxRequestID) + ")"}
 	}

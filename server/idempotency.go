@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"time"
 
@@ -113,7 +112,7 @@ func (s *Server) idempotent(c *gin.Context) {
 			}
 			rec.StatusCode, rec.Body = status, b
 			if err := s.idem.FinishIdempotent(ctx, rec); err != nil {
-				slog.Error("idempotency: unable to store response", "err", err)
+				s.log.ErrorContext(ctx, "idempotency: unable to store response", "err", err)
 			}
 			c.Header("Idempotent-Replayed", "true")
 			c.Data(status, "application/json; charset=utf-8", b)
@@ -155,18 +154,18 @@ func (s *Server) idempotent(c *gin.Context) {
 		if status, b, err := s.recoverAnswer(c, rebuild, inst); err == nil {
 			rec.StatusCode, rec.Body = status, b
 			if err := s.idem.FinishIdempotent(bg, rec); err != nil {
-				slog.Error("idempotency: unable to store response", "err", err)
+				s.log.ErrorContext(ctx, "idempotency: unable to store response", "err", err)
 			}
 		}
 	case st >= 500 || st == statusClientClosedRequest:
 		// Whether the work was done is not known from here (a fenced step's retry finds out): the key is released.
 		if err := s.idem.AbandonIdempotent(bg, tenant, user, key); err != nil {
-			slog.Error("idempotency: unable to release key", "err", err)
+			s.log.ErrorContext(ctx, "idempotency: unable to release key", "err", err)
 		}
 	default:
 		rec.StatusCode, rec.Body = st, cw.buf.Bytes()
 		if err := s.idem.FinishIdempotent(bg, rec); err != nil {
-			slog.Error("idempotency: unable to store response", "err", err)
+			s.log.ErrorContext(ctx, "idempotency: unable to store response", "err", err)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/tracing"
 )
 
 const (
@@ -33,6 +34,8 @@ func requestID() gin.HandlerFunc {
 		}
 		c.Set(ctxRequestID, id)
 		c.Header("X-Request-ID", id)
+		// In the request's context too: every line logged with it carries the id (tracing.LogHandler).
+		c.Request = c.Request.WithContext(tracing.WithRequestID(c.Request.Context(), id))
 		c.Next()
 	}
 }
@@ -55,8 +58,7 @@ func accessLog(lg *slog.Logger) gin.HandlerFunc {
 		if p := principal(c); p != nil {
 			user = p.Username
 		}
-		lg.LogAttrs(c.Request.Context(), level, "http",
-			slog.String("request_id", c.GetString(ctxRequestID)),
+		lg.LogAttrs(c.Request.Context(), level, "http", // request_id, trace_id and span_id come from the context
 			slog.String("method", c.Request.Method),
 			slog.String("route", c.FullPath()),
 			slog.String("path", c.Request.URL.Path), // never the query: it may hold a callback token
@@ -71,7 +73,7 @@ func accessLog(lg *slog.Logger) gin.HandlerFunc {
 // recoverer turns a panic in a handler into a 500 in the error shape and a full log line.
 func recoverer() gin.HandlerFunc {
 	return gin.CustomRecoveryWithWriter(nil, func(c *gin.Context, err any) {
-		slog.ErrorContext(c.Request.Context(), "panic in handler", "panic", err, "request_id", c.GetString(ctxRequestID), "path", c.Request.URL.Path)
+		slog.ErrorContext(c.Request.Context(), "panic in handler", "panic", err, "path", c.Request.URL.Path)
 		fail(c, model.Errorf(model.EINTERNAL, "internal error; see the server log (request id %s)", c.GetString(ctxRequestID)))
 	})
 }

@@ -556,7 +556,7 @@ func TestStaleClaimLeasesFromTheRunsCreation(t *testing.T) {
 func TestCacheTemplateEndToEnd(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		rec := newRuns()
-		e := newEnv(t, s, withPlugins(t, rec))
+		e := newEnv(t, s, func(d *server.Deps) { withPlugins(t, rec)(d); d.BodyLimit = 1 << 20 }) // the ready-made template is larger than 4 KiB
 		mgr := e.mkUser("mgr")
 		lee := e.mkUser("lee", "sre-lead")
 		r := e.do("POST", "/api/v1/users", e.admin, M{"username": "alice", "password": "pw-alice-123", "manager": "mgr"}, nil)

@@ -26,6 +26,7 @@ import (
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/telemetry"
 	"github.com/halley-bpm/halley/service/template"
+	"github.com/halley-bpm/halley/service/tracing"
 	"github.com/halley-bpm/halley/service/trigger"
 )
 
@@ -71,7 +72,9 @@ type Deps struct {
 	DBStats func() sql.DBStats
 	// Metrics is where the HTTP, pool and readiness metrics are registered and what /metrics serves; a new one
 	// when nil.
-	Metrics   *telemetry.Metrics
+	Metrics *telemetry.Metrics
+	// Tracing, when on, makes a span of every request (a child of the caller's traceparent); nil or off: none.
+	Tracing   *tracing.Tracing
 	Logger    *slog.Logger
 	BodyLimit int64
 	// UI serves the web app at / when set (frontend.Dist()).
@@ -104,6 +107,7 @@ type Server struct {
 	log          *slog.Logger
 	bodyLimit    int64
 	metrics      *telemetry.Metrics
+	tracing      *tracing.Tracing
 	ui           http.FileSystem
 	uiETags      sync.Map // path of a file of the app → its ETag
 	frameFrom    []string
@@ -127,6 +131,7 @@ func New(d Deps) (*Server, error) {
 	if d.Logger == nil {
 		d.Logger = slog.Default()
 	}
+	d.Logger = slog.New(tracing.LogHandler(d.Logger.Handler())) // request_id, trace_id and span_id on every line
 	if d.BodyLimit == 0 {
 		d.BodyLimit = 1 << 20
 	}
@@ -148,7 +153,7 @@ func New(d Deps) (*Server, error) {
 	}
 	d.Metrics.Readiness(checks)
 	s := &Server{identity: d.Identity, templates: d.Templates, engine: d.Engine, triggers: d.Triggers, plugins: d.Plugins, pluginMax: d.PluginMaxSize, sandbox: d.PluginSandbox, subs: d.Subscriptions, notify: d.Notify, proxies: d.TrustedProxies, idem: d.Idempotency, idemLease: d.IdempotencyLease, ready: d.Ready, log: d.Logger, bodyLimit: d.BodyLimit,
-		metrics: d.Metrics, ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit, rules: d.Rules,
+		metrics: d.Metrics, tracing: d.Tracing, ui: d.UI, frameFrom: d.FormFrameAncestors, audit: d.Audit, rules: d.Rules,
 		triggerLimit: d.TriggerLimit, attachments: d.Attachments, anonUploads: ratelimit.NewBuckets(1)}
 	s.router = s.routes()
 	return s, nil
@@ -167,7 +172,11 @@ func (s *Server) routes() *gin.Engine {
 		_ = r.SetTrustedProxies(nil) // an empty list has nothing to fail on
 	}
 	r.ContextWithFallback = true
-	r.Use(requestID(), securityHeaders(s.frameFrom), s.observe, accessLog(s.log), recoverer())
+	r.Use(requestID())
+	if s.tracing != nil && s.tracing.Enabled() {
+		r.Use(traceRequests(s.tracing)) // before the access log, whose line then names the request's trace
+	}
+	r.Use(securityHeaders(s.frameFrom), s.observe, accessLog(s.log), recoverer())
 	r.NoRoute(s.noRoute)
 	r.NoMethod(func(c *gin.Context) {
 		fail(c, model.CodedError("method_not_allowed", "method_not_allowed", "%s is not allowed on %s", c.Request.Method, c.Request.URL.Path))

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/server"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/templates"
@@ -150,7 +151,8 @@ func TestConditionTester(t *testing.T) {
 
 func TestReadyMadeTemplatesPublish(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		e := newEnv(t, s, nil)
+		// The production body limit: the ready-made templates are larger than the tests' 4 KiB.
+		e := newEnv(t, s, func(d *server.Deps) { d.BodyLimit = 1 << 20 })
 		all, err := templates.Ordered() // the env checks sub-processes at publish, as the composition root does
 		if err != nil || len(all) < 4 {
 			t.Fatalf("templates.Ordered: %d %v", len(all), err)

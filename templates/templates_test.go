@@ -228,3 +228,58 @@ func TestTemplateForms(t *testing.T) {
 		}
 	}
 }
+
+// TestTemplatesSpeakBothLanguagesToEmployees: every ready-made template names itself, its steps and the fields
+// of its forms in zh-CN and en, titles its requests with a pattern in both languages, and describes itself to the
+// people who use it — no API paths, seeds or context JSON (those are in docs/templates.md).
+func TestTemplatesSpeakBothLanguagesToEmployees(t *testing.T) {
+	for key, tpl := range all(t) {
+		d, errs := graph.Parse(tpl.Definition)
+		if len(errs) > 0 {
+			t.Fatalf("%s: %v", key, errs)
+		}
+		for _, lang := range model.Languages {
+			x := d.I18n.For(lang)
+			if x == nil || x.Name == "" || len(x.Description) < 20 {
+				t.Errorf("%s: no name or description in %s", key, lang)
+			}
+			if d.TitlePattern == "" || (lang == model.LangZhCN && x != nil && x.TitlePattern == "") {
+				t.Errorf("%s: no title pattern in %s", key, lang)
+			}
+			for _, n := range d.Nodes {
+				if n.I18n.Name(lang) == "" {
+					t.Errorf("%s: node %s has no name in %s", key, n.ID, lang)
+				}
+			}
+		}
+		for _, text := range []string{tpl.Description, d.I18n.For(model.LangZhCN).Description} {
+			for _, dev := range []string{"/api/", "seed", "Context:", "{\"", "POST ", "plugin", "sub-process"} {
+				if strings.Contains(text, dev) {
+					t.Errorf("%s: the description speaks to developers (%q): %s", key, dev, text)
+				}
+			}
+		}
+		for _, n := range d.Nodes {
+			for _, raw := range []json.RawMessage{n.Form, n.Trigger.Form} {
+				var f struct {
+					Fields []struct {
+						ID    string
+						Label string
+						I18n  map[string]struct{ Label string }
+					}
+				}
+				if len(raw) == 0 {
+					continue
+				}
+				if err := json.Unmarshal(raw, &f); err != nil {
+					t.Fatal(err)
+				}
+				for _, x := range f.Fields {
+					if x.I18n[model.LangZhCN].Label == "" || x.I18n[model.LangEN].Label != x.Label {
+						t.Errorf("%s: field %s of %s lacks its labels: %+v", key, x.ID, n.ID, x.I18n)
+					}
+				}
+			}
+		}
+	}
+}

@@ -20,12 +20,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"gopkg.in/yaml.v3"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/outbound"
+	"github.com/halley-bpm/halley/service/redisconn"
+	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/tracing"
 )
 
 // Config is every setting of a Halley process.
@@ -37,6 +39,7 @@ type Config struct {
 	RedisPrefix        string
 	RedisCheckInterval time.Duration
 	TimerLinger        time.Duration
+	TimerShards        int
 	AdminPassword      string
 	Secret             string
 	LogLevel           string
@@ -78,6 +81,8 @@ type Config struct {
 	AttachmentStorage string
 	AttachmentDir     string
 	AttachmentMaxSize int64
+	// OTLPEndpoint is HALLEY_OTLP_ENDPOINT: where spans are exported over OTLP/HTTP; "" = tracing off.
+	OTLPEndpoint string
 
 	// Plugin sandbox (plugin.SandboxConfig; its work root is PluginWorkDir).
 	PluginPython       string
@@ -148,10 +153,10 @@ var settings = []Setting{
 		c.DatabaseURL = v
 		return nil
 	}},
-	{"HALLEY_REDIS_URL", "redis_url", "", "redis://[:password@]host:6379/0 for the shared timer scheduler and job locks; unset = in-process scheduler (single node).", func(c *Config, v string) error {
+	{"HALLEY_REDIS_URL", "redis_url", "", "redis://[:password@]host:6379/0 for the shared timer scheduler and job locks, or a Redis Cluster: redis+cluster://[:password@]host1:7000,host2:7001,host3:7002 (rediss:// and rediss+cluster:// for TLS; docs/operations.md); unset = in-process scheduler (single node).", func(c *Config, v string) error {
 		if v != "" {
-			if _, err := redis.ParseURL(v); err != nil {
-				return fmt.Errorf("not a redis:// URL: %v", err)
+			if _, err := redisconn.Parse(v); err != nil {
+				return errors.New(strings.TrimPrefix(err.Error(), "redis URL: "))
 			}
 		}
 		c.RedisURL = v
@@ -173,6 +178,7 @@ var settings = []Setting{
 		c.TimerLinger = d
 		return nil
 	}},
+	{"HALLEY_TIMER_SHARDS", "timer_shards", "1", "Sorted sets the Redis timer index is split into, each under its own hash tag, so that a Redis Cluster spreads the timers over its masters (e.g. 8 to 16 for 3 masters); every replica pops every shard. 1 on a single Redis. Changing it across a restart loses no timer (docs/scheduler.md).", intSetter(func(c *Config, n int64) { c.TimerShards = int(n) }, 1, scheduler.MaxShards)},
 	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning, and admin must choose a new password at the first sign-in).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {
 			return errors.New("must be 1 to 72 bytes")
@@ -200,6 +206,17 @@ var settings = []Setting{
 			return fmt.Errorf("must be text or json (got %q)", v)
 		}
 		c.LogFormat = v
+		return nil
+	}},
+	{"HALLEY_OTLP_ENDPOINT", "otlp_endpoint", "", "OpenTelemetry collector's OTLP/HTTP base URL (e.g. http://otel-collector:4318; spans go to <url>/v1/traces unless the URL has a path). Unset = tracing off. The standard OTEL_* variables (OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER, OTEL_EXPORTER_OTLP_HEADERS...) apply; see docs/operations.md, Tracing.", func(c *Config, v string) error {
+		if v == "" {
+			c.OTLPEndpoint = ""
+			return nil
+		}
+		if _, err := tracing.EndpointURL(v); err != nil {
+			return fmt.Errorf("must be an http:// or https:// URL such as http://otel-collector:4318 (got %q)", v)
+		}
+		c.OTLPEndpoint = v
 		return nil
 	}},
 	{"HALLEY_PUBLIC_URL", "public_url", "", "Base URL business systems reach Halley at, used in callback URLs (e.g. https://halley.example.com); unset = http://<addr>.", func(c *Config, v string) error {

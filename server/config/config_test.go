@@ -30,10 +30,14 @@ func TestDefaults(t *testing.T) {
 		t.Fatalf("HALLEY_PLUGIN_WARM=0: still warm, or %v", err)
 	}
 	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
-		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 ||
+		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 || c.TimerShards != 1 ||
 		c.ArchiveDir != filepath.Join(wd, "data", "archive") {
 		t.Fatalf("long-running defaults: prefix %q, db wait %v, retention %v, sweep %v, archive %q", c.RedisPrefix, c.DBWait,
 			c.InstanceRetention, c.RetentionSweep, c.ArchiveDir)
+	}
+	if c, err := config.Load("", env(map[string]string{"HALLEY_TIMER_SHARDS": "8",
+		"HALLEY_REDIS_URL": "redis+cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002"})); err != nil || c.TimerShards != 8 {
+		t.Fatalf("HALLEY_TIMER_SHARDS=8 on a cluster: %d, %v", c.TimerShards, err)
 	}
 	c, err = config.Load("", env(map[string]string{"HALLEY_INSTANCE_RETENTION": "720h", "HALLEY_ARCHIVE_DIR": "rel/archive",
 		"HALLEY_REDIS_PREFIX": "tenant-b:", "HALLEY_DB_WAIT": "0s"}))
@@ -126,7 +130,11 @@ func TestBadConfigurationNamesTheSetting(t *testing.T) {
 		{env: map[string]string{"HALLEY_DATABASE_URL": "postgres://x/y"}, want: `HALLEY_DATABASE_URL: unsupported scheme "postgres"`},
 		{env: map[string]string{"HALLEY_DATABASE_URL": "mysql://u:p@host:3306/"}, want: "HALLEY_DATABASE_URL: mysql URL needs a database name"},
 		{env: map[string]string{"HALLEY_DATABASE_URL": "mysql://u:p@host:3306/db?foo=bar"}, want: `HALLEY_DATABASE_URL: unsupported parameter "foo"`},
-		{env: map[string]string{"HALLEY_REDIS_URL": "http://x"}, want: "HALLEY_REDIS_URL: not a redis:// URL"},
+		{env: map[string]string{"HALLEY_REDIS_URL": "http://x"}, want: `HALLEY_REDIS_URL: unknown scheme "http"`},
+		{env: map[string]string{"HALLEY_REDIS_URL": "redis+cluster://h1:7000/3"}, want: "HALLEY_REDIS_URL: a Redis Cluster has only database 0"},
+		{env: map[string]string{"HALLEY_TIMER_SHARDS": "0"}, want: "HALLEY_TIMER_SHARDS: must be a whole number from 1 to 1024"},
+		{env: map[string]string{"HALLEY_TIMER_SHARDS": "1025"}, want: "HALLEY_TIMER_SHARDS: must be a whole number from 1 to 1024"},
+		{env: map[string]string{"HALLEY_TIMER_SHARDS": "eight"}, want: "HALLEY_TIMER_SHARDS: must be a whole number from 1 to 1024"},
 		{env: map[string]string{"HALLEY_SECRET": "short"}, want: "HALLEY_SECRET: must be at least 32 characters"},
 		{env: map[string]string{"HALLEY_BODY_LIMIT": "lots"}, want: "HALLEY_BODY_LIMIT: must be a whole number"},
 		{env: map[string]string{"HALLEY_TOKEN_TTL": "5"}, want: "HALLEY_TOKEN_TTL: must be a duration"},

@@ -73,7 +73,7 @@ func (s *step) applyDecisionData(t *model.Task, data json.RawMessage) error {
 	if err != nil {
 		if de, ok := err.(*model.Error); ok && de.Code == "field_not_editable" {
 			// Refused, so nothing is stored; the log keeps who tried what.
-			s.e.log.Warn("engine: approve data refused", slog.String("instance_id", s.inst.ID), slog.String("task_id", t.ID),
+			s.e.log.WarnContext(s.ctx, "engine: approve data refused", slog.String("instance_id", s.inst.ID), slog.String("task_id", t.ID),
 				slog.String("actor", s.actor), slog.Any("field", de.Details["field"]))
 		}
 		return err

@@ -173,6 +173,12 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 	if err := c.CheckFiles(doc); err != nil { // every way in starts here
 		return nil, err
 	}
+	var titles map[string]string
+	if title == "" {
+		if plain, by, ok := e.titles(ctx, tenant, initiator, c, e.clock.Now(), doc); ok && plain != "" {
+			title, titles = plain, by
+		}
+	}
 	if title == "" {
 		title = c.Name // the template's name reads better in an inbox than its key
 	}
@@ -192,7 +198,7 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 		// The first step runs outside any transaction (its reads are made at once) and is inserted with the new
 		// instance.
 		now := e.clock.Now().UTC()
-		inst := &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title,
+		inst := &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title, TitleI18n: titles,
 			Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
 		w := &model.Work{Instance: inst}
 		s := e.newStep(ctx, w, c, actor)

@@ -92,13 +92,13 @@ func (e *Engine) SendMessage(ctx context.Context, actor *model.Principal, req Me
 	defer cancel()
 	if err != nil {
 		if aerr := e.store.AbandonMessageID(sctx, actor.TenantID, req.MessageID); aerr != nil {
-			e.log.Error("engine: unable to release a message id", "message_id", req.MessageID, "err", aerr)
+			e.log.ErrorContext(ctx, "engine: unable to release a message id", "message_id", req.MessageID, "err", aerr)
 		}
 		return nil, err
 	}
 	ans, _ := json.Marshal(res)
 	if ferr := e.store.FinishMessageID(sctx, actor.TenantID, req.MessageID, ans); ferr != nil {
-		e.log.Error("engine: unable to store the answer of a message id", "message_id", req.MessageID, "err", ferr)
+		e.log.ErrorContext(ctx, "engine: unable to store the answer of a message id", "message_id", req.MessageID, "err", ferr)
 	}
 	return res, nil
 }

@@ -213,6 +213,7 @@ func (s *step) resubmitted(t *model.Task, d decision) error {
 		return s.finish(model.MoveWithdraw, "the initiator withdrew instead of resubmitting")
 	}
 	s.history("instance.resubmitted", t.NodeID, t.ID, d.Comment, nil)
+	s.retitle()
 	return s.complete(s.c.Def.Start().ID)
 }
 

@@ -21,6 +21,8 @@ type StepReport struct {
 	Action     string
 	TenantID   string
 	InstanceID string
+	// Template is the key of the instance's template when the step committed ("" when it failed, like Moves).
+	Template string
 	// Took is the wall time from the step's first attempt to its end, reads outside the transaction and the wait
 	// for its group included.
 	Took time.Duration
@@ -34,9 +36,11 @@ type StepReport struct {
 type Moved struct {
 	Kind    string // node, task, instance
 	Subject string // the node id, the task id or the instance id
-	Move    model.Move
-	From    string
-	To      string
+	// NodeType is the type of the node moved (Kind node), "" otherwise.
+	NodeType string
+	Move     model.Move
+	From     string
+	To       string
 }
 
 // noObserver is the StepObserver of an engine nobody observes.
@@ -52,14 +56,15 @@ func (e *Engine) stepEnded(ctx context.Context, name, tenant, instanceID string,
 	r := StepReport{Action: name, TenantID: tenant, InstanceID: instanceID, Took: time.Since(began), Err: err}
 	if s != nil {
 		r.Moves = s.moves
+		r.Template = s.inst.Template
 	}
 	e.observer.StepDone(ctx, r)
 	return err
 }
 
 // moved records a transition of the step for its observer.
-func (s *step) moved(kind, subject string, m model.Move, from, to string) {
+func (s *step) moved(kind, subject string, typ string, m model.Move, from, to string) {
 	if s.observed {
-		s.moves = append(s.moves, Moved{Kind: kind, Subject: subject, Move: m, From: from, To: to})
+		s.moves = append(s.moves, Moved{Kind: kind, Subject: subject, NodeType: typ, Move: m, From: from, To: to})
 	}
 }

@@ -57,8 +57,21 @@ func TestStepObserver(t *testing.T) {
 			!moved(approve, "instance", "complete", "running", "completed") {
 			t.Fatalf("approve report %+v", approve)
 		}
-		if first := approve.Moves[0]; first.Kind != "task" || first.Subject != tk.ID {
+		if first := approve.Moves[0]; first.Kind != "task" || first.Subject != tk.ID || first.NodeType != "" {
 			t.Fatalf("the approval's first move %+v, want its task's", first)
+		}
+		// The template and the type of every node moved (what a trace shows of a step).
+		if start.Template != "one" || approve.Template != "one" || refused.Template != "" {
+			t.Fatalf("templates of the reports: %q %q %q", start.Template, approve.Template, refused.Template)
+		}
+		types := map[string]string{}
+		for _, x := range append(start.Moves, approve.Moves...) {
+			if x.Kind == "node" {
+				types[x.Subject] = x.NodeType
+			}
+		}
+		if types["start"] != model.NodeStart || types["n"] != model.NodeApproval || types["end"] != model.NodeEnd {
+			t.Fatalf("node types of the moves: %v", types)
 		}
 	})
 }

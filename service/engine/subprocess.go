@@ -208,12 +208,17 @@ func (s *step) pathValue(doc []byte, path string) json.RawMessage {
 // startChild runs a child's first step on a new instance (same tenant, the parent's initiator) and returns its
 // work, to be inserted with the parent's.
 func (s *step) startChild(c *template.Compiled, parent *model.ParentRef, doc json.RawMessage) (*model.Work, error) {
-	title := c.Name
+	// A child is titled by its template's title pattern like any start, else by its template's name.
+	title, titles, _ := s.e.titles(s.ctx, s.inst.TenantID, s.inst.Initiator, c, s.now, doc)
+	if title == "" {
+		titles = nil
+		title = c.Name
+	}
 	if title == "" {
 		title = c.Key
 	}
 	inst := &model.Instance{ID: uuid.Must(uuid.NewV7()).String(), TenantID: s.inst.TenantID, Template: c.Key, Version: c.Version, Title: title,
-		Initiator: s.inst.Initiator, Context: doc, CreatedAt: s.now}
+		TitleI18n: titles, Initiator: s.inst.Initiator, Context: doc, CreatedAt: s.now}
 	inst.State.Parent = parent
 	w := &model.Work{Instance: inst}
 	cs := s.e.newStep(s.ctx, w, c, s.actor)

@@ -634,6 +634,10 @@ func TestReadyMadeExpenseLines(t *testing.T) {
 		if len(kids) != 2 || h.contextValue(kids[1].ID, "item.payee").Str != "Hilton" || h.contextValue(kids[0].ID, "claim").Str != "Trip" {
 			t.Fatalf("children: %d", len(kids))
 		}
+		// Each payment is titled by its template's pattern, from its own data, in both languages.
+		if kids[1].Title != "Hilton · ¥900 · Trip" || kids[1].TitleI18n["zh-CN"] != "Hilton · 900 元 · Trip" {
+			t.Fatalf("child title %q %v", kids[1].Title, kids[1].TitleI18n)
+		}
 		pay(kids[1].ID, "B-2")
 		pay(kids[0].ID, "B-1")
 		h.drain()

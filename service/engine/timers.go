@@ -127,7 +127,7 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 		if err != nil {
 			// The transaction failed as a whole (a database error, a queued message taken meanwhile): nothing
 			// was written; each timer is fired alone, with its own retries.
-			e.log.Warn("engine: firing timers together failed; firing them one by one", "timers", len(todo), "err", err)
+			e.log.WarnContext(ctx, "engine: firing timers together failed; firing them one by one", "timers", len(todo), "err", err)
 			for _, f := range todo {
 				errs[f.pos] = e.fireOne(ctx, f.t)
 			}
@@ -147,7 +147,7 @@ func (e *Engine) fireRound(ctx context.Context, tenant string, round []timerFire
 			case model.IsKind(err, model.ENOTFOUND):
 				// The instance is gone (purged): nothing to fire.
 			default:
-				e.log.Error("engine: timer failed; it will be retried", "timer_id", f.t.ID, "instance_id", f.t.InstanceID, "err", err)
+				e.log.ErrorContext(ctx, "engine: timer failed; it will be retried", "timer_id", f.t.ID, "instance_id", f.t.InstanceID, "err", err)
 				errs[f.pos] = t.ended(began, err)
 			}
 		}
@@ -172,7 +172,7 @@ func (ts stepTxs) apply(w *model.Work) error { return ts[w.Instance.ID].apply(w)
 func (e *Engine) fireOne(ctx context.Context, t *model.Timer) error {
 	err := e.fireTimer(ctx, t.TenantID, t)
 	if err != nil {
-		e.log.Error("engine: timer failed; it will be retried", "timer_id", t.ID, "instance_id", t.InstanceID, "err", err)
+		e.log.ErrorContext(ctx, "engine: timer failed; it will be retried", "timer_id", t.ID, "instance_id", t.InstanceID, "err", err)
 	}
 	return err
 }

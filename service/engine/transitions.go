@@ -17,7 +17,7 @@ func (s *step) moveNode(ns *model.NodeVisit, m model.Move) error {
 	if err != nil {
 		return s.refused(err, "node "+ns.NodeID+" ("+ns.NodeInstanceID+")")
 	}
-	s.moved("node", ns.NodeID, m, string(ns.State), string(to))
+	s.moved("node", ns.NodeID, ns.Type, m, string(ns.State), string(to))
 	ns.State = to
 	return nil
 }
@@ -33,7 +33,7 @@ func (s *step) newVisit(n *model.Node, m model.Move) (*model.NodeVisit, error) {
 	if err != nil {
 		return nil, s.refused(err, "node "+n.ID)
 	}
-	s.moved("node", n.ID, m, string(from), string(to))
+	s.moved("node", n.ID, n.Type, m, string(from), string(to))
 	now := s.now
 	ns := &model.NodeVisit{NodeID: n.ID, Name: n.Label(), Type: n.Type, State: to, NodeInstanceID: s.nextID("n"), Visit: visit, StartedAt: &now}
 	ns.Seq = s.inst.State.Seq
@@ -83,7 +83,7 @@ func (s *step) newTask(n *model.Node, ns *model.NodeVisit, assignee string, m mo
 	t := &model.Task{ID: s.nextID("t"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, NodeName: n.Label(),
 		NodeInstanceID: ns.NodeInstanceID, Assignee: assignee, Status: status, Kind: kind, Group: group, Position: pos, ParentID: parent,
 		CreatedAt: s.now, Title: s.inst.Title, Template: s.inst.Template, Initiator: s.inst.Initiator}
-	s.moved("task", t.ID, m, "", string(status))
+	s.moved("task", t.ID, "", m, "", string(status))
 	s.w.NewTasks = append(s.w.NewTasks, t)
 	s.w.Tasks = append(s.w.Tasks, t)
 	s.history("task.created", n.ID, t.ID, "", map[string]any{"assignee": assignee, "status": status, "kind": kind})
@@ -102,7 +102,7 @@ func (s *step) moveTask(t *model.Task, m model.Move, comment string) error {
 	if err != nil {
 		return s.refused(err, "task "+t.ID)
 	}
-	s.moved("task", t.ID, m, string(from), string(to))
+	s.moved("task", t.ID, "", m, string(from), string(to))
 	t.Status = to
 	switch {
 	case !to.Open():
@@ -124,13 +124,13 @@ func (s *step) moveInstance(m model.Move) error {
 	if err != nil {
 		return s.refused(err, "instance "+s.inst.ID)
 	}
-	s.moved("instance", s.inst.ID, m, string(s.inst.Status), string(to))
+	s.moved("instance", s.inst.ID, "", m, string(s.inst.Status), string(to))
 	s.inst.Status = to
 	return nil
 }
 
 // refused logs a move a table refused and returns it as the step's error.
 func (s *step) refused(err error, what string) error {
-	s.e.log.Error("engine: a step made a move its table does not allow; the step fails", "instance_id", s.inst.ID, "what", what, "err", err)
+	s.e.log.ErrorContext(s.ctx, "engine: a step made a move its table does not allow; the step fails", "instance_id", s.inst.ID, "what", what, "err", err)
 	return fmt.Errorf("engine: instance %s, %s: %w", s.inst.ID, what, err)
 }

@@ -81,6 +81,7 @@ func Check(d *model.Definition, opts Options) []model.ValidationError {
 	}
 	v.checkEdges()
 	v.checkStructure()
+	v.checkTitlePatterns()
 	return v.errs
 }
 

@@ -25,6 +25,8 @@ func (v *validator) checkNode(i int, n *model.Node) {
 		}
 	}
 
+	checkFormLabels(name, "form", n.Form, bad)
+	checkFormLabels(name, "start form", n.Trigger.Form, bad)
 	switch n.Type {
 	case model.NodeStart:
 		v.checkTrigger(name, n, bad)

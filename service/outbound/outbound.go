@@ -167,6 +167,9 @@ type Options struct {
 	DialTimeout time.Duration // per connection attempt [10s]
 	// CheckTimeout bounds the name resolution of CheckURL [5s].
 	CheckTimeout time.Duration
+	// Wrap, when set, wraps the guarded transport of every HTTP client (tracing: a span and a traceparent per
+	// request). The guard stays underneath it.
+	Wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // Client holds the guarded transport. It is safe for concurrent use; make one per process and share it.
@@ -177,6 +180,7 @@ type Client struct {
 	guarded   *net.Dialer // checks every address in Control
 	trusted   *net.Dialer // for hosts allowed by name
 	transport *http.Transport
+	rt        http.RoundTripper // transport, wrapped by Options.Wrap
 	checkWait time.Duration
 }
 
@@ -205,6 +209,10 @@ func New(opts Options) *Client {
 		TLSHandshakeTimeout:   10 * time.Second,
 		ExpectContinueTimeout: time.Second,
 	}
+	c.rt = c.transport
+	if opts.Wrap != nil {
+		c.rt = opts.Wrap(c.transport)
+	}
 	return c
 }
 
@@ -215,7 +223,7 @@ func (c *Client) Allow() Allow { return c.allow }
 // redirect, when not nil, adds the caller's own redirect rules; a redirect to a non-public address is refused
 // before them, and the dialer refuses it again if a host name leads there.
 func (c *Client) HTTPClient(redirect func(req *http.Request, via []*http.Request) error) *http.Client {
-	return &http.Client{Transport: c.transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+	return &http.Client{Transport: c.rt, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		host := req.URL.Hostname()
 		if ip, err := netip.ParseAddr(host); err == nil && !c.allow.host(host) {
 			if err := c.check("", ip); err != nil {

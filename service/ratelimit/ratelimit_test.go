@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
 
@@ -37,6 +39,39 @@ func each(t *testing.T, fn func(t *testing.T, c ratelimit.Counter)) {
 			if len(keys) > 0 {
 				rdb.Del(context.Background(), keys...)
 			}
+		})
+		c, err := ratelimit.NewRedis(rdb, prefix, window)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(t, c)
+	})
+	// On a Redis Cluster (HALLEY_TEST_REDIS_CLUSTER; under CI=true it must run): the keys of one Take share the
+	// {rl} hash tag, so the script that checks and counts them runs in one slot.
+	t.Run("cluster", func(t *testing.T) {
+		url := os.Getenv("HALLEY_TEST_REDIS_CLUSTER")
+		if url == "" {
+			if os.Getenv("CI") == "true" {
+				t.Fatal("HALLEY_TEST_REDIS_CLUSTER is not set: under CI=true the Redis Cluster tests must run (scripts/redis-cluster.sh start)")
+			}
+			t.Skip("HALLEY_TEST_REDIS_CLUSTER is not set; skipping (CI=true would fail)")
+		}
+		rdb, err := redisconn.Open(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { rdb.Close() })
+		var b [6]byte
+		rand.Read(b[:])
+		prefix := "halley-test:" + hex.EncodeToString(b[:]) + ":"
+		t.Cleanup(func() {
+			_ = rdb.(*redis.ClusterClient).ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+				keys, _ := m.Keys(ctx, prefix+"*").Result()
+				for _, k := range keys {
+					m.Del(ctx, k)
+				}
+				return nil
+			})
 		})
 		c, err := ratelimit.NewRedis(rdb, prefix, window)
 		if err != nil {

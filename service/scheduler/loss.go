@@ -3,7 +3,10 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/halley-bpm/halley/service/clock"
 )
@@ -11,15 +14,16 @@ import (
 // DefaultLossCheckInterval is how often WatchLoss looks for the sentinel key by default.
 const DefaultLossCheckInterval = 5 * time.Second
 
-// AliveKey is the sentinel key WatchLoss keeps in Redis. It carries the same hash tag as the timer keys, so it
-// lives in their Redis Cluster slot and disappears with them.
-func (r *Redis) AliveKey() string { return r.aliveKey }
+// AliveKey is shard 0's sentinel key. Each shard has one, under the shard's hash tag, so it lives in that
+// shard's Redis Cluster slot and disappears with its keys (see ShardKeys).
+func (r *Redis) AliveKey() string { return r.ShardKeys(0)[3] }
 
 // WatchLoss notices that Redis lost the scheduler's keys — a FLUSHALL, a restart without persistence, a failover
 // to an empty replica — and calls rearm at once, instead of leaving the timers unarmed until a periodic job.
 //
-// Every interval it sets the sentinel key if it is missing (SET NX). Finding it missing means Redis lost its data
-// since the last check (or this is the first process on an empty Redis), so rearm is called; if rearm fails the
+// Every interval it sets the sentinel key of every shard in use if it is missing (SET NX). Finding one missing
+// means Redis lost data since the last check — on a cluster, perhaps one master only — (or this is the first
+// process on an empty Redis), so rearm is called; if rearm fails the
 // sentinel is deleted again so that the next check retries. The sentinel is set before re-arming: a loss that
 // happens during the re-arm removes it again and is caught by the next check. The first check runs at once.
 // WatchLoss returns when ctx is done or the scheduler is closed.
@@ -41,12 +45,12 @@ func (r *Redis) WatchLoss(ctx context.Context, interval time.Duration, rearm fun
 				r.opts.Logger.Warn("scheduler: checking the redis sentinel failed; retrying", "err", err, "retry_in", interval)
 			}
 		} else if lost {
-			r.opts.Logger.Warn("scheduler: the redis sentinel is missing (redis lost its data, or is new); re-arming pending timers", "key", r.aliveKey)
+			r.opts.Logger.Warn("scheduler: a redis sentinel is missing (redis lost its data, or is new); re-arming pending timers", "key", r.AliveKey())
 			if err := rearm(ctx); err != nil {
 				r.opts.Logger.Error("scheduler: re-arming after a redis loss failed; retrying", "err", err, "retry_in", interval)
 				// Without the sentinel the next check sees the loss again.
 				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
-				r.rdb.Del(dctx, r.aliveKey)
+				r.rdb.Del(dctx, r.AliveKey())
 				cancel()
 			}
 		}
@@ -56,13 +60,28 @@ func (r *Redis) WatchLoss(ctx context.Context, interval time.Duration, rearm fun
 	}
 }
 
-// checkAlive sets the sentinel if it is missing and reports whether it was.
+// checkAlive sets the sentinels that are missing and reports whether any was.
 func (r *Redis) checkAlive(ctx context.Context) (bool, error) {
-	set, err := r.rdb.SetNX(ctx, r.aliveKey, "1", 0).Result()
+	counts, err := r.counts(ctx)
 	if err != nil {
-		return false, fmt.Errorf("scheduler: set %s: %w", r.aliveKey, err)
+		return false, fmt.Errorf("scheduler: check the sentinels: %w", err)
 	}
-	return set, nil
+	n := slices.Max(counts)
+	set := make([]*redis.BoolCmd, n)
+	if _, err := r.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for sh := range n {
+			set[sh] = p.SetNX(ctx, r.ShardKeys(sh)[3], "1", 0)
+		}
+		return nil
+	}); err != nil {
+		return false, fmt.Errorf("scheduler: set the sentinels %s...: %w", r.AliveKey(), err)
+	}
+	for _, c := range set {
+		if c.Val() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // sleepOrClose sleeps until the clock reaches until; false when ctx is done or the scheduler closed.

@@ -53,10 +53,11 @@ func uniquePrefix(t testing.TB) string {
 	return "halley-test:" + hex.EncodeToString(b[:]) + ":"
 }
 
-// timerKeys are the keys a Redis scheduler with prefix uses (see docs/scheduler.md).
+// timerKeys are the keys a Redis scheduler with prefix and one shard uses (see docs/scheduler.md): due, lease,
+// meta, and the shard counts in use.
 func timerKeys(prefix string) []string {
 	base := prefix + "{timers}:"
-	return []string{base + "due", base + "lease", base + "meta"}
+	return []string{base + "due", base + "lease", base + "meta", base + "shards"}
 }
 
 func newRedisBackend(t *testing.T, opts scheduler.Options) backend {

@@ -90,6 +90,9 @@ type Options struct {
 	// often than every Linger.
 	Linger time.Duration
 	Logger *slog.Logger // default slog.Default()
+	// Shards is how many shards the Redis scheduler splits its timers over (HALLEY_TIMER_SHARDS): default 1, at most
+	// MaxShards. The in-process heap has one.
+	Shards int
 }
 
 // ErrClosed is returned by every method after Close.
@@ -130,6 +133,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Shards <= 0 {
+		o.Shards = 1
 	}
 	return o
 }

@@ -24,6 +24,7 @@ type instanceRow struct {
 	Tkey          string
 	Version       int
 	Title         string
+	TitleI18n     sql.NullString `gorm:"column:title_i18n"`
 	Status        string
 	Initiator     string
 	CorrelationID string
@@ -48,7 +49,15 @@ func toInstanceRow(i *model.Instance) (instanceRow, error) {
 	if ctx == "" {
 		ctx = "{}"
 	}
-	return instanceRow{ID: i.ID, TenantID: i.TenantID, Tkey: i.Template, Version: i.Version, Title: i.Title, Status: string(i.Status),
+	var titles sql.NullString
+	if len(i.TitleI18n) > 0 {
+		b, err := json.Marshal(i.TitleI18n)
+		if err != nil {
+			return instanceRow{}, fmt.Errorf("store: unable to encode the titles of instance %s: %w", i.ID, err)
+		}
+		titles = sql.NullString{String: string(b), Valid: true}
+	}
+	return instanceRow{ID: i.ID, TenantID: i.TenantID, Tkey: i.Template, Version: i.Version, Title: i.Title, TitleI18n: titles, Status: string(i.Status),
 		Initiator: i.Initiator, CorrelationID: i.CorrelationID, Context: ctx, State: string(st), Rev: i.Rev,
 		CreatedAt: i.CreatedAt.UTC(), UpdatedAt: i.UpdatedAt.UTC(), EndedAt: utcPtr(i.EndedAt)}, nil
 }
@@ -57,6 +66,10 @@ func (r *instanceRow) toModel(withState bool) (*model.Instance, error) {
 	i := &model.Instance{ID: r.ID, TenantID: r.TenantID, Template: r.Tkey, Version: r.Version, Title: r.Title, Status: model.InstanceStatus(r.Status),
 		Initiator: r.Initiator, CorrelationID: r.CorrelationID, Context: json.RawMessage(r.Context), Rev: r.Rev,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), EndedAt: utcPtr(r.EndedAt)}
+	if r.TitleI18n.Valid && r.TitleI18n.String != "" {
+		// Titles are labels: a row that does not read shows the plain title rather than failing the instance.
+		_ = json.Unmarshal([]byte(r.TitleI18n.String), &i.TitleI18n)
+	}
 	if withState && r.State != "" {
 		if err := gojson.Unmarshal([]byte(r.State), &i.State); err != nil {
 			return nil, fmt.Errorf("store: corrupt state of instance %s: %w", r.ID, err)
@@ -317,15 +330,17 @@ func (pluginRunRow) TableName() string { return "plugin_runs" }
 var _ model.InstanceStore = (*Store)(nil)
 
 const (
-	instanceCols = "id, tenant_id, tkey, version, title, status, initiator, correlation_id, context, state, rev, created_at, updated_at, ended_at"
+	instanceCols = "id, tenant_id, tkey, version, title, title_i18n, status, initiator, correlation_id, context, state, rev, created_at, updated_at, ended_at"
 	taskCols     = "id, tenant_id, instance_id, node_id, node_name, node_instance_id, assignee, status, kind, grp, position, parent_id, " +
 		"after_signers, comment, data, decided_by, title, tkey, initiator, created_at, decided_at, auto, delegated_from, urged_at"
 	taskColsN = 24 // the columns of taskCols
+	// instanceColsN is the number of columns of instanceCols.
+	instanceColsN = 15
 )
 
 func scanInstance(rows *sql.Rows, r *instanceRow) error {
 	var ended sql.NullTime
-	err := rows.Scan(&r.ID, &r.TenantID, &r.Tkey, &r.Version, &r.Title, &r.Status, &r.Initiator, &r.CorrelationID, &r.Context, &r.State,
+	err := rows.Scan(&r.ID, &r.TenantID, &r.Tkey, &r.Version, &r.Title, &r.TitleI18n, &r.Status, &r.Initiator, &r.CorrelationID, &r.Context, &r.State,
 		&r.Rev, &r.CreatedAt, &r.UpdatedAt, &ended)
 	if ended.Valid {
 		t := ended.Time
@@ -359,7 +374,7 @@ func taskArgs(r *taskRow) []any {
 func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 	return s.hotTx(ctx, func(tx *gorm.DB) error {
 		all := model.WithChildren([]*model.Work{w}) // with the children its first step started (subprocess nodes)
-		args := make([]any, 0, 14*len(all))
+		args := make([]any, 0, instanceColsN*len(all))
 		for _, x := range all {
 			row, err := toInstanceRow(x.Instance)
 			if err != nil {
@@ -372,7 +387,7 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 			return err
 		}
 		b := &batch{dialect: s.dialect}
-		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(all), 14), args...)
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(all), instanceColsN), args...)
 		claimCorrelations(b, all...)
 		return s.writeWorks(ctx, tx, c, b, all...)
 	})
@@ -435,7 +450,7 @@ func (s *Store) correlationTaken(ctx context.Context, c conn, creates []*model.W
 }
 
 func instanceArgs(r *instanceRow) []any {
-	return []any{r.ID, r.TenantID, r.Tkey, r.Version, r.Title, r.Status, r.Initiator, r.CorrelationID, r.Context, r.State, r.Rev, r.CreatedAt,
+	return []any{r.ID, r.TenantID, r.Tkey, r.Version, r.Title, r.TitleI18n, r.Status, r.Initiator, r.CorrelationID, r.Context, r.State, r.Rev, r.CreatedAt,
 		r.UpdatedAt, r.EndedAt}
 }
 
@@ -600,7 +615,7 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 	}
 	b := &batch{dialect: s.dialect}
 	if len(creates) > 0 {
-		args := make([]any, 0, 14*len(creates))
+		args := make([]any, 0, instanceColsN*len(creates))
 		for _, w := range creates {
 			r, err := toInstanceRow(w.Instance)
 			if err != nil {
@@ -608,13 +623,13 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 			}
 			args = append(args, instanceArgs(&r)...)
 		}
-		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(creates), 14), args...)
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(creates), instanceColsN), args...)
 		claimCorrelations(b, creates...)
 	}
 	if len(ws) > 0 {
 		// The locked rows of every work in one statement: an upsert whose insert never happens (the rows exist
 		// and are locked) updates them all at once.
-		args := make([]any, 0, 14*len(ws))
+		args := make([]any, 0, instanceColsN*len(ws))
 		for _, w := range ws {
 			r, err := toInstanceRow(w.Instance)
 			if err != nil {
@@ -622,8 +637,8 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 			}
 			args = append(args, instanceArgs(&r)...)
 		}
-		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(ws), 14)+
-			upsertSuffix(s.dialect, "title", "status", "context", "state", "rev", "updated_at", "ended_at", "correlation_id"), args...)
+		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(ws), instanceColsN)+
+			upsertSuffix(s.dialect, "title", "title_i18n", "status", "context", "state", "rev", "updated_at", "ended_at", "correlation_id"), args...)
 	}
 	return s.writeWorks(tx.Statement.Context, tx, c, b, append(creates[:len(creates):len(creates)], ws...)...)
 }

@@ -19,6 +19,7 @@ type templateRow struct {
 	Tkey           string `gorm:"primaryKey"`
 	Name           string
 	Description    string
+	I18n           sql.NullString `gorm:"column:i18n"`
 	Draft          string
 	DraftUpdatedAt time.Time
 	LatestVersion  *int
@@ -32,9 +33,26 @@ type templateRow struct {
 func (templateRow) TableName() string { return "templates" }
 
 func (r *templateRow) toModel() *model.Template {
-	return &model.Template{TenantID: r.TenantID, Key: r.Tkey, Name: r.Name, Description: r.Description, Draft: json.RawMessage(r.Draft),
+	t := &model.Template{TenantID: r.TenantID, Key: r.Tkey, Name: r.Name, Description: r.Description, Draft: json.RawMessage(r.Draft),
 		DraftUpdatedAt: r.DraftUpdatedAt.UTC(), LatestVersion: r.LatestVersion, Hidden: r.Hidden, CreatedBy: r.CreatedBy,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(), StartKind: r.StartKind}
+	if r.I18n.Valid && r.I18n.String != "" {
+		_ = json.Unmarshal([]byte(r.I18n.String), &t.I18n) // labels: a row that does not read shows the plain name
+	}
+	return t
+}
+
+// labelsColumn is the templates.i18n value of a definition: its labels as JSON, NULL when it has none.
+func labelsColumn(def json.RawMessage) sql.NullString {
+	l := model.TemplateLabelsOf(def)
+	if len(l) == 0 {
+		return sql.NullString{}
+	}
+	b, err := json.Marshal(l)
+	if err != nil {
+		return sql.NullString{}
+	}
+	return sql.NullString{String: string(b), Valid: true}
 }
 
 type versionRow struct {
@@ -66,7 +84,8 @@ func (s *Store) lockClause() []clause.Expression {
 func (s *Store) CreateTemplate(ctx context.Context, t *model.Template) error {
 	now := s.now()
 	t.CreatedAt, t.UpdatedAt, t.DraftUpdatedAt = now, now, now
-	row := templateRow{TenantID: t.TenantID, Tkey: t.Key, Name: t.Name, Description: t.Description, Draft: string(t.Draft),
+	t.I18n = model.TemplateLabelsOf(t.Draft)
+	row := templateRow{TenantID: t.TenantID, Tkey: t.Key, Name: t.Name, Description: t.Description, I18n: labelsColumn(t.Draft), Draft: string(t.Draft),
 		DraftUpdatedAt: now, Hidden: t.Hidden, CreatedBy: t.CreatedBy, CreatedAt: now, UpdatedAt: now}
 	return s.inTx(ctx, func(tx *gorm.DB) error {
 		if err := tx.Create(&row).Error; err != nil {
@@ -164,7 +183,7 @@ func (s *Store) PublishVersion(ctx context.Context, tenant, key string, def json
 			}
 		}
 		if err := tx.Model(&templateRow{}).Where("tenant_id = ? AND tkey = ?", tenant, key).
-			Updates(map[string]any{"latest_version": next, "start_kind": kind, "updated_at": at.UTC()}).Error; err != nil {
+			Updates(map[string]any{"latest_version": next, "start_kind": kind, "i18n": labelsColumn(def), "updated_at": at.UTC()}).Error; err != nil {
 			return fmt.Errorf("store: unable to record version %d of %s: %w", next, key, err)
 		}
 		out = v.toModel()
@@ -199,7 +218,7 @@ func (s *Store) ListVersions(ctx context.Context, tenant, key string) ([]*model.
 
 // ListTemplates pages through the visible templates by key.
 func (s *Store) ListTemplates(ctx context.Context, tenant string, page model.Page) ([]*model.Template, string, error) {
-	q := s.db.WithContext(ctx).Select("tenant_id", "tkey", "name", "description", "latest_version", "start_kind", "created_by", "created_at", "updated_at").
+	q := s.db.WithContext(ctx).Select("tenant_id", "tkey", "name", "description", "i18n", "latest_version", "start_kind", "created_by", "created_at", "updated_at").
 		Where("tenant_id = ? AND hidden = ?", tenant, false)
 	if page.Cursor != "" {
 		q = q.Where("tkey > ?", page.Cursor)

@@ -194,6 +194,7 @@ type View struct {
 	Key           string                   `json:"key"`
 	Name          string                   `json:"name"`
 	Description   string                   `json:"description"`
+	I18n          model.TemplateLabels     `json:"i18n,omitempty"`
 	Draft         *DraftView               `json:"draft,omitempty"`
 	LatestVersion *int                     `json:"latest_version"`
 	StartKind     string                   `json:"start_kind,omitempty"`
@@ -211,7 +212,7 @@ type DraftView struct {
 }
 
 func view(t *model.Template) *View {
-	v := &View{Key: t.Key, Name: t.Name, Description: t.Description, LatestVersion: t.LatestVersion, StartKind: t.StartKind,
+	v := &View{Key: t.Key, Name: t.Name, Description: t.Description, I18n: t.I18n, LatestVersion: t.LatestVersion, StartKind: t.StartKind,
 		CreatedBy: t.CreatedBy, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if len(t.Draft) > 0 {
 		v.Draft = &DraftView{Definition: RedactSecrets(t.Draft), UpdatedAt: t.DraftUpdatedAt}

@@ -63,6 +63,8 @@ export interface TemplateSummary {
   latest_version: number | null
   /** the published version's start trigger: manual, form, crontab, sync-api, async-api */
   start_kind?: string
+  /** name and description per language (zh-CN, en), from the definition's i18n (labels.ts templateText) */
+  i18n?: Partial<Record<Language, { name?: string; description?: string }>>
 }
 
 export interface VersionSummary {
@@ -149,6 +151,8 @@ export interface Instance {
   template: string
   version: number
   title?: string
+  /** the title per language when the template's title pattern made it (labels.ts instanceTitle) */
+  title_i18n?: Partial<Record<string, string>>
   status: InstanceStatus
   initiator: string
   correlation_id?: string

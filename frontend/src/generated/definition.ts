@@ -22,6 +22,7 @@ export type Node = {
    * Shown to people; the id is shown when there is none.
    */
   name?: string
+  i18n?: NodeI18N
   /**
    * How a node with several incoming edges activates: "and" (the default) waits until every incoming branch was taken or not chosen, at least one taken; "or" activates with the first one taken; {"min": N} with N taken.
    */
@@ -253,6 +254,33 @@ export interface Definition {
   meta?: {
     [k: string]: unknown
   }
+  /**
+   * The title of each instance, rendered when it starts (and again when a resubmit changed its data) unless the starter gave one: text with placeholders {initiator} (the initiator's display name), {template} (the template's name), {date} (the start date, YYYY-MM-DD) and {path} (a value of the request's data, e.g. {days} or {leave.type}); {{ and }} write a brace. A missing value renders empty.
+   */
+  title_pattern?: string
+  i18n?: DefinitionI18N
+}
+/**
+ * NodeI18n holds a node's texts per language.
+ *
+ * This interface was referenced by `Definition`'s JSON-Schema
+ * via the `definition` "NodeI18n".
+ */
+export interface NodeI18N {
+  'zh-CN'?: NodeTexts
+  en?: NodeTexts
+}
+/**
+ * NodeTexts are a node's texts in one language.
+ *
+ * This interface was referenced by `Definition`'s JSON-Schema
+ * via the `definition` "NodeTexts".
+ */
+export interface NodeTexts {
+  /**
+   * The node's name in this language.
+   */
+  name?: string
 }
 /**
  * Plugins are the plugin names a node runs before it waits (pre) and after it finished (after).
@@ -402,6 +430,36 @@ export interface Options {
    */
   dedupe?: 'none' | 'consecutive' | 'any'
 }
+/**
+ * DefinitionI18n holds a template's texts per language.
+ *
+ * This interface was referenced by `Definition`'s JSON-Schema
+ * via the `definition` "DefinitionI18n".
+ */
+export interface DefinitionI18N {
+  'zh-CN'?: DefinitionTexts
+  en?: DefinitionTexts
+}
+/**
+ * DefinitionTexts are a template's texts in one language.
+ *
+ * This interface was referenced by `Definition`'s JSON-Schema
+ * via the `definition` "DefinitionTexts".
+ */
+export interface DefinitionTexts {
+  /**
+   * The template's name in this language.
+   */
+  name?: string
+  /**
+   * The template's description in this language.
+   */
+  description?: string
+  /**
+   * The title pattern in this language (as title_pattern).
+   */
+  title_pattern?: string
+}
 
 /** The definition schema itself (GET /api/v1/schemas/definition.json): lib/schema.ts reads it. */
 export const definitionSchema = {
@@ -511,6 +569,43 @@ export const definitionSchema = {
         "branch"
       ],
       "description": "CatchPolicy names the node taken when a node's error is caught."
+    },
+    "DefinitionI18n": {
+      "properties": {
+        "zh-CN": {
+          "$ref": "#/$defs/DefinitionTexts",
+          "description": "Simplified Chinese."
+        },
+        "en": {
+          "$ref": "#/$defs/DefinitionTexts",
+          "description": "English."
+        }
+      },
+      "additionalProperties": false,
+      "type": "object",
+      "description": "DefinitionI18n holds a template's texts per language."
+    },
+    "DefinitionTexts": {
+      "properties": {
+        "name": {
+          "type": "string",
+          "maxLength": 200,
+          "description": "The template's name in this language."
+        },
+        "description": {
+          "type": "string",
+          "maxLength": 2000,
+          "description": "The template's description in this language."
+        },
+        "title_pattern": {
+          "type": "string",
+          "maxLength": 500,
+          "description": "The title pattern in this language (as title_pattern)."
+        }
+      },
+      "additionalProperties": false,
+      "type": "object",
+      "description": "DefinitionTexts are a template's texts in one language."
     },
     "Edge": {
       "properties": {
@@ -952,6 +1047,10 @@ export const definitionSchema = {
           "maxLength": 200,
           "description": "Shown to people; the id is shown when there is none."
         },
+        "i18n": {
+          "$ref": "#/$defs/NodeI18n",
+          "description": "The name in each language (zh-CN, en): people read their language's, or name when it has none."
+        },
         "join": {
           "oneOf": [
             {
@@ -1254,6 +1353,33 @@ export const definitionSchema = {
         "type"
       ],
       "description": "Node is one step of a definition."
+    },
+    "NodeI18n": {
+      "properties": {
+        "zh-CN": {
+          "$ref": "#/$defs/NodeTexts",
+          "description": "Simplified Chinese."
+        },
+        "en": {
+          "$ref": "#/$defs/NodeTexts",
+          "description": "English."
+        }
+      },
+      "additionalProperties": false,
+      "type": "object",
+      "description": "NodeI18n holds a node's texts per language."
+    },
+    "NodeTexts": {
+      "properties": {
+        "name": {
+          "type": "string",
+          "maxLength": 200,
+          "description": "The node's name in this language."
+        }
+      },
+      "additionalProperties": false,
+      "type": "object",
+      "description": "NodeTexts are a node's texts in one language."
     },
     "Options": {
       "properties": {
@@ -1852,6 +1978,15 @@ export const definitionSchema = {
     "meta": {
       "type": "object",
       "description": "Free-form data for editors (zoom, layout); the engine ignores it."
+    },
+    "title_pattern": {
+      "type": "string",
+      "maxLength": 500,
+      "description": "The title of each instance, rendered when it starts (and again when a resubmit changed its data) unless the starter gave one: text with placeholders {initiator} (the initiator's display name), {template} (the template's name), {date} (the start date, YYYY-MM-DD) and {path} (a value of the request's data, e.g. {days} or {leave.type}); {{ and }} write a brace. A missing value renders empty."
+    },
+    "i18n": {
+      "$ref": "#/$defs/DefinitionI18n",
+      "description": "The template's name and description and the title pattern in each language (zh-CN, en)."
     }
   },
   "additionalProperties": false,

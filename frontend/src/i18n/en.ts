@@ -660,6 +660,7 @@ export default {
     triggerRequired: 'This process starts through its {kind} trigger, not from this page.',
     titleLabel: 'Title',
     titlePlaceholder: 'What is this request about?',
+    titleAutomatic: 'Optional: left empty, the title is made from your request',
     data: 'Data (JSON)',
     override: 'Start, overriding the trigger',
     rawData: 'Advanced: the data as JSON (admins)',
@@ -970,6 +971,17 @@ export default {
   },
   designer: {
     conditionInvalid: 'The condition being edited is not valid JSON: the edge keeps its previous condition until it is fixed.',
+    titlePattern: 'Request title',
+    titlePatternHint: 'Each request gets this title when it starts; a title the applicant types wins. Placeholders:',
+    titleToken: {
+      initiator: 'the applicant',
+      template: 'this process',
+      date: 'the day it starts',
+      field: 'a field of the start form, by its path',
+    },
+    titlePatternExample: 'For example:',
+    templateName: 'Name',
+    templateDescription: 'Description',
     processSettings: 'Process settings',
     retention: 'Keep finished requests for',
     retentionPlaceholder: 'the deployment’s setting',
@@ -1593,6 +1605,11 @@ export default {
     idempotency_key_reused: 'This request was already sent with other content.',
     bad_condition: 'The condition is not valid.',
   },
+  labelsEditor: {
+    title: 'In each language',
+    hint: 'People read the text of their language; where it is empty, the one above.',
+    fallback: 'as above',
+  },
   validation: {
     bad_definition: 'The definition is not a valid template.',
     no_start: 'The template has no start node.',
@@ -1607,6 +1624,7 @@ export default {
     bad_cron: 'The cron expression is not valid.',
     bad_node: 'A field of this node is missing or not valid.',
     unknown_user: 'An approver is not a user (yet).',
+    bad_title_pattern: 'The title pattern is not valid: a placeholder is malformed or is no field of the start form.',
     subprocess_cycle: 'Sub-processes call each other in a circle.',
   },
   time: {

@@ -6,6 +6,14 @@ export default {
   'Definition.edges': '步骤之间的连线。',
   'Definition.options': '整个流程的设置。',
   'Definition.meta': '供编辑器使用的自由数据（缩放、布局）；引擎会忽略它。',
+  'Definition.title_pattern':
+    '每个实例的标题，在发起时生成（申请人重新提交并修改数据后重新生成），发起人自己给出标题时除外：文本中可用占位符 {initiator}（发起人显示名）、{template}（模板名称）、{date}（发起日期，YYYY-MM-DD）和 {路径}（申请数据中的值，如 {days} 或 {leave.type}）；{{ 和 }} 表示花括号本身。缺少的值显示为空。',
+  'Definition.i18n': '模板的名称、说明和标题模板的各语言文本（zh-CN、en）。',
+  'DefinitionI18n.zh-CN': '简体中文。',
+  'DefinitionI18n.en': '英文。',
+  'DefinitionTexts.name': '此语言的模板名称。',
+  'DefinitionTexts.description': '此语言的模板说明。',
+  'DefinitionTexts.title_pattern': '此语言的标题模板（同 title_pattern）。',
 
   'Options.retention':
     '该版本的实例结束后在数据库中保留多久，之后由保留清理写入归档并从数据库删除：如 "720h" 的时长，或秒数；0 表示永久保留。不填时使用 HALLEY_INSTANCE_RETENTION。',
@@ -14,6 +22,10 @@ export default {
   'Node.type':
     'start：有且只有一个，决定实例如何发起；approval：由人审批；auto：运行其插件后继续；delay：等待；callback：等待外部回调或消息；error：捕获未处理的错误；end：正常结束；terminate：立即结束实例。',
   'Node.name': '显示给用户的名称；不填时显示节点 id。',
+  'Node.i18n': '各语言的名称（zh-CN、en）：用户看到自己语言的名称，没有时显示 name。',
+  'NodeI18n.zh-CN': '简体中文。',
+  'NodeI18n.en': '英文。',
+  'NodeTexts.name': '此语言的节点名称。',
   'Node.join':
     '有多条入线的节点如何激活："and"（默认）等到每条入线分支都已走过或未被选中、且至少一条已走过；"or" 在第一条分支到达时激活；{"min": N} 在 N 条分支到达时激活。',
   'Node.plugins': '节点运行的插件。',

@@ -656,6 +656,7 @@ export default {
     triggerRequired: '此流程通过“{kind}”触发器发起，不能在此页面发起。',
     titleLabel: '标题',
     titlePlaceholder: '这个申请是关于什么的？',
+    titleAutomatic: '选填：留空时根据申请内容自动生成标题',
     data: '数据（JSON）',
     override: '跳过触发器发起',
     rawData: '高级：以 JSON 填写数据（管理员）',
@@ -966,6 +967,17 @@ export default {
   },
   designer: {
     conditionInvalid: '正在编辑的条件不是合法的 JSON：修正之前，连线保留原来的条件。',
+    titlePattern: '申请标题',
+    titlePatternHint: '每个申请发起时按此生成标题；申请人自己填写的标题优先。可用占位符：',
+    titleToken: {
+      initiator: '申请人',
+      template: '本流程名称',
+      date: '发起日期',
+      field: '发起表单中的字段（按路径）',
+    },
+    titlePatternExample: '示例：',
+    templateName: '名称',
+    templateDescription: '说明',
     processSettings: '流程设置',
     retention: '已结束申请的保留时长',
     retentionPlaceholder: '使用部署的设置',
@@ -1589,6 +1601,11 @@ export default {
     idempotency_key_reused: '此请求已用不同的内容发送过。',
     bad_condition: '条件不合法。',
   },
+  labelsEditor: {
+    title: '各语言文本',
+    hint: '用户看到自己语言的文本；留空时显示上面的默认文本。',
+    fallback: '同上',
+  },
   validation: {
     bad_definition: '定义不是合法的流程模板。',
     no_start: '模板没有开始节点。',
@@ -1603,6 +1620,7 @@ export default {
     bad_cron: 'Cron 表达式不合法。',
     bad_node: '此节点缺少字段或字段不合法。',
     unknown_user: '有审批人（还）不是系统中的用户。',
+    bad_title_pattern: '标题模板不合法：占位符格式有误，或不是发起表单中的字段。',
     subprocess_cycle: '子流程之间形成了循环调用。',
   },
   time: {

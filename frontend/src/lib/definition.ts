@@ -194,6 +194,11 @@ export function cleanNode(n: DefNode): DefNode {
       case 'group_sign':
         if (v && (n.approvers?.groups?.length || n.approvers?.groups_context)) out.group_sign = v as SignMode
         break
+      case 'i18n': {
+        const l = cleanI18n(v)
+        if (l) (out as unknown as Record<string, unknown>).i18n = l
+        break
+      }
       case 'on_timeout':
         if (typeof v === 'string' && v) out.on_timeout = v as OnTimeout
         else if (v && typeof v === 'object' && (v as { branch?: string }).branch) out.on_timeout = { branch: (v as { branch: string }).branch }
@@ -205,6 +210,22 @@ export function cleanNode(n: DefNode): DefNode {
   if (n.type === 'start' && !out.trigger) out.trigger = { kind: 'manual' }
   if (n.type === 'approval' && !out.sign) out.sign = 'or'
   return out
+}
+
+/** cleanI18n keeps the texts of an i18n object ({lang: {text: "..."}}) that are not blank, trimmed; undefined when
+ * none is left. */
+export function cleanI18n<T>(v: T): T | undefined {
+  if (!v || typeof v !== 'object') return undefined
+  const out: Record<string, Record<string, string>> = {}
+  for (const [lang, texts] of Object.entries(v as Record<string, unknown>)) {
+    if (!texts || typeof texts !== 'object') continue
+    const kept: Record<string, string> = {}
+    for (const [k, x] of Object.entries(texts as Record<string, unknown>)) {
+      if (typeof x === 'string' && x.trim()) kept[k] = x.trim()
+    }
+    if (Object.keys(kept).length) out[lang] = kept
+  }
+  return Object.keys(out).length ? (out as T) : undefined
 }
 
 /** cleanEdge keeps id (when set), from, to, condition (when not empty) and default (when true). */
@@ -231,6 +252,11 @@ export function cleanDefinition(def: Definition, opts: CleanOptions = {}): Defin
     if (v !== undefined && v !== null && v !== '') options[k] = typeof v === 'string' ? v.trim() : v
   }
   if (Object.keys(options).length > 0) out.options = options
+  // The title pattern and the labels per language (template name, description, title pattern), without blanks.
+  const pattern = typeof def.title_pattern === 'string' ? def.title_pattern.trim() : ''
+  if (pattern) out.title_pattern = pattern
+  const labels = cleanI18n(def.i18n)
+  if (labels) out.i18n = labels
   // meta is kept as it came (other editors may keep data there), except its layout, which is the designer's.
   const meta: Record<string, unknown> = { ...(def.meta ?? {}) }
   delete meta.layout

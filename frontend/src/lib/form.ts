@@ -2,6 +2,8 @@
 // shown in a sandboxed iframe. A form lives inside the definition: on a start node's `form` trigger (the form a
 // user fills to start) and on an approval node's `form` (how the approver sees, and may edit, the context).
 import { t } from '@/i18n'
+import type { Language } from '@/i18n/lang'
+import { localized, type FieldTexts, type OptionTexts } from './labels'
 import { clone } from './clone'
 import { flatten, getPath, isValidPath, setPath } from './path'
 
@@ -30,6 +32,8 @@ export type FieldType = (typeof FIELD_TYPES)[number]
 export interface FieldOption {
   label: string
   value: string
+  /** the label per language (zh-CN, en); the plain label is the fallback */
+  i18n?: Partial<Record<Language, OptionTexts>>
 }
 
 /** A file of a file field: an uploaded attachment (id, name, size, content_type), or — in requests from before
@@ -66,6 +70,8 @@ export interface FormField {
   text?: string
   /** in an approver's form: shown but not editable */
   readonly?: boolean
+  /** label, placeholder, help and text per language (zh-CN, en); the plain ones are the fallback */
+  i18n?: Partial<Record<Language, FieldTexts>>
 }
 
 export interface FormSchema {
@@ -185,16 +191,16 @@ export function validateValues(schema: FormSchema | undefined, values: Record<st
     if (!f.field || (onlyEditable && f.readonly)) continue
     const v = values[f.id]
     if (f.required && (isBlank(v) || (f.type === 'switch' && v !== true && v !== false))) {
-      errors[f.id] = t('form.required', { label: f.label || f.field })
+      errors[f.id] = t('form.required', { label: localized(f, 'label') || f.field })
       continue
     }
     if (isBlank(v)) continue
     if ((f.type === 'number' || f.type === 'money') && typeof v === 'number') {
-      if (f.min !== undefined && v < f.min) errors[f.id] = t('form.atLeast', { label: f.label, min: f.min })
-      else if (f.max !== undefined && v > f.max) errors[f.id] = t('form.atMost', { label: f.label, max: f.max })
+      if (f.min !== undefined && v < f.min) errors[f.id] = t('form.atLeast', { label: localized(f, 'label'), min: f.min })
+      else if (f.max !== undefined && v > f.max) errors[f.id] = t('form.atMost', { label: localized(f, 'label'), max: f.max })
     }
     if ((f.type === 'select' || f.type === 'radio') && f.options && !f.options.some((o) => o.value === v)) {
-      errors[f.id] = t('form.chooseOption', { label: f.label })
+      errors[f.id] = t('form.chooseOption', { label: localized(f, 'label') })
     }
   }
   return errors
@@ -245,10 +251,11 @@ export function valuesToContext(schema: FormSchema | undefined, values: Record<s
 export function displayValue(f: FormField | undefined, v: unknown): string {
   if (v === undefined || v === null || v === '') return '—'
   if (f?.options && (f.type === 'select' || f.type === 'radio')) {
-    return f.options.find((o) => o.value === v)?.label ?? String(v)
+    const o = f.options.find((o) => o.value === v)
+    return o ? localized(o, 'label') : String(v)
   }
   if (f?.options && Array.isArray(v) && (f.type === 'multi-select' || f.type === 'checkbox')) {
-    return v.map((x) => f.options!.find((o) => o.value === x)?.label ?? String(x)).join(', ') || '—'
+    return v.map((x) => { const o = f.options!.find((o) => o.value === x); return o ? localized(o, 'label') : String(x) }).join(', ') || '—'
   }
   if (f?.type === 'switch') return v ? t('form.yes') : t('form.no')
   if (f?.type === 'money' && typeof v === 'number') {
@@ -278,7 +285,7 @@ export function displayRows(schema: FormSchema | undefined, context: unknown): D
   if (schema?.kind === 'components' && schema.fields?.length) {
     return schema.fields
       .filter((f) => f.type !== 'description' && f.field)
-      .map((f) => ({ label: f.label || f.field!, value: displayValue(f, getPath(context, f.field!)), path: f.field, field: f }))
+      .map((f) => ({ label: localized(f, 'label') || f.field!, value: displayValue(f, getPath(context, f.field!)), path: f.field, field: f }))
   }
   return flatten(context).map(([path, v]) => ({ label: path, value: displayValue(undefined, v), path }))
 }

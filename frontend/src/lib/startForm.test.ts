@@ -26,7 +26,9 @@ describe('startFormOf', () => {
       ['from', 'date', true],
       ['reason', 'textarea', true],
     ])
-    expect(fields.map((f) => f.label)).toEqual(['Days', 'From', 'Reason'])
+    expect(fields.map((f) => f.label)).toEqual(['Days', 'First day', 'Reason'])
+    // The labels in both languages come along from the approvers' forms.
+    expect(fields.map((f) => f.i18n?.['zh-CN']?.label)).toEqual(['天数', '开始日期', '请假事由'])
     expect(fields.every((f) => !f.readonly)).toBe(true)
     expect(new Set(fields.map((f) => f.id)).size).toBe(fields.length)
   })

@@ -5,6 +5,7 @@
 // "天数 5 → 3": the field's label from the process's forms, the values as the form shows them, never a path or JSON.
 import type { HistoryItem } from '@/api'
 import { displayValue, type FormField, type FormSchema } from './form'
+import { localized } from './labels'
 
 // i18n-ignore-start: history action codes, not message keys
 /** What people do: each is an entry of its own. */
@@ -76,7 +77,7 @@ export function changesOf(h: HistoryItem, fields: Map<string, FormField>, label:
   return list.map((c: { path?: string; before?: unknown; after?: unknown }) => {
     const path = String(c.path ?? '')
     const f = fields.get(path)
-    return { label: f?.label || label(path), before: displayValue(f, parse(c.before)), after: displayValue(f, parse(c.after)) }
+    return { label: (f && localized(f, 'label')) || label(path), before: displayValue(f, parse(c.before)), after: displayValue(f, parse(c.after)) }
   })
 }
 

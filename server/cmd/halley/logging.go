@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/halley-bpm/halley/server/config"
+	"github.com/halley-bpm/halley/service/tracing"
 )
 
 // newLogger builds the process's logger (HALLEY_LOG_LEVEL, HALLEY_LOG_FORMAT) and routes every library that
@@ -22,12 +23,14 @@ func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
 	var lvl slog.Level
 	_ = lvl.UnmarshalText([]byte(cfg.LogLevel))
 	opts := &slog.HandlerOptions{Level: lvl}
-	var lg *slog.Logger
+	var h slog.Handler
 	if cfg.LogFormat == "json" {
-		lg = slog.New(slog.NewJSONHandler(w, opts))
+		h = slog.NewJSONHandler(w, opts)
 	} else {
-		lg = slog.New(slog.NewTextHandler(w, opts))
+		h = slog.NewTextHandler(w, opts)
 	}
+	// A line logged with a context carries its request_id, trace_id and span_id.
+	lg := slog.New(tracing.LogHandler(h))
 	slog.SetDefault(lg) // the standard log package now writes through lg too
 	redis.SetLogger(redisLogger{lg.With("component", "go-redis")})
 	_ = mysqldriver.SetLogger(mysqlLogger{lg.With("component", "mysql-driver")})

@@ -31,6 +31,7 @@ import (
 	"github.com/halley-bpm/halley/service/outbound"
 	"github.com/halley-bpm/halley/service/outbox"
 	"github.com/halley-bpm/halley/service/ratelimit"
+	"github.com/halley-bpm/halley/service/redisconn"
 	"github.com/halley-bpm/halley/service/rules"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
@@ -38,6 +39,7 @@ import (
 	"github.com/halley-bpm/halley/service/subscription"
 	"github.com/halley-bpm/halley/service/telemetry"
 	"github.com/halley-bpm/halley/service/template"
+	"github.com/halley-bpm/halley/service/tracing"
 	"github.com/halley-bpm/halley/service/trigger"
 )
 
@@ -50,6 +52,12 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	metrics := telemetry.New(telemetry.Options{Clock: clk}) // every metric /metrics serves, fed through the services' seams
 	rdb := openRedis(ctx, cfg.RedisURL, lg)                 // nil without HALLEY_REDIS_URL: one process, in-process timers
 	defer closeRedis(rdb)
+	// Spans over OTLP with HALLEY_OTLP_ENDPOINT, hung on the same seams as the metrics; off otherwise.
+	tr, err := newTracing(ctx, cfg, lg)
+	if err != nil {
+		return err
+	}
+	defer shutdownTracing(tr, cfg, lg)
 	sched, errSched := newScheduler(cfg, rdb, clk, lg)
 	ids, err := bootstrapAdmin(ctx, cfg, st, rdb, lg) // with its failed-login counter, in Redis when there is one
 	if err = errors.Join(errSched, err); err != nil {
@@ -65,9 +73,9 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	defer runner.Close()
 	executor, errExecutor := plugin.NewExecutor(runner,
 		plugin.ExecutorOptions{Workers: cfg.PluginWorkers, Lease: time.Minute, PollInterval: 2 * time.Second, Logger: lg, Logs: runLog, Now: clk.Now,
-			OnComplete: metrics.PluginRunDone})
+			OnComplete: pluginRunDone(metrics, tr)})
 	eventPlugins, errEvents := engine.NewEventPlugins(st, executor)
-	out := outboundClient(cfg, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
+	out := outboundClient(cfg, tr, lg) // every URL Halley calls: public addresses, and what HALLEY_OUTBOUND_ALLOW lists
 	subs := subscription.New(st, subscription.Options{Logger: lg, SecretKey: derive(cfg, "subscription-secret"), Plugins: st, PluginRuns: eventPlugins, Outbound: out,
 		OnAttempt: webhookFailures(metrics)})
 	notifier, errNotify := notify.New(notify.Deps{Store: st, Links: notify.WebLinks(cfg.PublicURL), Outbound: out,
@@ -83,7 +91,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher, subprocess.NewChecker(st)}, SecretKey: derive(cfg, "trigger-secret")})
 	people, errRules := rules.New(rules.Deps{Directory: st, Delegations: st}, rules.Options{Clock: clk, Logger: lg}) // who decides a node; delegations
 	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Rules: people, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
-		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: metrics})
+		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: stepObserver(metrics, tr)})
 	if errEngine == nil {
 		children.Set(eng)
 	}
@@ -91,11 +99,11 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
 	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
-	hk, errHousekeeper := scheduler.NewHousekeeper(redisLocks(rdb), cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
+	hk, errHousekeeper := scheduler.NewHousekeeper(rdb, cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Tracing: tr, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
 	if err := errors.Join(errFiles, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
@@ -111,7 +119,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		&lifecycle.Service{Name: "webhook sender", Run: subs.Run},
 		&lifecycle.Service{Name: "notification sender", Run: notifier.Run},
 		&lifecycle.Service{Name: "plugin executor", Run: func(ctx context.Context) error { return executor.Run(ctx, eng.PluginQueue()) }, Drain: executor.Drain},
-		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, metrics.Timers(timers)) }},
+		&lifecycle.Service{Name: "timer loop", Run: func(ctx context.Context) error { return sched.Run(ctx, traceTimers(tr, metrics.Timers(timers))) }},
 		&lifecycle.Service{Name: "timer recovery", Run: func(ctx context.Context) error { return scheduler.Recover(ctx, st, sched, cfg.RedisCheckInterval, lg) }},
 		&lifecycle.Service{Name: "retention sweeper", Run: sweeper.Run},
 		&lifecycle.Service{Name: "housekeeping", Run: hk.Run},
@@ -123,14 +131,13 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	return err
 }
 
-// openRedis connects to HALLEY_REDIS_URL (nil when unset). An unreachable Redis is logged, not fatal: /readyz
-// reports it until it answers.
-func openRedis(ctx context.Context, url string, lg *slog.Logger) *redis.Client {
+// openRedis connects to HALLEY_REDIS_URL, one server or a Redis Cluster (nil when unset). An unreachable Redis is
+// logged, not fatal: /readyz reports it until it answers.
+func openRedis(ctx context.Context, url string, lg *slog.Logger) redis.UniversalClient {
 	if url == "" {
 		return nil
 	}
-	opt, _ := redis.ParseURL(url) // config.Load checked it
-	rdb := redis.NewClient(opt)
+	rdb, _ := redisconn.Open(url) // config.Load checked it
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	if err := rdb.Ping(pctx).Err(); err != nil {
@@ -139,24 +146,16 @@ func openRedis(ctx context.Context, url string, lg *slog.Logger) *redis.Client {
 	return rdb
 }
 
-func closeRedis(rdb *redis.Client) {
+func closeRedis(rdb redis.UniversalClient) {
 	if rdb != nil {
 		_ = rdb.Close() // shutting down: nothing to do about a failed close
 	}
 }
 
-// redisLocks is the housekeeper's lock client: none without Redis (one process needs no locks).
-func redisLocks(rdb *redis.Client) redis.UniversalClient {
-	if rdb == nil {
-		return nil
-	}
-	return rdb
-}
-
 // newScheduler is the timer index: the Redis sorted set when Redis is configured (shared by every replica), else
 // an in-process heap.
-func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
-	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg}
+func newScheduler(cfg *config.Config, rdb redis.UniversalClient, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
+	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg, Shards: cfg.TimerShards}
 	if rdb != nil {
 		return scheduler.NewRedis(rdb, cfg.RedisPrefix, opts)
 	}
@@ -164,7 +163,7 @@ func newScheduler(cfg *config.Config, rdb *redis.Client, clk clock.Clock, lg *sl
 }
 
 // readiness lists what /readyz pings.
-func readiness(st *store.Store, rdb *redis.Client, sched scheduler.Scheduler) map[string]server.Pinger {
+func readiness(st *store.Store, rdb redis.UniversalClient, sched scheduler.Scheduler) map[string]server.Pinger {
 	ready := map[string]server.Pinger{"database": st, "scheduler": sched}
 	if rdb != nil {
 		ready["redis"] = redisPinger{rdb}
@@ -172,13 +171,13 @@ func readiness(st *store.Store, rdb *redis.Client, sched scheduler.Scheduler) ma
 	return ready
 }
 
-type redisPinger struct{ c *redis.Client }
+type redisPinger struct{ c redis.UniversalClient }
 
 func (p redisPinger) Ping(ctx context.Context) error { return p.c.Ping(ctx).Err() }
 
 // loginAttempts counts failed sign-ins: in Redis when there is one (under HALLEY_REDIS_PREFIX), so that every
 // replica throttles the same attempts, else in this process.
-func loginAttempts(cfg *config.Config, rdb *redis.Client) (ratelimit.Counter, error) {
+func loginAttempts(cfg *config.Config, rdb redis.UniversalClient) (ratelimit.Counter, error) {
 	if rdb == nil {
 		return ratelimit.NewMemory(identity.LoginWindow, 0), nil
 	}
@@ -208,7 +207,7 @@ func pluginCache(ctx context.Context, cfg *config.Config, st *store.Store, lg *s
 
 // bootstrapAdmin returns the identity service, after creating user admin in an empty database. Failed sign-ins
 // are counted by loginAttempts.
-func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rdb *redis.Client, lg *slog.Logger) (*identity.Service, error) {
+func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rdb redis.UniversalClient, lg *slog.Logger) (*identity.Service, error) {
 	attempts, err := loginAttempts(cfg, rdb)
 	if err != nil {
 		return nil, err
@@ -235,12 +234,74 @@ func bootstrapAdmin(ctx context.Context, cfg *config.Config, st *store.Store, rd
 	return ids, nil
 }
 
-// outboundClient is the guarded HTTP client for every URL an admin configures (webhooks today).
-func outboundClient(cfg *config.Config, lg *slog.Logger) *outbound.Client {
+// outboundClient is the guarded HTTP client for every URL an admin configures (webhooks, notification channels);
+// with tracing on, each request is a span and carries its traceparent.
+func outboundClient(cfg *config.Config, tr *tracing.Tracing, lg *slog.Logger) *outbound.Client {
 	if a := cfg.OutboundAllow.String(); a != "" {
 		lg.Info("outbound calls may also reach these non-public addresses", "allow", a)
 	}
-	return outbound.New(outbound.Options{Allow: cfg.OutboundAllow})
+	opts := outbound.Options{Allow: cfg.OutboundAllow}
+	if tr.Enabled() {
+		opts.Wrap = tr.Transport
+	}
+	return outbound.New(opts)
+}
+
+// newTracing is the process's tracing: off without HALLEY_OTLP_ENDPOINT (nothing is hung on the seams then, so a
+// step, a timer or a request costs what it did without tracing), else an OTLP/HTTP exporter.
+func newTracing(ctx context.Context, cfg *config.Config, lg *slog.Logger) (*tracing.Tracing, error) {
+	tr, err := tracing.New(ctx, tracing.Options{Endpoint: cfg.OTLPEndpoint, Version: version})
+	if err != nil {
+		return nil, fmt.Errorf("HALLEY_OTLP_ENDPOINT: %w", err)
+	}
+	if tr.Enabled() {
+		lg.Info("tracing: exporting spans over OTLP/HTTP", "endpoint", cfg.OTLPEndpoint)
+	}
+	return tr, nil
+}
+
+// shutdownTracing exports the spans still buffered, within HALLEY_SHUTDOWN_TIMEOUT (serve's context is done).
+func shutdownTracing(tr *tracing.Tracing, cfg *config.Config, lg *slog.Logger) {
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if err := tr.Shutdown(ctx); err != nil {
+		lg.Warn("tracing: unable to export the last spans", "err", err)
+	}
+}
+
+// stepObserver is who hears of every engine step: the metrics, and the tracing when it is on.
+func stepObserver(m *telemetry.Metrics, tr *tracing.Tracing) engine.StepObserver {
+	if !tr.Enabled() {
+		return m
+	}
+	return stepObservers{m, tr}
+}
+
+type stepObservers []engine.StepObserver
+
+func (o stepObservers) StepDone(ctx context.Context, r engine.StepReport) {
+	for _, x := range o {
+		x.StepDone(ctx, r)
+	}
+}
+
+// pluginRunDone is the executor's OnComplete: the metrics, and a span when tracing is on.
+func pluginRunDone(m *telemetry.Metrics, tr *tracing.Tracing) func(plugin.Job, plugin.Result, error) {
+	if !tr.Enabled() {
+		return m.PluginRunDone
+	}
+	return func(job plugin.Job, res plugin.Result, err error) {
+		m.PluginRunDone(job, res, err)
+		tr.PluginRunDone(job, res, err)
+	}
+}
+
+// traceTimers wraps the timer handler in a span per batch when tracing is on.
+func traceTimers(tr *tracing.Tracing, h scheduler.Handler) scheduler.Handler {
+	if !tr.Enabled() {
+		return h
+	}
+	return tr.Timers(h)
 }
 
 // derive is a key for one purpose, derived from HALLEY_SECRET.

@@ -19,9 +19,16 @@ export function useDefinitionCanvas() {
   // The definition's own meta, minus the layout (the canvas holds the positions).
   const meta = shallowRef<Record<string, unknown> | undefined>()
   const options = ref<DefinitionOptions>({})
+  // The title pattern and the labels per language (template name, description, title pattern): process settings.
+  const labels = ref<Pick<Definition, 'title_pattern' | 'i18n'>>({})
 
   /** the definition as designed: the canvas' graph (positions as its layout), the options and the meta */
-  const definition = computed<Definition>(() => ({ ...canvasToDefinition(nodes.value as never, edges.value as never), options: options.value, meta: meta.value }))
+  const definition = computed<Definition>(() => ({
+    ...canvasToDefinition(nodes.value as never, edges.value as never),
+    ...labels.value,
+    options: options.value,
+    meta: meta.value,
+  }))
   /** the definition as the server reads it (no positions): what validation looks at */
   const semanticKey = computed(() => JSON.stringify(cleanDefinition(definition.value)))
   /** the definition as it is saved, positions included: what a draft's being saved or not compares */
@@ -41,6 +48,7 @@ export function useDefinitionCanvas() {
     const { layout: _drop, ...rest } = def.meta ?? {}
     meta.value = Object.keys(rest).length ? rest : undefined
     options.value = { ...(def.options ?? {}) }
+    labels.value = { title_pattern: def.title_pattern, i18n: def.i18n }
     const g = definitionToCanvas(def)
     setNodes(g.nodes as unknown as Node[])
     const fields = conditionFields(def.nodes)
@@ -61,7 +69,7 @@ export function useDefinitionCanvas() {
     setEdges([...keep, ...branchEdges(definition.value).map((e) => decorate(e))])
   })
 
-  return { flowId, flow, nodes, edges, options, definition, semanticKey, fullKey, retentionError, decorate, show }
+  return { flowId, flow, nodes, edges, options, labels, definition, semanticKey, fullKey, retentionError, decorate, show }
 }
 
 export type DefinitionCanvas = ReturnType<typeof useDefinitionCanvas>
