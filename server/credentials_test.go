@@ -407,6 +407,51 @@ func TestTriggerRateLimit(t *testing.T) {
 	}
 }
 
+// TestTriggerRateLimitShared (Redis): two servers (replicas) whose trigger limit is shared through one Redis prefix
+// together allow one client the burst once, not once each; a third on another prefix (another deployment) counts
+// alone.
+func TestTriggerRateLimitShared(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	o, err := redis.ParseURL(storetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(o)
+	prefix := fmt.Sprintf("halley-test:%d:", time.Now().UnixNano())
+	t.Cleanup(func() {
+		if keys, _ := rdb.Keys(context.Background(), prefix+"*").Result(); len(keys) > 0 {
+			rdb.Del(context.Background(), keys...)
+		}
+		rdb.Close()
+	})
+	limiter := func(prefix string) ratelimit.Limiter {
+		l, err := ratelimit.NewRedisBuckets(rdb, prefix, "trigger", 0.02, testkit.Quiet()) // bursts of 1, then one per 50 s
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	a := newEnv(t, s, func(d *server.Deps) { d.TriggerLimit = limiter(prefix) })
+	b := newEnv(t, s, func(d *server.Deps) { d.TriggerLimit = limiter(prefix) })
+	other := newEnv(t, s, func(d *server.Deps) { d.TriggerLimit = limiter(prefix + "other:") })
+	a.publish("open", []any{start(M{"kind": "async-api", "module": "erp", "function": "order"}), M{"id": "end", "type": "end"}}, []any{edge("start", "end")})
+	if r := a.do("POST", "/api/v1/trigger/async/erp/order", "", M{}, nil); r.Status != 202 {
+		t.Fatalf("first call, on a: %d %s", r.Status, r.Body)
+	}
+	r := b.do("POST", "/api/v1/trigger/async/erp/order", "", M{}, nil)
+	assertError(t, r, 429, "rate_limited")
+	if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra < 40 || ra > 50 {
+		t.Fatalf("Retry-After %q on b", r.Header.Get("Retry-After"))
+	}
+	assertError(t, a.do("POST", "/api/v1/trigger/async/erp/order", "", M{}, nil), 429, "rate_limited")
+	if r := other.do("POST", "/api/v1/trigger/async/erp/order", "", M{}, nil); r.Status != 202 {
+		t.Fatalf("another prefix shares the limit: %d %s", r.Status, r.Body)
+	}
+	if n := a.countRows("SELECT COUNT(*) FROM instances"); n != 2 {
+		t.Fatalf("%d instances; want the two calls allowed", n)
+	}
+}
+
 // TestMetricsMethodLabel: made-up HTTP methods share the label "other"; they never become label values.
 func TestMetricsMethodLabel(t *testing.T) {
 	s := storetest.Open(t, store.SQLite)

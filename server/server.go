@@ -60,7 +60,7 @@ type Deps struct {
 	Audit *audit.Recorder
 	// TriggerLimit limits the API trigger calls (/trigger/...) per client IP (HALLEY_TRIGGER_RATE_LIMIT); nil = no
 	// limit.
-	TriggerLimit *ratelimit.Buckets
+	TriggerLimit ratelimit.Limiter
 	// TrustedProxies are the proxies whose X-Forwarded-For is believed (client IPs for allow-lists and logs).
 	TrustedProxies []string
 	Idempotency    model.IdempotencyStore
@@ -99,7 +99,7 @@ type Server struct {
 	anonUploads  *ratelimit.Buckets
 	audit        *audit.Recorder
 	rules        *rules.Service
-	triggerLimit *ratelimit.Buckets
+	triggerLimit ratelimit.Limiter
 	proxies      []string
 	idem         model.IdempotencyStore
 	idemLease    time.Duration

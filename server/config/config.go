@@ -375,7 +375,7 @@ var settings = []Setting{
 		c.AuditRetention = d
 		return nil
 	}},
-	{"HALLEY_TRIGGER_RATE_LIMIT", "trigger_rate_limit", "20", "API trigger calls (/api/v1/trigger/...) allowed per second from one client IP, per replica, in bursts of twice that; beyond, 429 with Retry-After. 0 = no limit.", func(c *Config, v string) error {
+	{"HALLEY_TRIGGER_RATE_LIMIT", "trigger_rate_limit", "20", "API trigger calls (/api/v1/trigger/...) allowed per second from one client IP, in bursts of twice that: shared by every replica through Redis when HALLEY_REDIS_URL is set (each replica alone without it, or while Redis does not answer); beyond, 429 with Retry-After. 0 = no limit.", func(c *Config, v string) error {
 		n, err := strconv.ParseFloat(v, 64)
 		if err != nil || n < 0 || n > 1e6 {
 			return fmt.Errorf("must be a number of calls a second from 0 (no limit) to 1000000, like 20 or 0.5 (got %q)", v)

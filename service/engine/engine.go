@@ -99,6 +99,18 @@ type Deps struct {
 	Executor LocalExecutor
 	// URLs builds the URLs the engine hands out (server.URLs, from the router's own routes).
 	URLs URLs
+	// Ends carries instance ends between replicas (ends.Bus, Redis pub/sub), so that a sync start waiting here
+	// hears at once of an end committed elsewhere; nil (one process, or no Redis): waits poll the database.
+	Ends EndBus
+}
+
+// EndBus tells every replica that an instance ended. A message is a hint to read the instance, never its state.
+type EndBus interface {
+	// Publish tells every replica that instance id ended; it does not wait.
+	Publish(id string)
+	// Listen returns a channel closed when an end of instance id is heard, or when the bus stops listening; ok is
+	// false while it cannot listen. stop ends the listening.
+	Listen(id string) (heard <-chan struct{}, stop func(), ok bool)
 }
 
 // URLs builds the addresses the engine hands to outside systems. The engine signs them (the token); where they
@@ -161,6 +173,7 @@ type Engine struct {
 	observer StepObserver
 	observed bool
 
+	ends    EndBus // nil: no other replica hears of ends, waits poll
 	mu      sync.Mutex
 	waiters map[string][]*endWaiter
 	// loaded remembers the versions the template service has compiled (and cached) for this process.
@@ -187,7 +200,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, rules: d.Rules, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		urls: d.URLs, events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{},
+		urls: d.URLs, events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{}, ends: d.Ends,
 		noBatchTimers: opts.NoBatchTimers, observer: opts.Observer, observed: opts.Observer != nil}
 	if e.observer == nil {
 		e.observer = noObserver{}

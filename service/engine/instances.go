@@ -296,19 +296,39 @@ func (e *Engine) end(ctx context.Context, actor *model.Principal, id, reason str
 	return e.view(w.Instance, w.Tasks, true), nil
 }
 
-// endWaiter is one wait for an instance's end committed by this process: done is closed after inst is set.
+// endWaiter is one wait for an instance's end committed by this process: done is closed after inst is set. heard
+// is closed when the end bus hears of an end of the instance (on any replica) or loses its subscription; nil
+// without a bus or while its subscription is down.
 type endWaiter struct {
 	done chan struct{}
 	inst *model.Instance
+
+	heard    <-chan struct{}
+	unlisten func()
 }
 
-// ended returns a waiter closed when this process commits the end of the instance. Callers also poll: another
-// replica may end it.
+// listen (again) on the end bus; the waiter polls quickly while it cannot.
+func (e *Engine) listen(id string, x *endWaiter) {
+	if x.unlisten != nil {
+		x.unlisten()
+	}
+	x.heard, x.unlisten = nil, nil
+	if e.ends == nil {
+		return
+	}
+	if heard, stop, ok := e.ends.Listen(id); ok {
+		x.heard, x.unlisten = heard, stop
+	}
+}
+
+// ended returns a waiter closed when this process commits the end of the instance, listening on the end bus for an
+// end committed by another replica. Callers also poll: without a bus, or when it misses a message.
 func (e *Engine) ended(id string) (*endWaiter, func()) {
 	x := &endWaiter{done: make(chan struct{})}
 	e.mu.Lock()
 	e.waiters[id] = append(e.waiters[id], x)
 	e.mu.Unlock()
+	e.listen(id, x) // before the start commits: no end published after it can be missed
 	return x, func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -322,20 +342,25 @@ func (e *Engine) ended(id string) (*endWaiter, func()) {
 		if len(e.waiters[id]) == 0 {
 			delete(e.waiters, id)
 		}
+		if x.unlisten != nil {
+			x.unlisten()
+		}
 	}
 }
 
 // Polling for an end committed by another replica starts at waitPollFirst and grows by half at every read up to
 // waitPollMax: a sync call that is answered quickly (the usual case, and then by this process's own signal) costs
-// no read, and one waiting for minutes costs a read every few seconds, not four a second.
+// no read, and one waiting for minutes costs a read every few seconds, not four a second. While the end bus
+// listens, the waiter hears of such an end at once and polls only every waitPollMax, in case a message was lost.
 const (
 	waitPollFirst = 250 * time.Millisecond
 	waitPollMax   = 5 * time.Second
 )
 
 // waitEnd waits for x, the end committed by this process, which carries the instance (no read). Another replica
-// may end it instead, so it also reads the instance now and then (waitPollFirst, growing to waitPollMax, on the
-// engine's clock); readFirst reads once at once. When ctx is done it returns the instance as it is then.
+// may end it instead: the end bus says so (then it reads the instance), and it also reads the instance now and
+// then (waitPollFirst, growing to waitPollMax, on the engine's clock; every waitPollMax while the bus listens);
+// readFirst reads once at once. When ctx is done it returns the instance as it is then.
 func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, readFirst bool) (*model.Instance, error) {
 	get := func() (*model.Instance, error) {
 		// Read with a context of its own: the last look after ctx's deadline must still succeed.
@@ -345,6 +370,9 @@ func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, r
 		return inst, err
 	}
 	every := waitPollFirst
+	if x.heard != nil {
+		every = waitPollMax
+	}
 	poll := e.clock.NewTimer(every)
 	defer poll.Stop()
 	read := readFirst
@@ -361,9 +389,17 @@ func (e *Engine) waitEnd(ctx context.Context, tenant, id string, x *endWaiter, r
 			read = true // the last look
 		case <-x.done:
 			return x.inst, nil
+		case <-x.heard:
+			read = true
+			if e.listen(id, x); x.heard == nil { // the subscription dropped: poll quickly again
+				every = waitPollFirst
+				poll.Reset(every)
+			}
 		case <-poll.C():
 			read = true
-			every = min(every*3/2, waitPollMax)
+			if x.heard == nil {
+				every = min(every*3/2, waitPollMax)
+			}
 			poll.Reset(every)
 		}
 	}

@@ -205,6 +205,9 @@ func (e *Engine) committed(w *model.Work) {
 		e.outbox.Notify()
 	}
 	if w.Instance.Ended() {
+		if e.ends != nil {
+			e.ends.Publish(w.Instance.ID) // a sync start may wait for it on another replica
+		}
 		e.mu.Lock()
 		ws := e.waiters[w.Instance.ID]
 		delete(e.waiters, w.Instance.ID)

@@ -40,7 +40,10 @@ func TestCommandLine(t *testing.T) {
 		out     []string // substrings of stdout
 		errWant string   // substring of the error; "" = exit status 0
 	}{
-		{args: []string{"--help"}, out: []string{"Usage:", "serve", "migrate", "templates", "archive", "version", "--config"}},
+		{args: []string{"--help"}, out: []string{"Usage:", "serve", "migrate", "templates", "archive", "doctor", "version", "--config"}},
+		{args: []string{"doctor", "--help"}, out: []string{"halley doctor", "--json", "--replicas", "OK, WARN or FAIL"}},
+		{args: []string{"doctor", "--replicas", "0"}, errWant: "--replicas must be at least 1"},
+		{args: []string{"doctor", "extra"}, errWant: `unknown command "extra"`},
 		{args: []string{"help"}, out: []string{"Usage:", "serve"}},
 		{args: []string{"serve", "--help"}, out: []string{"Run the server", "Usage:", "halley serve", "--config"}},
 		{args: []string{"help", "serve"}, out: []string{"Run the server"}},

@@ -1,7 +1,7 @@
 // Command halley is the Halley approval/BPM server. `halley serve` (also plain `halley`) runs it; `halley migrate`
 // applies the database migrations and exits; `halley templates load` loads the ready-made templates into a
-// running Halley; `halley archive show` prints an instance the retention sweep archived; `halley version` prints
-// the version and build information. `halley <command> --help` says more.
+// running Halley; `halley archive show` prints an instance the retention sweep archived; `halley doctor` checks a
+// deployment and says what to fix; `halley version` prints the version and build information. `halley <command> --help` says more.
 //
 // This package is the composition root: it reads the configuration and builds every component (serve.go);
 // nothing else in Halley reads the environment or holds globals.
@@ -143,7 +143,7 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 			return err
 		},
 	})
-	root.AddCommand(templates, archiveCommand(&cfgPath, getenv))
+	root.AddCommand(templates, archiveCommand(&cfgPath, getenv), doctorCommand(&cfgPath, getenv))
 	return root
 }
 

@@ -24,6 +24,7 @@ import (
 	"github.com/halley-bpm/halley/service/attachments"
 	"github.com/halley-bpm/halley/service/audit"
 	"github.com/halley-bpm/halley/service/clock"
+	"github.com/halley-bpm/halley/service/ends"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/lifecycle"
@@ -90,7 +91,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	publisher, errPublisher := trigger.NewPublisher(st, sched, trigger.Options{Clock: clk, Logger: lg})
 	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher, subprocess.NewChecker(st)}, SecretKey: derive(cfg, "trigger-secret")})
 	people, errRules := rules.New(rules.Deps{Directory: st, Delegations: st}, rules.Options{Clock: clk, Logger: lg}) // who decides a node; delegations
-	eng, errEngine := engine.New(engine.Deps{Store: st, Templates: templates, Directory: st, Rules: people, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
+	endBus, errEnds := instanceEnds(cfg, rdb, lg)                                                                    // a sync start waiting here hears of an end on another replica
+	eng, errEngine := engine.New(engine.Deps{Store: st, Ends: endBus.engine(), Templates: templates, Directory: st, Rules: people, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: stepObserver(metrics, tr)})
 	if errEngine == nil {
 		children.Set(eng)
@@ -99,12 +101,13 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	timers, errTimers := scheduler.Route(st, timerHandlers(eng, triggers))
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
 	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
+	triggerLimit, errLimit := triggerLimiter(cfg, rdb, lg) // per client IP, shared by every replica through Redis
 	hk, errHousekeeper := scheduler.NewHousekeeper(rdb, cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
 		IdempotencyLease: cfg.IdempotencyLease, Ready: readiness(st, rdb, sched), DBStats: st.Stats, Logger: lg, BodyLimit: cfg.BodyLimit, UI: webUI(lg),
-		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Tracing: tr, Rules: people, TriggerLimit: ratelimit.NewBuckets(cfg.TriggerRateLimit), Attachments: files})
-	if err := errors.Join(errFiles, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
+		FormFrameAncestors: cfg.FormFrameAncestors, Audit: auditLog, Metrics: metrics, Tracing: tr, Rules: people, TriggerLimit: triggerLimit, Attachments: files})
+	if err := errors.Join(errFiles, errLimit, errEnds, errAttachments, errRunLog, errSandbox, errExecutor, errEvents, errNotify, errOutbox, errPublisher, errRules, errEngine, errTriggers, errTimers,
 		errSweeper, errHousekeeper, errServer); err != nil {
 		return err
 	}
@@ -123,6 +126,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 		&lifecycle.Service{Name: "timer recovery", Run: func(ctx context.Context) error { return scheduler.Recover(ctx, st, sched, cfg.RedisCheckInterval, lg) }},
 		&lifecycle.Service{Name: "retention sweeper", Run: sweeper.Run},
 		&lifecycle.Service{Name: "housekeeping", Run: hk.Run},
+		&lifecycle.Service{Name: "instance ends", Run: endBus.Run},
 		web.worker(srv.Handler(), st, cfg, lg), // last started, first stopped: requests drain before the workers behind them stop
 	)
 	if err == nil {
@@ -182,6 +186,45 @@ func loginAttempts(cfg *config.Config, rdb redis.UniversalClient) (ratelimit.Cou
 		return ratelimit.NewMemory(identity.LoginWindow, 0), nil
 	}
 	return ratelimit.NewRedis(rdb, cfg.RedisPrefix, identity.LoginWindow)
+}
+
+// instanceEnds is the bus that tells every replica of an instance's end (Redis pub/sub under HALLEY_REDIS_PREFIX);
+// without Redis, none: there is no other replica to hear, and waits poll the database.
+func instanceEnds(cfg *config.Config, rdb redis.UniversalClient, lg *slog.Logger) (endBus, error) {
+	if rdb == nil {
+		return endBus{}, nil
+	}
+	b, err := ends.New(rdb, cfg.RedisPrefix, ends.Options{Logger: lg})
+	return endBus{b}, err
+}
+
+// endBus is the engine's EndBus (nil without Redis) and a worker that runs it.
+type endBus struct{ *ends.Bus }
+
+// engine is the EndBus to give the engine: nil, not a nil *ends.Bus, without one.
+func (b endBus) engine() engine.EndBus {
+	if b.Bus == nil {
+		return nil
+	}
+	return b.Bus
+}
+
+// Run runs the bus, or waits for ctx without one.
+func (b endBus) Run(ctx context.Context) error {
+	if b.Bus == nil {
+		<-ctx.Done()
+		return nil
+	}
+	return b.Bus.Run(ctx)
+}
+
+// triggerLimiter limits the API trigger calls per client IP (HALLEY_TRIGGER_RATE_LIMIT): in Redis when there is
+// one (under HALLEY_REDIS_PREFIX), so that every replica together allows the rate once, else in this process.
+func triggerLimiter(cfg *config.Config, rdb redis.UniversalClient, lg *slog.Logger) (ratelimit.Limiter, error) {
+	if rdb == nil {
+		return ratelimit.NewBuckets(cfg.TriggerRateLimit), nil
+	}
+	return ratelimit.NewRedisBuckets(rdb, cfg.RedisPrefix, "trigger", cfg.TriggerRateLimit, lg)
 }
 
 // pluginCache imports the plugin files an earlier release kept in HALLEY_PLUGIN_DIR into the database (every

@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/halley-bpm/halley/internal/testkit"
+	"github.com/halley-bpm/halley/service/redisconn"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// doctorReport runs `halley doctor --json` with env and returns its checks by name and its error.
+func doctorReport(t *testing.T, env map[string]string, args ...string) (map[string]check, error) {
+	t.Helper()
+	out, _, err := cli(t, env, append([]string{"doctor", "--json"}, args...)...)
+	var rep struct {
+		Checks []check `json:"checks"`
+		OK     bool    `json:"ok"`
+	}
+	if jerr := json.Unmarshal([]byte(out), &rep); jerr != nil {
+		t.Fatalf("doctor --json printed no JSON (%v): %s", jerr, out)
+	}
+	byName := map[string]check{}
+	failed := false
+	for _, c := range rep.Checks {
+		byName[c.Name] = c
+		failed = failed || c.Status == checkFail
+		if c.Status != checkOK && c.Fix == "" {
+			t.Errorf("check %s is %s without a fix: %+v", c.Name, c.Status, c)
+		}
+	}
+	if rep.OK == failed || (err != nil) != failed {
+		t.Fatalf("ok %v, error %v, but a check failed: %v\n%s", rep.OK, err, failed, out)
+	}
+	return byName, err
+}
+
+func wantCheck(t *testing.T, checks map[string]check, name, status string, found ...string) check {
+	t.Helper()
+	c, ok := checks[name]
+	if !ok {
+		t.Fatalf("no check %q in %v", name, checks)
+	}
+	if c.Status != status {
+		t.Fatalf("check %s: %s (%s; fix: %s), want %s", name, c.Status, c.Found, c.Fix, status)
+	}
+	for _, f := range found {
+		if !strings.Contains(c.Found+" fix: "+c.Fix, f) {
+			t.Fatalf("check %s says %q (fix %q), want %q in it", name, c.Found, c.Fix, f)
+		}
+	}
+	return c
+}
+
+// TestDoctorSQLite: on a migrated SQLite database the database, WAL, migrations, disks and Redis (not configured)
+// are OK and the exit status is 0; before the first start the missing file is a WARN; a schema newer than the
+// binary FAILs (exit status 1) with what to do; a bad setting is a FAIL of the configuration; the text report
+// has one line per check and the fix under it.
+func TestDoctorSQLite(t *testing.T) {
+	data := t.TempDir()
+	env := map[string]string{"HALLEY_DATA_DIR": data, "HALLEY_ADMIN_PASSWORD": "doctor-pw-1", "HALLEY_ATTACHMENT_STORAGE": "dir"}
+	checks, err := doctorReport(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCheck(t, checks, "database", checkWarn, "no SQLite database", "halley serve")
+	wantCheck(t, checks, "sqlite file", checkOK, filepath.Join(data, "halley.db"))
+
+	if _, _, err := cli(t, env, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	checks, err = doctorReport(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCheck(t, checks, "configuration", checkOK, "valid")
+	wantCheck(t, checks, "database", checkOK, "SQLite 3.")
+	wantCheck(t, checks, "sqlite journal", checkOK, "wal")
+	wantCheck(t, checks, "migrations", checkOK, "this binary's latest")
+	wantCheck(t, checks, "clock skew", checkOK, "SQLite")
+	wantCheck(t, checks, "redis", checkOK, "not configured")
+	wantCheck(t, checks, "disk (attachments)", checkOK, filepath.Join(data, "attachments"), "free of")
+	wantCheck(t, checks, "disk (plugins)", checkOK, "free of")
+	if _, ok := checks["python"]; !ok {
+		t.Fatal("no python check")
+	}
+	if _, ok := checks["cgroup"]; !ok {
+		t.Fatal("no cgroup check")
+	}
+
+	out, _, err := cli(t, env, "doctor")
+	if err != nil || !strings.Contains(out, "OK    migrations") || !strings.Contains(out, " FAIL\n") {
+		t.Fatalf("text report (%v):\n%s", err, out)
+	}
+
+	// A schema newer than this binary: FAIL, exit status 1.
+	st, err := store.Open(context.Background(), store.Config{DataDir: data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DB().Exec("INSERT INTO schema_migrations (version, name, applied_at) VALUES (999, 'future', CURRENT_TIMESTAMP)").Error; err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	checks, err = doctorReport(t, env)
+	if !errors.Is(err, errDoctorFailed) {
+		t.Fatalf("exit: %v; want the failed check", err)
+	}
+	wantCheck(t, checks, "migrations", checkFail, "999", "newer than this binary", "run a release that knows the schema")
+	out, _, _ = cli(t, env, "doctor")
+	if !strings.Contains(out, "FAIL  migrations") || !strings.Contains(out, "fix: run a release") {
+		t.Fatalf("text report of a FAIL:\n%s", out)
+	}
+
+	// A bad setting: the configuration fails, nothing else is checked.
+	checks, err = doctorReport(t, map[string]string{"HALLEY_DATA_DIR": data, "HALLEY_ADDR": "nowhere"})
+	if err == nil || len(checks) != 1 {
+		t.Fatalf("bad config: %v %v", err, checks)
+	}
+	wantCheck(t, checks, "configuration", checkFail, "HALLEY_ADDR")
+}
+
+// TestDoctorMySQLRedis (MySQL + Redis): against the real services the database, its settings, migrations, clock
+// skew and Redis are checked; max_connections too small for the replicas asked is a WARN with the number to set.
+func TestDoctorMySQLRedis(t *testing.T) {
+	env := map[string]string{"HALLEY_DATA_DIR": t.TempDir(), "HALLEY_ADMIN_PASSWORD": "doctor-pw-1",
+		"HALLEY_DATABASE_URL": storetest.URL(t, store.MySQL), "HALLEY_REDIS_URL": storetest.RedisURL(t), "HALLEY_REDIS_PREFIX": "halley-test-doctor:"}
+	checks, _ := doctorReport(t, env)
+	wantCheck(t, checks, "migrations", checkWarn, "pending", "run halley migrate")
+	if _, _, err := cli(t, env, "migrate"); err != nil {
+		t.Fatal(err)
+	}
+	checks, _ = doctorReport(t, env, "--replicas", "1")
+	wantCheck(t, checks, "database", checkOK, "MySQL/MariaDB")
+	wantCheck(t, checks, "migrations", checkOK)
+	wantCheck(t, checks, "clock skew", checkOK, "only host against database")
+	wantCheck(t, checks, "character set", checkOK, "utf8mb4")
+	wantCheck(t, checks, "redis", checkOK, "Redis ")
+	wantCheck(t, checks, "redis latency", checkOK, "PINGs")
+	for _, name := range []string{"isolation level", "max_connections", "innodb_buffer_pool_size", "sql_mode", "time_zone", "redis persistence", "redis maxmemory-policy"} {
+		if _, ok := checks[name]; !ok {
+			t.Fatalf("no check %q", name)
+		}
+	}
+	if c := checks["isolation level"]; c.Status == checkFail {
+		t.Fatalf("the test server's isolation level: %+v", c)
+	}
+	checks, _ = doctorReport(t, env, "--replicas", "100000")
+	wantCheck(t, checks, "max_connections", checkWarn, "100000 replicas", "raise max_connections to at least 6400010")
+}
+
+// TestDoctorRedisEvicts: a Redis of this test's own (never the shared one's settings) with maxmemory-policy
+// allkeys-lru and a memory limit FAILs with the fix (noeviction) and why; without AOF or save points persistence
+// is a WARN.
+func TestDoctorRedisEvicts(t *testing.T) {
+	bin := testkit.RequireTool(t, "redis-server", "")
+	addr := freeAddr(t)
+	_, port, _ := strings.Cut(addr, ":")
+	srv := exec.Command(bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--maxmemory", "10mb", "--maxmemory-policy", "allkeys-lru", "--dir", t.TempDir())
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srv.Process.Kill(); _ = srv.Wait() })
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	if !testkit.Eventually(10*time.Second, 10*time.Millisecond, func() bool { return rdb.Ping(context.Background()).Err() == nil }) {
+		t.Fatal("the test's redis-server did not start")
+	}
+	env := map[string]string{"HALLEY_DATA_DIR": t.TempDir(), "HALLEY_ADMIN_PASSWORD": "doctor-pw-1", "HALLEY_REDIS_URL": fmt.Sprintf("redis://%s/0", addr)}
+	checks, err := doctorReport(t, env)
+	if !errors.Is(err, errDoctorFailed) {
+		t.Fatalf("exit: %v", err)
+	}
+	wantCheck(t, checks, "redis", checkOK)
+	wantCheck(t, checks, "redis maxmemory-policy", checkFail, "allkeys-lru", "timer members", "CONFIG SET maxmemory-policy noeviction")
+	wantCheck(t, checks, "redis persistence", checkWarn, "appendonly yes")
+
+	// No memory limit: nothing is evicted yet, a WARN.
+	if err := rdb.ConfigSet(context.Background(), "maxmemory", "0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	checks, _ = doctorReport(t, env)
+	wantCheck(t, checks, "redis maxmemory-policy", checkWarn, "no maxmemory limit")
+	if err := rdb.ConfigSet(context.Background(), "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.ConfigSet(context.Background(), "appendonly", "yes").Err(); err != nil {
+		t.Fatal(err)
+	}
+	checks, err = doctorReport(t, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCheck(t, checks, "redis maxmemory-policy", checkOK, "noeviction")
+	wantCheck(t, checks, "redis persistence", checkOK, "appendonly yes")
+	// Redis down: FAIL.
+	_ = srv.Process.Kill()
+	_ = srv.Wait()
+	checks, _ = doctorReport(t, env, "--timeout", "2s")
+	wantCheck(t, checks, "redis", checkFail, addr, "check that Redis runs")
+}
+
+// TestDoctorThresholds: clock skew WARN past 500 ms and FAIL past 5 s either way; free disk WARN below 1 GiB and
+// FAIL below 100 MiB.
+func TestDoctorThresholds(t *testing.T) {
+	for d, want := range map[time.Duration]string{0: checkOK, 500 * time.Millisecond: checkOK, -501 * time.Millisecond: checkWarn,
+		5 * time.Second: checkWarn, 5*time.Second + 1: checkFail, -time.Minute: checkFail} {
+		if got := skewStatus(d); got != want {
+			t.Errorf("skew %v: %s, want %s", d, got, want)
+		}
+	}
+	for free, want := range map[uint64]string{10 << 30: checkOK, 1 << 30: checkOK, 1<<30 - 1: checkWarn, 100 << 20: checkWarn, 100<<20 - 1: checkFail, 0: checkFail} {
+		if got := diskStatus(free); got != want {
+			t.Errorf("free %d: %s, want %s", free, got, want)
+		}
+	}
+	for line, want := range map[string]string{"cpuset cpu io memory pids": "", "memory pids": "", "hugetlb": "memory,pids", "cpu memory": "pids", "": "memory,pids"} {
+		if got := strings.Join(missingControllers(line), ","); got != want {
+			t.Errorf("controllers %q: missing %q, want %q", line, got, want)
+		}
+	}
+}
+
+// TestDoctorRedisCluster (HALLEY_TEST_REDIS_CLUSTER, read only: the cluster is shared with other tests): on a
+// cluster URL the doctor reads every master and names each in persistence and maxmemory-policy.
+func TestDoctorRedisCluster(t *testing.T) {
+	url := os.Getenv("HALLEY_TEST_REDIS_CLUSTER")
+	if url == "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("HALLEY_TEST_REDIS_CLUSTER is not set: under CI=true the Redis Cluster tests must run (scripts/redis-cluster.sh start)")
+		}
+		t.Skip("HALLEY_TEST_REDIS_CLUSTER is not set; skipping (CI=true would fail)")
+	}
+	target, err := redisconn.Parse(url)
+	if err != nil || target.Cluster == nil {
+		t.Fatalf("HALLEY_TEST_REDIS_CLUSTER: %v (a cluster URL is needed)", err)
+	}
+	env := map[string]string{"HALLEY_DATA_DIR": t.TempDir(), "HALLEY_ADMIN_PASSWORD": "doctor-pw-1", "HALLEY_REDIS_URL": url}
+	checks, _ := doctorReport(t, env)
+	wantCheck(t, checks, "redis", checkOK, "cluster mode", "at cluster ")
+	c := checks["redis maxmemory-policy"]
+	p := checks["redis persistence"]
+	masters := strings.Count(c.Found, "; ") + 1
+	if masters < 3 || strings.Count(p.Found, "; ")+1 != masters {
+		t.Fatalf("want a line per master (3 or more): policy %q, persistence %q", c.Found, p.Found)
+	}
+	for _, addr := range target.Cluster.Addrs {
+		if !strings.Contains(c.Found, addr+": ") {
+			t.Fatalf("master %s not named: %q", addr, c.Found)
+		}
+	}
+}
