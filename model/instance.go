@@ -98,15 +98,19 @@ type InstanceState struct {
 }
 
 // NodeVisit is one node of an instance at its current visit.
+//
+// The store writes a visit compactly (service/store, encodeState): NodeID (the visit's key in Nodes),
+// NodeInstanceID (the instance id + ".n" + Seq, as the engine numbers visits), a Name equal to NodeID and the
+// times that are not set are left out of the row, and restored when it is read.
 type NodeVisit struct {
-	NodeID         string     `json:"node_id"`
-	Name           string     `json:"name"`
+	NodeID         string     `json:"node_id,omitempty"`
+	Name           string     `json:"name,omitempty"`
 	Type           string     `json:"type"`
 	State          NodeState  `json:"state"`
-	NodeInstanceID string     `json:"node_instance_id"`
+	NodeInstanceID string     `json:"node_instance_id,omitempty"`
 	Visit          int        `json:"visit"`
-	StartedAt      *time.Time `json:"started_at"`
-	EndedAt        *time.Time `json:"ended_at"`
+	StartedAt      *time.Time `json:"started_at,omitempty"`
+	EndedAt        *time.Time `json:"ended_at,omitempty"`
 	Attempt        int        `json:"attempt,omitempty"` // retries taken by the error handler
 	Error          string     `json:"error,omitempty"`
 	ErrorCode      string     `json:"error_code,omitempty"` // the code of Error
@@ -265,6 +269,20 @@ const (
 	TimerFired     = "fired"
 	TimerCancelled = "cancelled"
 )
+
+type timerFiringKey struct{}
+
+// ForTimerFiring marks ctx as the firing of due timers: the store runs its transactions on the connections it
+// keeps for timers (HALLEY_DB_TIMER_CONNS), so a fire never queues for a connection behind a step load.
+func ForTimerFiring(ctx context.Context) context.Context {
+	return context.WithValue(ctx, timerFiringKey{}, true)
+}
+
+// IsTimerFiring reports whether ctx was marked by ForTimerFiring.
+func IsTimerFiring(ctx context.Context) bool {
+	v, _ := ctx.Value(timerFiringKey{}).(bool)
+	return v
+}
 
 // Timer is a durable due time; the scheduler is its fast index.
 type Timer struct {

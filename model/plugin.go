@@ -19,7 +19,10 @@ type Plugin struct {
 	UploadedBy string        `json:"uploaded_by"`
 	// Network is NetworkOn or NetworkOff: an "off" version runs in a network namespace of its own, with no
 	// interface up.
-	Network   string    `json:"network"`
+	Network string `json:"network"`
+	// Warm is true when the python runs of this version are forked from the warm runtime (the default), false
+	// when each spawns a fresh interpreter (the upload option warm=false). Binaries always spawn.
+	Warm      bool      `json:"warm"`
 	CreatedAt time.Time `json:"created_at"`
 }
 

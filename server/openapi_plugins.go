@@ -8,6 +8,9 @@ import (
 // openapiPlugins documents plugins and their runs (plugins.go).
 var openapiPlugins = []apiOp{
 	{Method: "POST", Path: apiBase + "/plugins", Tag: "plugins", Sum: "Upload a plugin version (multipart: file, name, runtime, timeout...)",
+		Desc: "Multipart fields: file (required), name, runtime (python or binary), timeout (1s to 1h, default 60s), network (on or off, " +
+			"default on), warm (true, false, 1 or 0, default true: python runs are forked from the warm runtime; false spawns a fresh " +
+			"interpreter per run; binaries always spawn). 400 invalid_runtime, invalid_timeout, invalid_network; 422 invalid_warm.",
 		Auth: authAdmin, RawBody: "multipart/form-data", Status: 201, Resp: model.Plugin{}},
 	{Method: "GET", Path: apiBase + "/plugins", Tag: "plugins", Sum: "List plugins", Auth: authAdmin, Resp: List[*model.Plugin]{}},
 	{Method: "GET", Path: apiBase + "/plugins/sandbox", Tag: "plugins", Sum: "What confines plugin runs on this replica", Auth: authAdmin,
@@ -29,6 +32,7 @@ type pluginDoc struct {
 	SHA256   string          `json:"sha256"`
 	Size     int64           `json:"size"`
 	Timeout  string          `json:"timeout"`
-	Network  bool            `json:"network"`
+	Network  string          `json:"network"`
+	Warm     bool            `json:"warm"`
 	Versions []*model.Plugin `json:"versions"`
 }

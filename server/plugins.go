@@ -28,7 +28,7 @@ func (s *Server) pluginSandbox(c *gin.Context) {
 	c.JSON(http.StatusOK, s.sandbox.Report())
 }
 
-// uploadPlugin stores a new version of a plugin (multipart: name, runtime, timeout, network, file).
+// uploadPlugin stores a new version of a plugin (multipart: name, runtime, timeout, network, warm, file).
 func (s *Server) uploadPlugin(c *gin.Context) {
 	name := c.PostForm("name")
 	if err := plugin.ValidName(name); err != nil {
@@ -56,6 +56,15 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 		network = model.NetworkOff
 	default:
 		fail(c, model.CodedError(model.EINVALID, "invalid_network", `network must be "on" or "off"`))
+		return
+	}
+	warm := true
+	switch v := c.PostForm("warm"); v {
+	case "", "true", "1":
+	case "false", "0":
+		warm = false
+	default:
+		fail(c, model.CodedError(model.EUNPROCESSABLE, "invalid_warm", `warm must be "true", "false", "1" or "0"`))
 		return
 	}
 	fh, err := c.FormFile("file")
@@ -92,10 +101,10 @@ func (s *Server) uploadPlugin(c *gin.Context) {
 	}
 	// The file goes into the database with the version row, in one transaction: every replica can run it.
 	pl := &model.Plugin{TenantID: p.TenantID, Name: name, Version: version, Runtime: string(runtime), Timeout: timeout, TimeoutStr: timeout.String(),
-		SHA256: sum, Size: size, UploadedBy: p.Username, Network: network}
+		SHA256: sum, Size: size, UploadedBy: p.Username, Network: network, Warm: warm}
 	// Recorded in the transaction that stores the version and its file.
 	err = s.record(c, model.AuditPluginUpload, name, func(ctx context.Context, e *model.AuditEntry) error {
-		e.SetAfter(map[string]any{"name": pl.Name, "version": pl.Version, "runtime": pl.Runtime, "timeout": pl.TimeoutStr, "sha256": pl.SHA256, "size": pl.Size, "network": pl.Network})
+		e.SetAfter(map[string]any{"name": pl.Name, "version": pl.Version, "runtime": pl.Runtime, "timeout": pl.TimeoutStr, "sha256": pl.SHA256, "size": pl.Size, "network": pl.Network, "warm": pl.Warm})
 		return s.plugins.CreatePlugin(ctx, pl, f)
 	})
 	if err != nil {
@@ -144,7 +153,7 @@ func (s *Server) getPlugin(c *gin.Context) {
 	}
 	latest := vs[0]
 	c.JSON(http.StatusOK, gin.H{"name": latest.Name, "version": latest.Version, "runtime": latest.Runtime, "sha256": latest.SHA256,
-		"size": latest.Size, "timeout": latest.TimeoutStr, "network": latest.Network, "versions": vs})
+		"size": latest.Size, "timeout": latest.TimeoutStr, "network": latest.Network, "warm": latest.Warm, "versions": vs})
 }
 
 func (s *Server) pluginRuns(c *gin.Context) {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,7 @@ func (e *env) uploadWith(fields map[string]string, file []byte, token string) re
 	e.t.Helper()
 	var b bytes.Buffer
 	mw := multipart.NewWriter(&b)
-	for _, k := range []string{"name", "runtime", "timeout", "network"} {
+	for _, k := range []string{"name", "runtime", "timeout", "network", "warm"} {
 		if v := fields[k]; v != "" {
 			_ = mw.WriteField(k, v)
 		}
@@ -745,6 +746,70 @@ func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
 		}
 	}
 	return sb
+}
+
+// TestPluginWarmOption: warm=false is validated, stored, answered, and makes the executor spawn that plugin's runs
+// (a fresh interpreter whose parent is this process) where the others are forked by the warm runtime.
+func TestPluginWarmOption(t *testing.T) {
+	testkit.RequirePython(t, "")
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		rec := newRuns()
+		runner := &plugin.ProcessRunner{WorkRoot: t.TempDir()}
+		t.Cleanup(runner.Close)
+		e := newEnv(t, s, func(d *server.Deps) {
+			d.PluginMaxSize = 64 << 10
+			runExecutor(t, newExecutorWith(t, s, rec, "w1", d.Engine.Now, runner), d.Engine.PluginQueue())
+		})
+		src := []byte("import json, os\nprint(json.dumps({\"context\": {\"ppid\": os.getppid()}}))\n")
+		for _, c := range []struct{ name, warm string }{{"cold", "false"}, {"cold0", "0"}, {"warm", ""}, {"warm1", "1"}, {"warmt", "true"}} {
+			r := e.uploadWith(map[string]string{"name": c.name, "runtime": "python", "warm": c.warm}, src, e.admin)
+			want := !strings.HasPrefix(c.name, "cold")
+			if r.Status != 201 || r.JSON["warm"] != want {
+				t.Fatalf("upload warm=%q: %d %s", c.warm, r.Status, r.Body)
+			}
+		}
+		for _, bad := range []string{"yes", "TRUE", "off", "2"} {
+			assertError(t, e.uploadWith(map[string]string{"name": "odd", "runtime": "python", "warm": bad}, src, e.admin), 422, "invalid_warm")
+		}
+		if _, err := s.GetPlugin(ctx0, "default", "odd", 0); !model.IsKind(err, model.ENOTFOUND) {
+			t.Fatal("a refused upload left a row")
+		}
+		r := e.do("GET", "/api/v1/plugins/cold", e.admin, nil, nil)
+		if r.JSON["warm"] != false || r.JSON["versions"].([]any)[0].(M)["warm"] != false {
+			t.Fatalf("get cold: %s", r.Body)
+		}
+		if r = e.do("GET", "/api/v1/plugins/warm", e.admin, nil, nil); r.JSON["warm"] != true {
+			t.Fatalf("get warm: %s", r.Body)
+		}
+		warmOf := map[string]any{}
+		for _, it := range e.do("GET", "/api/v1/plugins", e.admin, nil, nil).JSON["items"].([]any) {
+			warmOf[it.(M)["name"].(string)] = it.(M)["warm"]
+		}
+		if warmOf["cold"] != false || warmOf["warm"] != true || warmOf["cold0"] != false || warmOf["warm1"] != true {
+			t.Fatalf("list: %v", warmOf)
+		}
+		if p, err := s.GetPlugin(ctx0, "default", "cold", 1); err != nil || p.Warm {
+			t.Fatalf("stored: %+v %v", p, err)
+		}
+
+		// Through the engine's queue and the executor: the cold plugin's parent is this process (spawned), the
+		// warm one's is the fork server.
+		me := strconv.Itoa(os.Getpid())
+		for _, name := range []string{"cold", "warm"} {
+			e.publish("path-"+name, []any{start(M{"kind": "manual"}), M{"id": "call", "type": "auto", "plugins": M{"pre": []string{name}}}, M{"id": "end", "type": "end"}},
+				[]any{edge("start", "call"), edge("call", "end")})
+			id := e.do("POST", "/api/v1/instances", e.admin, M{"template": "path-" + name}, nil).JSON["id"].(string)
+			rec.wait(t, 1)
+			r = e.instance(id)
+			if r.JSON["status"] != "completed" {
+				t.Fatalf("%s: %s", name, r.Body)
+			}
+			ppid := fmt.Sprint(r.JSON["context"].(M)["ppid"])
+			if spawned := ppid == me; spawned != (name == "cold") {
+				t.Errorf("%s plugin: parent %s, this process %s: want spawned=%v", name, ppid, me, name == "cold")
+			}
+		}
+	})
 }
 
 func TestPluginNetworkOptionAndSandboxReport(t *testing.T) {

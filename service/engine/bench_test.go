@@ -14,6 +14,7 @@ import (
 	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/identity"
 	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
 	"github.com/halley-bpm/halley/service/template"
 )
 
@@ -28,8 +29,18 @@ const chainDef = `{"nodes":[{"id":"start","type":"start","trigger":{"kind":"manu
 // approvals per iteration. Its allocations per flow are the engine's and the store's work for five steps, a
 // figure the load of a shared machine does not move (docs/benchmarks.md).
 func BenchmarkApprovalFlow(b *testing.B) {
+	benchFlow(b, "sqlite://"+filepath.Join(b.TempDir(), "halley.db"))
+}
+
+// BenchmarkApprovalFlowMySQL is BenchmarkApprovalFlow on MySQL (HALLEY_TEST_MYSQL): the hot path on the MySQL
+// driver, whose CPU profile is Halley's side of a step in production (docs/benchmarks.md).
+func BenchmarkApprovalFlowMySQL(b *testing.B) {
+	benchFlow(b, storetest.URL(b, store.MySQL))
+}
+
+func benchFlow(b *testing.B, url string) {
 	ctx := context.Background()
-	s, err := store.Open(ctx, store.Config{URL: "sqlite://" + filepath.Join(b.TempDir(), "halley.db"), Logger: testkit.Quiet()})
+	s, err := store.Open(ctx, store.Config{URL: url, Logger: testkit.Quiet()})
 	if err != nil {
 		b.Fatal(err)
 	}

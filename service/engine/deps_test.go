@@ -86,7 +86,7 @@ func TestEngineWakesWhomItWasGiven(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: "tick", Version: 1, Runtime: "python", SHA256: sum,
-			Size: size, CreatedAt: t0}, file); err != nil {
+			Size: size, Warm: true, CreatedAt: t0}, file); err != nil {
 			t.Fatal(err)
 		}
 		h.publish("p", oneNode(`{"id":"n","type":"auto","plugins":{"pre":["tick"]}}`))

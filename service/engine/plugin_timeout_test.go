@@ -41,7 +41,7 @@ func (h *harness) plugin(name string) {
 		h.t.Fatal(err)
 	}
 	if err := h.s.CreatePlugin(h.ctx, &model.Plugin{TenantID: model.DefaultTenant, Name: name, Version: 1, Runtime: "python", SHA256: sum, Size: size,
-		CreatedAt: t0}, file); err != nil {
+		Warm: true, CreatedAt: t0}, file); err != nil {
 		h.t.Fatal(err)
 	}
 }

@@ -150,7 +150,7 @@ func (q *PluginQueue) job(ctx context.Context, r *model.PluginRun) (plugin.Job, 
 		return plugin.Job{}, fmt.Errorf("corrupt input of run %s: %w", r.ID, err)
 	}
 	return plugin.Job{RunID: r.ID, TenantID: r.TenantID, Attempt: r.Attempt, Spec: plugin.Spec{Name: p.Name, Version: p.Version, Runtime: plugin.Runtime(p.Runtime), Path: path, Timeout: p.Timeout,
-		NetworkOff: p.Network == model.NetworkOff},
+		NetworkOff: p.Network == model.NetworkOff, Cold: !p.Warm},
 		Input: in}, nil
 }
 

@@ -28,6 +28,7 @@ var _ scheduler.TimerHandler = (*Engine)(nil)
 // the transaction and returned for retry, the others commit. A round whose transaction fails as a whole falls
 // back to firing each of its timers alone.
 func (e *Engine) FireTimers(ctx context.Context, timers []*model.Timer) []error {
+	ctx = model.ForTimerFiring(ctx) // on the connections the store keeps for timers
 	errs := make([]error, len(timers))
 	fires := make([]timerFire, 0, len(timers))
 	for i, t := range timers {

@@ -113,7 +113,11 @@ func (l *loop) popper(ctx context.Context) {
 			until = time.UnixMilli(next)
 		}
 		wake := wakeCh
-		if len(batch) > 0 && l.opts.Linger > 0 && until.Before(now.Add(l.opts.Linger)) {
+		// Linger only when nothing more is due now: a pop that took less than a batch while timers are still
+		// due (next <= now: a pop of one shard among several, a pop cut short) goes round at once, or the linger
+		// would hold a backlog to one partial batch per Linger.
+		moreDue := next >= 0 && next <= now.UnixMilli()
+		if len(batch) > 0 && l.opts.Linger > 0 && !moreDue && until.Before(now.Add(l.opts.Linger)) {
 			until = now.Add(l.opts.Linger) // let the next ones gather into one batch; a wake-up would undo it
 			wake = nil
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"gorm.io/gorm"
+
+	"github.com/halley-bpm/halley/model"
 )
 
 // The engine's step transactions on MySQL save two round trips: BEGIN travels with the transaction's first
@@ -84,6 +86,15 @@ func (s *Store) hotTx(ctx context.Context, fn func(tx *gorm.DB) error) error {
 }
 
 func (s *Store) hotTxOnce(ctx context.Context, fn func(tx *gorm.DB) error) (err error) {
+	if s.stepSlots != nil && !model.IsTimerFiring(ctx) {
+		// A step waits here, not in the pool, when the steps hold their share of it: the rest is the timers'.
+		select {
+		case s.stepSlots <- struct{}{}:
+			defer func() { <-s.stepSlots }()
+		case <-ctx.Done():
+			return fmt.Errorf("store: no database connection: %w", ctx.Err())
+		}
+	}
 	c, err := s.sqlDB.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: no database connection: %w", err)

@@ -25,6 +25,7 @@ type pluginRow struct {
 	Size       int64
 	UploadedBy string
 	Network    string
+	Warm       bool
 	CreatedAt  time.Time
 }
 
@@ -33,7 +34,7 @@ func (pluginRow) TableName() string { return "plugins" }
 func (r *pluginRow) toModel() *model.Plugin {
 	d := time.Duration(r.TimeoutMs) * time.Millisecond
 	return &model.Plugin{TenantID: r.TenantID, Name: r.Name, Version: r.Version, Runtime: r.Runtime, Timeout: d, TimeoutStr: d.String(),
-		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, Network: r.Network, CreatedAt: r.CreatedAt.UTC()}
+		SHA256: r.Sha256, Size: r.Size, UploadedBy: r.UploadedBy, Network: r.Network, Warm: r.Warm, CreatedAt: r.CreatedAt.UTC()}
 }
 
 func (r *pluginRunRow) toModel() *model.PluginRun {
@@ -68,7 +69,7 @@ func (s *Store) NextPluginVersion(ctx context.Context, tenant, name string) (int
 func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin, file io.ReadSeeker) error {
 	p.CreatedAt = s.now()
 	row := pluginRow{TenantID: p.TenantID, Name: p.Name, Version: p.Version, Runtime: p.Runtime, TimeoutMs: p.Timeout.Milliseconds(), Sha256: p.SHA256,
-		Size: p.Size, UploadedBy: p.UploadedBy, Network: p.Network, CreatedAt: p.CreatedAt}
+		Size: p.Size, UploadedBy: p.UploadedBy, Network: p.Network, Warm: p.Warm, CreatedAt: p.CreatedAt}
 	if row.Network == "" {
 		row.Network, p.Network = model.NetworkOn, model.NetworkOn
 	}
@@ -91,15 +92,15 @@ func (s *Store) CreatePlugin(ctx context.Context, p *model.Plugin, file io.ReadS
 // GetPlugin returns a version, 0 = the latest. ENOTFOUND when missing.
 func (s *Store) GetPlugin(ctx context.Context, tenant, name string, version int) (*model.Plugin, error) {
 	// On database/sql with prebuilt SQL: every queued plugin run asks (see sqlbatch.go).
-	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, network, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
+	const cols = "SELECT tenant_id, name, version, runtime, timeout_ms, sha256, size, uploaded_by, network, warm, created_at FROM plugins WHERE tenant_id = ? AND name = ?"
 	var r pluginRow
 	var err error
 	if version > 0 {
 		err = s.sqlDB.QueryRowContext(ctx, cols+" AND version = ?", tenant, name, version).
-			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.CreatedAt)
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.Warm, &r.CreatedAt)
 	} else {
 		err = s.sqlDB.QueryRowContext(ctx, cols+" ORDER BY version DESC LIMIT 1", tenant, name).
-			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.CreatedAt)
+			Scan(&r.TenantID, &r.Name, &r.Version, &r.Runtime, &r.TimeoutMs, &r.Sha256, &r.Size, &r.UploadedBy, &r.Network, &r.Warm, &r.CreatedAt)
 	}
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("store: unable to read plugin %s: %w", name, err)

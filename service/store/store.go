@@ -39,7 +39,11 @@ type Config struct {
 	MaxOpenConns    int
 	MaxIdleConns    int
 	ConnMaxLifetime time.Duration
-	Logger          *slog.Logger
+	// TimerConns is the slice of the MySQL pool kept for firing timers (model.ForTimerFiring): step
+	// transactions hold at most MaxOpenConns - TimerConns connections at once, so fires never wait behind them
+	// for one. At most half the pool; 0 keeps none apart.
+	TimerConns int
+	Logger     *slog.Logger
 	// Wait is how long Open keeps trying while the database does not accept connections yet (a replica started
 	// with, or before, its database): attempts back off from 250 ms to 5 s and each failure is logged. 0 tries once.
 	Wait time.Duration
@@ -53,8 +57,11 @@ type Store struct {
 	db      *gorm.DB
 	sqlDB   *sql.DB
 	dialect string
-	log     *slog.Logger
-	now     func() time.Time
+	// stepSlots bounds the step transactions holding a connection at once (the pool less its timer slice); nil
+	// when no slice is kept.
+	stepSlots chan struct{}
+	log       *slog.Logger
+	now       func() time.Time
 }
 
 // Open connects (creating the SQLite file and its folder when needed), tunes the pool and pings. While the
@@ -157,6 +164,9 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	sqlDB.SetConnMaxLifetime(life)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
 	s := &Store{db: db, sqlDB: sqlDB, dialect: dialect, log: lg, now: func() time.Time { return time.Now().UTC() }}
+	if n := min(cfg.TimerConns, open/2); dialect == MySQL && n > 0 {
+		s.stepSlots = make(chan struct{}, open-n)
+	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := s.Ping(pctx); err != nil {

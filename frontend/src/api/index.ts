@@ -217,6 +217,8 @@ export interface PluginVersion {
   uploaded_at?: string
   uploaded_by?: string
   network?: 'on' | 'off'
+  /** python runs forked from the warm runtime (default true); false spawns an interpreter per run */
+  warm?: boolean
 }
 
 export interface Plugin {
@@ -228,6 +230,7 @@ export interface Plugin {
   size?: number
   timeout?: string
   network?: 'on' | 'off'
+  warm?: boolean
   versions?: PluginVersion[]
 }
 
@@ -545,12 +548,13 @@ export const api = {
   /** the record of every attempt of a run, from the database (any replica shows it) */
   pluginRunLog: (id: string) => request<string>('GET', `/plugin-runs/${encodeURIComponent(id)}/log`, { text: true }),
   pluginSandbox: () => request<SandboxReport>('GET', '/plugins/sandbox'),
-  uploadPlugin: (f: { name: string; runtime: string; timeout: string; network?: 'on' | 'off'; file: File }, onProgress?: (p: number) => void) => {
+  uploadPlugin: (f: { name: string; runtime: string; timeout: string; network?: 'on' | 'off'; warm?: boolean; file: File }, onProgress?: (p: number) => void) => {
     const fd = new FormData()
     fd.set('name', f.name)
     fd.set('runtime', f.runtime)
     if (f.timeout) fd.set('timeout', f.timeout)
     if (f.network) fd.set('network', f.network)
+    if (f.warm !== undefined) fd.set('warm', f.warm ? 'true' : 'false')
     fd.set('file', f.file, f.file.name)
     return upload<Plugin>('/plugins', fd, onProgress)
   },

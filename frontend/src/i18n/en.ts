@@ -313,6 +313,10 @@ export default {
     networkTag: 'network {state}',
     networkHelp: 'Off runs the plugin without any network and without unix sockets (not even to this server or its database): for plugins that only compute.',
     networkUnavailable: 'This server cannot do that: runs of such a plugin fail.',
+    warm: 'Start',
+    warmOn: 'warm',
+    warmOff: 'fresh',
+    warmHelp: 'Warm forks each run from an interpreter kept ready (fast; every run is still a new, confined process). Fresh starts a new interpreter for every run: for plugins that must not share the interpreter\'s imported modules or hash seed.',
     sandbox: {
       title: 'Sandbox',
       summary: '{n} of {total} protections in force',

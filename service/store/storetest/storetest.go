@@ -49,7 +49,7 @@ func Open(t *testing.T, dialect string) *store.Store {
 }
 
 // URL returns a database URL for a fresh, empty database of the dialect (created now, dropped at cleanup).
-func URL(t *testing.T, dialect string) string {
+func URL(t testing.TB, dialect string) string {
 	t.Helper()
 	switch dialect {
 	case store.SQLite:
@@ -77,7 +77,7 @@ func URL(t *testing.T, dialect string) string {
 }
 
 // MySQLURL returns HALLEY_TEST_MYSQL, skipping the test when it is unset (failing it under CI=true).
-func MySQLURL(t *testing.T) string {
+func MySQLURL(t testing.TB) string {
 	t.Helper()
 	return Require(t, "HALLEY_TEST_MYSQL")
 }
@@ -89,7 +89,7 @@ func RedisURL(t *testing.T) string {
 }
 
 // Require returns the environment variable, skipping the test when it is unset, or failing it under CI=true.
-func Require(t *testing.T, env string) string {
+func Require(t testing.TB, env string) string {
 	t.Helper()
 	v := os.Getenv(env)
 	if v == "" {
@@ -101,7 +101,7 @@ func Require(t *testing.T, env string) string {
 	return v
 }
 
-func adminConn(t *testing.T, base string) *sql.DB {
+func adminConn(t testing.TB, base string) *sql.DB {
 	t.Helper()
 	_, dsn, err := store.ParseURL(base, "")
 	if err != nil {
