@@ -177,7 +177,12 @@ func (s *Server) instanceHistory(c *gin.Context) {
 }
 
 func (s *Server) instanceDiagram(c *gin.Context) {
-	d, err := s.engine.Diagram(c.Request.Context(), principal(c), c.Param("id"))
+	lang, err := diagramLang(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	d, err := s.engine.Diagram(c.Request.Context(), principal(c), c.Param("id"), lang)
 	if err != nil {
 		fail(c, err)
 		return

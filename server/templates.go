@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gin-gonic/gin"
 
@@ -162,12 +164,29 @@ func (s *Server) versionDiagram(c *gin.Context) {
 		fail(c, err)
 		return
 	}
-	d, err := s.templates.Diagram(c.Request.Context(), principal(c).TenantID, c.Param("key"), n, nil)
+	lang, err := diagramLang(c)
+	if err != nil {
+		fail(c, err)
+		return
+	}
+	d, err := s.templates.Diagram(c.Request.Context(), principal(c).TenantID, c.Param("key"), n, nil, lang)
 	if err != nil {
 		fail(c, err)
 		return
 	}
 	c.Data(http.StatusOK, "text/plain; charset=utf-8", []byte(d))
+}
+
+// diagramLang reads a diagram's ?lang=: "" (absent or empty) for the plain names and texts every client gets, or one of
+// model.Languages for the reader's (node names, readable conditions with the forms' labels, the edge words). Any
+// other value is refused (400 invalid_language), as PUT /me refuses it, rather than silently drawn plain.
+func diagramLang(c *gin.Context) (string, error) {
+	lang := c.Query("lang")
+	if lang == "" || slices.Contains(model.Languages, lang) {
+		return lang, nil
+	}
+	return "", model.CodedError(model.EINVALID, "invalid_language", "lang must be one of %s, or absent for the plain diagram (got %q)",
+		strings.Join(model.Languages, ", "), lang)
 }
 
 type evaluateRequest struct {

@@ -466,7 +466,13 @@ func childViews(inst *model.Instance) []ChildView {
 
 // childNotes are the diagram's words on each subprocess node: how many of its children are in which status, e.g.
 // "2 completed, 1 running".
-func childNotes(inst *model.Instance) map[string]string {
+// childStatusWords say the statuses of children in the diagram's languages (the web UI's words, status.*).
+var childStatusWords = map[string]map[model.InstanceStatus]string{
+	model.LangZhCN: {model.StatusRunning: "进行中", model.StatusCompleted: "已完成", model.StatusRejected: "已拒绝",
+		model.StatusTerminated: "已终止", model.StatusFailed: "失败", model.StatusWithdrawn: "已撤回"},
+}
+
+func childNotes(inst *model.Instance, lang string) map[string]string {
 	if len(inst.State.Children) == 0 {
 		return nil
 	}
@@ -485,7 +491,11 @@ func childNotes(inst *model.Instance) map[string]string {
 		var parts []string
 		for _, st := range model.InstanceStatuses {
 			if n := byStatus[st]; n > 0 {
-				parts = append(parts, fmt.Sprintf("%d %s", n, st))
+				word := string(st)
+				if w, ok := childStatusWords[lang][st]; ok {
+					word = w
+				}
+				parts = append(parts, fmt.Sprintf("%d %s", n, word))
 			}
 		}
 		notes[id] = strings.Join(parts, ", ")

@@ -151,8 +151,9 @@ func (e *Engine) History(ctx context.Context, actor *model.Principal, id string)
 	return e.store.History(ctx, actor.TenantID, id)
 }
 
-// Diagram renders the instance's version with each node's state as a Mermaid class.
-func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string) (string, error) {
+// Diagram renders the instance's version with each node's state as a Mermaid class, in lang ("" for the plain
+// names and texts, else model.LangZhCN or model.LangEN: template.Service.InstanceDiagram).
+func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id, lang string) (string, error) {
 	inst, _, err := e.readable(ctx, actor, id)
 	if err != nil {
 		return "", err
@@ -176,7 +177,7 @@ func (e *Engine) Diagram(ctx context.Context, actor *model.Principal, id string)
 	if inst.Status == model.StatusFailed && inst.State.Error != nil {
 		failed = inst.State.Error.NodeID
 	}
-	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed, childNotes(inst))
+	return e.templates.InstanceDiagram(ctx, actor.TenantID, inst.Template, inst.Version, states, inst.State.Edges, failed, childNotes(inst, lang), lang)
 }
 
 // MayReadHidden says whether the principal may read a hidden template (the one-off template of a dynamic linear

@@ -58,6 +58,28 @@ var EdgeStyles = map[string]string{
 // notes adds a line to the label of a node (by id): the states of a subprocess node's children.
 func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string, edgeLabel func(model.Edge) string,
 	notes map[string]string) string {
+	return MermaidIn("", d, states, edgeStates, failed, edgeLabel, notes)
+}
+
+// edgeWords are the words of the edge labels per language; "" is the API's default (English, as the web UI
+// expects to find them: frontend/src/lib/diagram.ts, whose words for zh-CN and en these are too).
+var edgeWords = map[string]map[string]string{
+	model.LangZhCN: {"default": "默认", "on timeout": "超时时", "timeout": "超时", "on error": "出错时", EdgePruned: "未选中", EdgeKilled: "已中止"},
+	model.LangEN:   {"default": "default", "on timeout": "on timeout", "timeout": "timeout", "on error": "on error", EdgePruned: "pruned", EdgeKilled: "killed"},
+}
+
+// MermaidIn is MermaidInstance in a reader's language (model.LangZhCN or model.LangEN; "" for the plain names and
+// the English words of Mermaid): each node is named by its name in lang (its i18n label, else its plain name,
+// else its id) and the words of the edge labels ("default", "on timeout", "pruned"…) are lang's. Conditions are
+// whatever edgeLabel says (the caller renders them in lang: condition.Readable).
+func MermaidIn(lang string, d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string, edgeLabel func(model.Edge) string,
+	notes map[string]string) string {
+	word := func(w string) string {
+		if t, ok := edgeWords[lang][w]; ok {
+			return t
+		}
+		return w
+	}
 	var b strings.Builder
 	b.WriteString("flowchart TD\n")
 	if d == nil {
@@ -72,7 +94,10 @@ func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edg
 		if _, dup := ids[n.ID]; !dup {
 			ids[n.ID] = gen[i]
 		}
-		text := n.Label()
+		text := n.I18n.Name(lang)
+		if text == "" {
+			text = n.Label()
+		}
 		if text == "" {
 			text = n.Type
 		}
@@ -121,7 +146,7 @@ func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edg
 		var text string
 		switch {
 		case e.Default:
-			text = "default"
+			text = word("default")
 		case !e.HasCondition():
 		case edgeLabel != nil:
 			text = edgeLabel(e)
@@ -137,7 +162,7 @@ func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edg
 			if text != "" {
 				text += " · "
 			}
-			text += st
+			text += word(st)
 		}
 		if st != "" {
 			linkOf[st] = append(linkOf[st], strconv.Itoa(links))
@@ -147,11 +172,11 @@ func MermaidInstance(d *model.Definition, states map[string]model.NodeState, edg
 	for i := range d.Nodes {
 		n := &d.Nodes[i]
 		branches := []struct{ target, text string }{
-			{n.OnTimeout.Branch, "on timeout"},
-			{n.TimeoutBranch, "timeout"},
+			{n.OnTimeout.Branch, word("on timeout")},
+			{n.TimeoutBranch, word("timeout")},
 		}
 		if n.ErrorHandler.Op() == model.ErrorOpCatch {
-			branches = append(branches, struct{ target, text string }{n.ErrorHandler.Catch.Branch, "on error"})
+			branches = append(branches, struct{ target, text string }{n.ErrorHandler.Catch.Branch, word("on error")})
 		}
 		for _, br := range branches {
 			if to, ok := ids[br.target]; ok && br.target != "" {
@@ -247,6 +272,15 @@ func writeStates(b *strings.Builder, d *model.Definition, gen []string, states m
 	}
 }
 
+// CutLabel cuts an edge label to about 60 characters, ending it with "…".
+func CutLabel(text string) string {
+	if utf8.RuneCountInString(text) <= maxEdgeLabel {
+		return text
+	}
+	r := []rune(text)
+	return string(r[:maxEdgeLabel-1]) + "…"
+}
+
 // conditionLabel is the default text of a conditional edge: its compact JSON, cut to maxEdgeLabel characters.
 func conditionLabel(cond json.RawMessage) string {
 	var buf bytes.Buffer
@@ -254,11 +288,7 @@ func conditionLabel(cond json.RawMessage) string {
 	if err := json.Compact(&buf, cond); err == nil {
 		text = buf.String()
 	}
-	if utf8.RuneCountInString(text) <= maxEdgeLabel {
-		return text
-	}
-	r := []rune(text)
-	return string(r[:maxEdgeLabel-1]) + "…"
+	return CutLabel(text)
 }
 
 // escapeMermaid makes text safe inside a double-quoted Mermaid label: the quote and every character Mermaid

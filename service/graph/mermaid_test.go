@@ -216,3 +216,35 @@ func TestMermaidInstanceEdgeStates(t *testing.T) {
 		t.Errorf("a template diagram styles links:\n%s", plain)
 	}
 }
+
+// TestMermaidIn: in a language, nodes are named by their label there (else their plain name, else their id), the
+// edge words are that language's and every text stays escaped; "" is MermaidInstance's plain output.
+func TestMermaidIn(t *testing.T) {
+	d := parsed(t, `{"nodes":[
+		{"id":"s","type":"start","trigger":{"kind":"manual"},"name":"Start","i18n":{"zh-CN":{"name":"提交 \"申请\" <#1>"}}},
+		{"id":"a","type":"approval","approvers":{"users":["bob"]},"name":"Lead","timeout":"1h","on_timeout":{"branch":"e"},
+		 "i18n":{"en":{"name":"Team lead"}}},
+		{"id":"e","type":"end","join":"or"}],
+	 "edges":[{"from":"s","to":"a"},{"from":"a","to":"e","condition":{"x":1}},{"from":"a","to":"e","default":true}]}`)
+	label := func(model.Edge) string { return "x | y" }
+	states := []string{graph.EdgeTaken, graph.EdgePruned, graph.EdgeKilled}
+	if got, want := graph.MermaidIn("", d, nil, states, "", label, nil), graph.MermaidInstance(d, nil, states, "", label, nil); got != want {
+		t.Fatalf("MermaidIn(\"\") differs from MermaidInstance:\n%s\n%s", got, want)
+	}
+	zh := graph.MermaidIn(model.LangZhCN, d, nil, states, "", label, map[string]string{"a": "1 已完成"})
+	for _, line := range []string{`n0(["提交 #quot;申请#quot; #lt;#35;1#gt;"])`, `n1["Lead · 1 已完成"]`, `n2((("e")))`,
+		`n1 -->|"x #124; y · 未选中"| n2`, `n1 -->|"默认 · 已中止"| n2`, `n1 -.->|"超时时"| n2`} {
+		if !strings.Contains(zh, line) {
+			t.Fatalf("zh-CN diagram lacks %q:\n%s", line, zh)
+		}
+	}
+	en := graph.MermaidIn(model.LangEN, d, nil, states, "", label, nil)
+	for _, line := range []string{`n0(["Start"])`, `n1["Team lead"]`, `n1 -->|"default · killed"| n2`, `n1 -.->|"on timeout"| n2`} {
+		if !strings.Contains(en, line) {
+			t.Fatalf("en diagram lacks %q:\n%s", line, en)
+		}
+	}
+	if got := graph.CutLabel(strings.Repeat("天", 61)); got != strings.Repeat("天", 59)+"…" {
+		t.Fatalf("CutLabel: %q", got)
+	}
+}

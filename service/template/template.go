@@ -458,9 +458,9 @@ func (s *Service) Hidden(ctx context.Context, tenant, key string) (bool, error) 
 	return t.Hidden, nil
 }
 
-// Diagram renders a version (with node states when given) as a Mermaid flowchart.
-func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState) (string, error) {
-	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "", nil)
+// Diagram renders a version (with node states when given) as a Mermaid flowchart, in lang (see InstanceDiagram).
+func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState, lang string) (string, error) {
+	return s.InstanceDiagram(ctx, tenant, key, version, states, nil, "", nil, lang)
 }
 
 // InstanceDiagram renders a version with an instance's node states and edge states (model.Edge*, index-aligned
@@ -468,16 +468,30 @@ func (s *Service) Diagram(ctx context.Context, tenant, key string, version int, 
 // names the node whose error failed the instance.
 //
 // notes adds a line to the label of a node (by id).
+//
+// lang "" draws the plain names and each condition's short text (`days > 3 or lead_review.escalate = true`), the
+// same for every client; model.LangZhCN or model.LangEN draws the nodes' names in that language and each condition
+// as people read it there, with the forms' field labels (`天数 > 3 或 领导审批.上报 = 是`, condition.Readable and
+// ConditionFields), cut to about 60 characters.
 func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, version int, states map[string]model.NodeState, edges []byte, failed string,
-	notes map[string]string) (string, error) {
+	notes map[string]string, lang string) (string, error) {
 	c, err := s.Compiled(ctx, tenant, key, version)
 	if err != nil {
 		return "", err
 	}
+	var fields map[string]condition.Field
+	if lang != "" {
+		fields = ConditionFields(c.Def, lang)
+	}
 	labels := make(map[string]string, len(c.Def.Edges))
 	for i, e := range c.Def.Edges {
-		if c.Conditions[i] != nil {
+		if c.Conditions[i] == nil {
+			continue
+		}
+		if lang == "" {
 			labels[edgeKey(e)] = c.Conditions[i].String()
+		} else {
+			labels[edgeKey(e)] = graph.CutLabel(c.Conditions[i].Readable(lang, fields))
 		}
 	}
 	var edgeStates []string
@@ -496,7 +510,7 @@ func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, versi
 			}
 		}
 	}
-	return graph.MermaidInstance(c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }, notes), nil
+	return graph.MermaidIn(lang, c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }, notes), nil
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
