@@ -23,8 +23,9 @@ const maxEdgeLabel = 60
 // branches are drawn as dotted arrows.
 //
 // The words of these labels ("default", "on timeout", "timeout", "on error", and " · pruned" / " · killed" of
-// MermaidInstance) are the same for every client of the API; the web UI puts its reader's language on exactly these
-// (frontend/src/lib/diagram.ts localizeDiagram): change them in both places together.
+// MermaidInstance) are the same for every client of the API; MermaidIn writes them in a reader's language, and the
+// web UI puts its reader's language on exactly these when a diagram comes without one
+// (frontend/src/lib/diagram.ts localizeDiagram): change them in all places together.
 //
 // With states non-nil (node id → "active", "waiting", "completed", "rejected", "skipped", "failed" or
 // "cancelled") every node is given its state as a class, for an instance diagram.

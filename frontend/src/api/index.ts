@@ -456,8 +456,9 @@ export const api = {
   validate: (definition: Definition, signal?: AbortSignal) =>
     request<ValidationResult>('POST', '/templates/validate', { body: { definition }, signal }),
   version: (key: string, n: number) => request<TemplateVersion>('GET', `/templates/${encodeURIComponent(key)}/versions/${n}`),
-  versionDiagram: (key: string, n: number) =>
-    request<string>('GET', `/templates/${encodeURIComponent(key)}/versions/${n}/diagram`, { text: true }),
+  /** a version as Mermaid; with lang, drawn for a reader of that language (names, readable conditions, edge words) */
+  versionDiagram: (key: string, n: number, lang?: Language) =>
+    request<string>('GET', `/templates/${encodeURIComponent(key)}/versions/${n}/diagram`, { text: true, query: { lang } }),
   evaluateCondition: (condition: unknown, context: unknown) =>
     request<{ result: boolean }>('POST', '/conditions/evaluate', { body: { condition, context } }),
 
@@ -479,7 +480,8 @@ export const api = {
   needsAttention: (q: { limit?: number; cursor?: string } = {}) => request<Page<AttentionItem>>('GET', '/instances', { query: { ...q, needs_attention: 'true' } }),
   instance: (id: string) => request<Instance>('GET', `/instances/${encodeURIComponent(id)}`),
   history: async (id: string) => items(await request<Page<HistoryItem>>('GET', `/instances/${encodeURIComponent(id)}/history`)),
-  diagram: (id: string) => request<string>('GET', `/instances/${encodeURIComponent(id)}/diagram`, { text: true }),
+  /** an instance as Mermaid with its states; with lang, drawn for a reader of that language */
+  diagram: (id: string, lang?: Language) => request<string>('GET', `/instances/${encodeURIComponent(id)}/diagram`, { text: true, query: { lang } }),
   bookmarks: async (id: string) => items(await request<Page<Bookmark>>('GET', `/instances/${encodeURIComponent(id)}/bookmarks`)),
   terminate: (id: string, reason: string) => request<Instance>('POST', `/instances/${encodeURIComponent(id)}/terminate`, { body: { reason } }),
   withdraw: (id: string, reason: string) => request<Instance>('POST', `/instances/${encodeURIComponent(id)}/withdraw`, { body: { reason } }),

@@ -113,6 +113,29 @@ describe('fields and values', () => {
       ['lead_review.escalate', '上报', 'switch'],
     ])
   })
+  it('labels the fields and their options in the user\'s language, falling back to the plain labels', () => {
+    const labelled: DefNode[] = [
+      { id: 'start', type: 'start', trigger: { kind: 'form', form: { kind: 'components', fields: [
+        { id: 'd', type: 'number', label: 'Days', field: 'days', i18n: { 'zh-CN': { label: '天数' }, en: { label: 'Days off' } } },
+        { id: 't', type: 'select', label: 'Kind', field: 'kind', options: [{ label: 'Annual', value: 'annual', i18n: { 'zh-CN': { label: '年假' } } }, { label: 'Sick', value: 'sick' }] },
+      ] } } },
+      { id: 'lead', type: 'approval', approvers: { users: ['bob'] }, form: { kind: 'components', fields: [
+        { id: 'e', type: 'switch', label: 'Ask the department leader too', field: 'lead_review.escalate', i18n: { 'zh-CN': { label: '同时请部门负责人审批' } } },
+      ] } },
+    ]
+    const zh = conditionFields(labelled, 'zh-CN')
+    expect(zh.map((f) => [f.path, f.label])).toEqual([['days', '天数'], ['kind', 'Kind'], ['lead_review.escalate', '同时请部门负责人审批']])
+    expect(zh[1].options?.map((o) => o.label)).toEqual(['年假', 'Sick'])
+    expect(conditionFields(labelled, 'en').map((f) => f.label)).toEqual(['Days off', 'Kind', 'Ask the department leader too'])
+    // The builder's card reads them: the Chinese page says the condition in Chinese.
+    setLanguage('zh-CN', false)
+    try {
+      expect(readableCondition({ $or: [{ days: { $gt: 3 } }, { 'lead_review.escalate': true }] }, conditionFields(labelled))).toBe('天数 > 3 或 同时请部门负责人审批 = 是')
+      expect(readableCondition({ kind: 'annual' }, conditionFields(labelled))).toBe('Kind = 年假')
+    } finally {
+      setLanguage('en', false)
+    }
+  })
   it('offers the operators that fit a type', () => {
     expect(opsFor('switch')).toEqual(['eq', 'ne', 'exists', 'notExists'])
     expect(opsFor('number')).toContain('gt')

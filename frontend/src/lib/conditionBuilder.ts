@@ -3,6 +3,9 @@
 // $nor or $not) is left to the JSON editor: parseCondition says which operators it met.
 import type { FormField, FormSchema } from './form'
 import type { DefNode } from './definition'
+import { localizeField } from './labels'
+import { language } from '@/i18n'
+import type { Language } from '@/i18n/lang'
 
 export const OPS = ['eq', 'ne', 'gt', 'gte', 'lt', 'lte', 'in', 'nin', 'exists', 'notExists', 'regex'] as const
 export type Op = (typeof OPS)[number]
@@ -137,15 +140,18 @@ export interface ConditionField {
   options?: FormField['options']
 }
 
-/** conditionFields offers the fields of the start form first, then those of the approvers' forms, one per path. */
-export function conditionFields(nodes: DefNode[]): ConditionField[] {
+/** conditionFields offers the fields of the start form first, then those of the approvers' forms, one per path,
+ * with their labels and their options' labels in lang (default: the user's language; each falls back to the plain
+ * one), so that a condition reads "天数 > 3" on a Chinese page and "Days > 3" on an English one. */
+export function conditionFields(nodes: DefNode[], lang: Language = language.value): ConditionField[] {
   const out = new Map<string, ConditionField>()
   const start = nodes.find((n) => n.type === 'start')
   const forms: (FormSchema | undefined)[] = [start?.trigger?.form as FormSchema | undefined, ...nodes.filter((n) => n.type === 'approval').map((n) => n.form as FormSchema | undefined)]
   for (const f of forms) {
     for (const fld of f?.fields ?? []) {
       if (!fld.field || fld.type === 'description' || out.has(fld.field)) continue
-      out.set(fld.field, { path: fld.field, label: fld.label || fld.field, type: fld.type, options: fld.options })
+      const f = localizeField(fld, lang)
+      out.set(fld.field, { path: fld.field, label: f.label || fld.field, type: fld.type, options: f.options })
     }
   }
   return [...out.values()]
