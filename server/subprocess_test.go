@@ -63,4 +63,8 @@ func TestSubprocessDiagram(t *testing.T) {
 	if d.Status != 200 || !strings.Contains(string(d.Body), `n1[["Pay ↳ payment ×lines · 2 running"]]`) {
 		t.Fatalf("diagram:\n%s", d.Body)
 	}
+	// In Chinese the children's states are said in Chinese.
+	if d := e.do("GET", "/api/v1/instances/"+id+"/diagram?lang=zh-CN", ann, nil, nil); d.Status != 200 || !strings.Contains(string(d.Body), `n1[["Pay ↳ payment ×lines · 2 进行中"]]`) {
+		t.Fatalf("zh-CN diagram:\n%s", d.Body)
+	}
 }

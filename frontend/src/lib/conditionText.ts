@@ -134,7 +134,9 @@ const SYMBOL: Record<string, string> = { $eq: '=', $ne: '≠', $gt: '>', $gte: '
 
 /**
  * readableCondition says a condition as people read it — `天数 > 3 或 领导审批.上报 = 是` — with the fields' labels
- * (from the forms) instead of their paths and the operator words in the user's language. '' for none.
+ * (from the forms) instead of their paths and the operator words in the user's language. '' for none. The server
+ * says conditions alike for the diagrams it draws in a language (service/condition/readable.go, ?lang=): change
+ * the rules and words (condBuilder.text) in both places together.
  */
 export function readableCondition(cond: unknown, fields: ReadableField[] = []): string {
   if (cond === null || cond === undefined || (isObject(cond) && Object.keys(cond).length === 0)) return ''
