@@ -101,6 +101,7 @@ func (s *step) event(name, nodeID string, t *model.Task, extra ...map[string]any
 	}
 	ev := map[string]any{"event": name, "at": s.now, "instance_id": s.inst.ID, "template": s.inst.Template,
 		"status": s.inst.Status, "node_id": nodeID, "task": t, "title": s.inst.Title, "initiator": s.inst.Initiator}
+	s.eventLabels(ev, nodeID)
 	for _, x := range extra {
 		maps.Copy(ev, x)
 	}
@@ -110,6 +111,42 @@ func (s *step) event(name, nodeID string, t *model.Task, extra ...map[string]any
 	}
 	payload, _ := json.Marshal(ev)
 	s.w.Outbox = append(s.w.Outbox, model.OutboxItem{TenantID: s.inst.TenantID, Kind: model.OutboxEvent, Ref: name, Payload: payload})
+}
+
+// eventLabels adds the per-language texts notifications render in each recipient's language: the title
+// (title_i18n), the node's name (node_i18n) and the template's name (template_name, template_i18n). Each is
+// bounded by the definition's label lengths; absent ones are left out.
+func (s *step) eventLabels(ev map[string]any, nodeID string) {
+	if len(s.inst.TitleI18n) > 0 {
+		ev["title_i18n"] = s.inst.TitleI18n
+	}
+	if s.c == nil || s.c.Def == nil {
+		return
+	}
+	if s.c.Name != "" {
+		ev["template_name"] = s.c.Name
+	}
+	tmpl, node := map[string]string{}, map[string]string{}
+	var n *model.Node
+	if nodeID != "" {
+		n = s.c.Def.Node(nodeID)
+	}
+	for _, lang := range model.Languages {
+		if t := s.c.Def.I18n.For(lang); t != nil && t.Name != "" {
+			tmpl[lang] = t.Name
+		}
+		if n != nil {
+			if name := n.I18n.Name(lang); name != "" {
+				node[lang] = name
+			}
+		}
+	}
+	if len(tmpl) > 0 {
+		ev["template_i18n"] = tmpl
+	}
+	if len(node) > 0 {
+		ev["node_i18n"] = node
+	}
 }
 
 func (s *step) node(id string) *model.NodeVisit { return s.inst.State.Nodes[id] }

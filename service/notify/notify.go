@@ -205,6 +205,12 @@ type eventPayload struct {
 	Users      []string    `json:"users"`
 	Actor      string      `json:"actor"`
 	Comment    string      `json:"comment"`
+	// The texts in each language (zh-CN, en) the engine adds when the definition or instance has them: each
+	// recipient reads their language's, else the plain one.
+	TitleI18n    map[string]string `json:"title_i18n"`
+	NodeI18n     map[string]string `json:"node_i18n"`
+	TemplateName string            `json:"template_name"`
+	TemplateI18n map[string]string `json:"template_i18n"`
 }
 
 // notice is one notified event for one person, before rendering.
@@ -222,6 +228,9 @@ type notice struct {
 	initiator string
 	actor     string
 	createdAt time.Time // of the task: for Waiting
+	// per language (zh-CN, en): the title, the step's name and the template's name
+	titleI18n, stepI18n, templateI18n map[string]string
+	templateName                      string
 }
 
 // OutboxHandler handles model.OutboxEvent items (besides the subscriptions' handler: see outbox.All).
@@ -261,7 +270,8 @@ func (s *Service) HandleEvents(ctx context.Context, items []model.OutboxItem) er
 // noticesOf says who hears of one event.
 func (s *Service) noticesOf(it model.OutboxItem, ev string, p *eventPayload) []*notice {
 	base := notice{key: fmt.Sprintf("%d-%d", it.Seq, it.CreatedAt.UnixMicro()), event: engineEvents[ev], tenant: it.TenantID, at: p.At,
-		title: p.Title, step: p.NodeName, initiator: p.Initiator, actor: p.Actor}
+		title: p.Title, step: p.NodeName, initiator: p.Initiator, actor: p.Actor,
+		titleI18n: p.TitleI18n, stepI18n: p.NodeI18n, templateI18n: p.TemplateI18n, templateName: p.TemplateName}
 	base.data = Data{Title: p.Title, Template: p.Template, InstanceID: p.InstanceID, Comment: p.Comment}
 	instanceLink := func(bool) string { return s.links.InstancePage(p.InstanceID) }
 	var who []string
@@ -382,6 +392,14 @@ func language(u *model.User, st *model.NotificationSettings) string {
 	return LangZH
 }
 
+// inLanguage is by[lang] when there is one, else plain.
+func inLanguage(by map[string]string, lang, plain string) string {
+	if v := by[lang]; v != "" {
+		return v
+	}
+	return plain
+}
+
 func displayName(users map[string]*model.User, name string) string {
 	if u := users[name]; u != nil && u.DisplayName != "" {
 		return u.DisplayName
@@ -393,9 +411,15 @@ func displayName(users map[string]*model.User, name string) string {
 func (s *Service) render(ctx context.Context, v *tenantView, u *model.User, users map[string]*model.User, n *notice, now time.Time) (*model.Notification, []*model.NotificationDelivery) {
 	d := n.data
 	d.Event, d.Lang = n.event, language(u, v.settings)
-	d.Recipient, d.Initiator, d.Actor, d.Step = displayName(users, u.Username), displayName(users, n.initiator), displayName(users, n.actor), n.step
+	d.Recipient, d.Initiator, d.Actor = displayName(users, u.Username), displayName(users, n.initiator), displayName(users, n.actor)
+	d.Step = inLanguage(n.stepI18n, d.Lang, n.step)
 	if d.Title == "" {
 		d.Title = n.title
+	}
+	d.Title = inLanguage(n.titleI18n, d.Lang, d.Title)
+	d.TemplateName = inLanguage(n.templateI18n, d.Lang, n.templateName)
+	if d.TemplateName == "" {
+		d.TemplateName = d.Template
 	}
 	if !n.createdAt.IsZero() {
 		d.Waiting = waiting(n.at.Sub(n.createdAt), d.Lang)

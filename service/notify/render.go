@@ -20,20 +20,22 @@ const (
 // Data is what a message template reads. Every field is plain text; Waiting is already written out in the
 // recipient's language ("2 小时 5 分钟", "2 h 5 min").
 type Data struct {
-	Event      string // the notified event (model.Notify*)
-	Lang       string
-	Recipient  string // the recipient's display name
-	Title      string // the instance's title
-	Template   string // the template key
-	Step       string // the step (node) name
-	Initiator  string // the initiator's display name
-	Actor      string // who urged (task.urged)
-	Comment    string // the urge's comment
-	Waiting    string // how long the task has been waiting
-	Link       string // the page to open
-	InstanceID string
-	TaskID     string
-	Count      int // digest: pending approvals
+	Event     string // the notified event (model.Notify*)
+	Lang      string
+	Recipient string // the recipient's display name
+	Title     string // the instance's title in the recipient's language (else its plain title)
+	Template  string // the template key
+	// TemplateName is the template's name in the recipient's language (else its plain name, else its key).
+	TemplateName string
+	Step         string // the step (node) name in the recipient's language (else its plain name)
+	Initiator    string // the initiator's display name
+	Actor        string // who urged (task.urged)
+	Comment      string // the urge's comment
+	Waiting      string // how long the task has been waiting
+	Link         string // the page to open
+	InstanceID   string
+	TaskID       string
+	Count        int // digest: pending approvals
 }
 
 // builtin are the messages of each event in each language. Subjects are one line; bodies short enough for a
@@ -103,7 +105,7 @@ func compile(name string, t model.MessageTemplate) (*compiled, error) {
 }
 
 // sample is the data an admin's template is tried with before it is saved.
-var sample = Data{Event: model.NotifyTaskCreated, Lang: LangEN, Recipient: "Bob", Title: "Leave request", Template: "leave", Step: "Team lead",
+var sample = Data{Event: model.NotifyTaskCreated, Lang: LangEN, Recipient: "Bob", Title: "Leave request", Template: "leave", TemplateName: "Leave", Step: "Team lead",
 	Initiator: "Alice", Actor: "Alice", Comment: "please", Waiting: "2 h", Link: "https://halley.example.com/tasks/i1-t1", InstanceID: "i1",
 	TaskID: "i1-t1", Count: 3}
 
@@ -131,7 +133,7 @@ func checkTemplates(ts map[string]map[string]model.MessageTemplate) error {
 			}
 			if err != nil {
 				return model.CodedError(model.EUNPROCESSABLE, "invalid_template", "templates.%s.%s: %v", ev, lang, err).
-					WithDetails(map[string]any{"event": ev, "language": lang, "fields": "Title Step Initiator Recipient Actor Comment Waiting Link InstanceID TaskID Template Count Event Lang"})
+					WithDetails(map[string]any{"event": ev, "language": lang, "fields": "Title Step Initiator Recipient Actor Comment Waiting Link InstanceID TaskID Template TemplateName Count Event Lang"})
 			}
 		}
 	}
