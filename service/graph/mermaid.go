@@ -75,6 +75,13 @@ var edgeWords = map[string]map[string]string{
 // whatever edgeLabel says (the caller renders them in lang: condition.Readable).
 func MermaidIn(lang string, d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string, edgeLabel func(model.Edge) string,
 	notes map[string]string) string {
+	return MermaidCalling(lang, d, states, edgeStates, failed, edgeLabel, notes, nil)
+}
+
+// MermaidCalling is MermaidIn with the name of the process each subprocess node calls: callee (when not nil)
+// returns it for a node (its template in lang, say); "" or a nil callee draws the called template's key.
+func MermaidCalling(lang string, d *model.Definition, states map[string]model.NodeState, edgeStates []string, failed string,
+	edgeLabel func(model.Edge) string, notes map[string]string, callee func(n *model.Node) string) string {
 	word := func(w string) string {
 		if t, ok := edgeWords[lang][w]; ok {
 			return t
@@ -103,7 +110,13 @@ func MermaidIn(lang string, d *model.Definition, states map[string]model.NodeSta
 			text = n.Type
 		}
 		if n.Type == model.NodeSubprocess && n.Template != "" {
-			text += " ↳ " + n.Template // the process it calls
+			called := n.Template // the process it calls
+			if callee != nil {
+				if name := callee(n); name != "" {
+					called = name
+				}
+			}
+			text += " ↳ " + called
 			if n.ForEach != "" {
 				text += " ×" + n.ForEach
 			}

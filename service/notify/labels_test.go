@@ -100,7 +100,7 @@ func TestMessagesNameStepsAndTitlesInTheRecipientsLanguage(t *testing.T) {
 			return nil
 		}
 		for _, tc := range []struct {
-			user, instance               string
+			user, instance             string
 			title, step, subject, lang string
 		}{
 			{"li", labelled, "Alice 请假 3 天", "直属上级审批", "请假申请：Alice 请假 3 天", "zh-CN"},

@@ -510,7 +510,43 @@ func (s *Service) InstanceDiagram(ctx context.Context, tenant, key string, versi
 			}
 		}
 	}
-	return graph.MermaidIn(lang, c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }, notes), nil
+	var callee func(n *model.Node) string
+	if lang != "" {
+		callee = s.calleeNames(ctx, tenant, c.Def, lang)
+	}
+	return graph.MermaidCalling(lang, c.Def, states, edgeStates, failed, func(e model.Edge) string { return labels[edgeKey(e)] }, notes, callee), nil
+}
+
+// calleeNames names the templates d's subprocess nodes call, in lang: each called version's name there (its
+// definition's i18n), else the template's name. The versions come compiled from the cache (a version 0 costs
+// the lookup of the latest); one that cannot be read (deleted, not published) keeps its key.
+func (s *Service) calleeNames(ctx context.Context, tenant string, d *model.Definition, lang string) func(n *model.Node) string {
+	type ref struct {
+		key     string
+		version int
+	}
+	names := map[ref]string{}
+	for i := range d.Nodes {
+		n := &d.Nodes[i]
+		r := ref{n.Template, n.Version}
+		if n.Type != model.NodeSubprocess || n.Template == "" {
+			continue
+		}
+		if _, done := names[r]; done {
+			continue
+		}
+		names[r] = ""
+		c, err := s.Compiled(ctx, tenant, r.key, r.version)
+		if err != nil {
+			continue
+		}
+		if t := c.Def.I18n.For(lang); t != nil && t.Name != "" {
+			names[r] = t.Name
+		} else {
+			names[r] = c.Name
+		}
+	}
+	return func(n *model.Node) string { return names[ref{n.Template, n.Version}] }
 }
 
 func edgeKey(e model.Edge) string { return e.From + "\x00" + e.To + "\x00" + string(e.Condition) }
