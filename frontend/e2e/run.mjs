@@ -1357,7 +1357,7 @@ try {
     expect(/Ticket/.test(await ticket.locator('.van-field__error-message').innerText()), 'the error names the field')
   })
 
-  await step('a desktop approver takes the same path: the error once they press approve, then their field is sent', async () => {
+  await step('a desktop approver takes the same path: the error once they press approve, then their field is sent — by keyboard alone', async () => {
     await login('dan', 'dan-pw-12345')
     await page.goto(`${base}/tasks/${ticketTask}`)
     const ticket = page.locator('[data-field="check.ticket"]')
@@ -1369,8 +1369,19 @@ try {
     expect(/Ticket/.test(await page.locator('.el-dialog .el-form-item__error').innerText()), 'the dialog does not say what is missing')
     await page.keyboard.press('Escape')
     await ticket.locator('input').fill('T-2')
-    await page.click('[data-test=approve]')
-    await page.click('[data-test=confirm]')
+    // By keyboard alone: from the field back to Approve, Enter, then forward to the dialog's confirm, Enter.
+    const tabTo = async (selector, key) => {
+      for (let i = 0; i < 150; i++) {
+        if (await page.evaluate((sel) => !!document.activeElement?.closest(sel), selector)) return
+        await page.keyboard.press(key)
+      }
+      throw new Error(`${selector} is not reached with ${key}`)
+    }
+    await tabTo('[data-test=approve]', 'Shift+Tab')
+    await page.keyboard.press('Enter')
+    await page.locator('[data-test=confirm]').waitFor()
+    await tabTo('[data-test=confirm]', 'Tab')
+    await page.keyboard.press('Enter')
     await page.locator('[data-test=task-status]').getByText('approved').waitFor()
     const after = await call('GET', `/instances/${ticketInstance}`, adminToken)
     expect(after.context?.check?.ticket === 'T-2', `context after approve: ${JSON.stringify(after.context)}`)
