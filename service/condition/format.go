@@ -86,7 +86,7 @@ func writeNot(b *strings.Builder, n *not) {
 			if n.op == "$nin" {
 				writeSubject(b, l.path)
 				b.WriteString("not in ")
-				writeInList(b, p)
+				writeInList(b, p, writeValue)
 				return
 			}
 		case existsPred:
@@ -127,7 +127,7 @@ func writeLeaf(b *strings.Builder, l *leaf) {
 		writeValue(b, &p.val)
 	case *inPred:
 		b.WriteString("in ")
-		writeInList(b, p)
+		writeInList(b, p, writeValue)
 	case existsPred:
 		b.WriteString("exists")
 	case *typePred:
@@ -164,7 +164,8 @@ func writeRegex(b *strings.Builder, p *regexPred) {
 	b.WriteString(p.options)
 }
 
-func writeInList(b *strings.Builder, p *inPred) {
+// writeInList writes the items of an $in/$nin list, each value with writeVal, eliding past the limit.
+func writeInList(b *strings.Builder, p *inPred, writeVal func(*strings.Builder, *value)) {
 	b.WriteByte('[')
 	n := 0
 	item := func() bool {
@@ -183,7 +184,7 @@ func writeInList(b *strings.Builder, p *inPred) {
 			b.WriteByte(']')
 			return
 		}
-		writeValue(b, &p.vals[i])
+		writeVal(b, &p.vals[i])
 	}
 	for _, re := range p.regexes {
 		if !item() {

@@ -246,33 +246,7 @@ func (r *readable) operand(b *strings.Builder, l *leaf, base string) {
 
 func (r *readable) inList(path string, p *inPred) string {
 	var b strings.Builder
-	b.WriteByte('[')
-	n := 0
-	item := func() bool {
-		if n > 0 {
-			b.WriteByte(',')
-		}
-		if elided(n, len(p.vals)+len(p.regexes)) {
-			b.WriteString("…")
-			return false
-		}
-		n++
-		return true
-	}
-	for i := range p.vals {
-		if !item() {
-			b.WriteByte(']')
-			return b.String()
-		}
-		r.value(&b, path, &p.vals[i])
-	}
-	for _, re := range p.regexes {
-		if !item() {
-			break
-		}
-		writeRegex(&b, re)
-	}
-	b.WriteByte(']')
+	writeInList(&b, p, func(b *strings.Builder, v *value) { r.value(b, path, v) })
 	return b.String()
 }
 
