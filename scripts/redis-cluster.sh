@@ -22,14 +22,26 @@ url() {
 
 state() { redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_state://p'; }
 
+known() { redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null | tr -d '\r' | sed -n 's/^cluster_known_nodes://p'; }
+
+# formed: every node is up, knows all three and says the cluster is ok.
+formed() {
+  for p in "${ports[@]}"; do
+    [ "$(state "$p")" = ok ] && [ "$(known "$p")" = 3 ] || return 1
+  done
+}
+
 start() {
-  if [ "$(state "$port")" = ok ]; then
+  if formed; then
     url
     return
   fi
   for p in "${ports[@]}"; do
-    mkdir -p "$dir/$p"
     if ! redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
+      # A node that is not running starts from an empty directory: a nodes.conf or append-only file left by an
+      # earlier run (another cluster's node ids, keys) would make `--cluster create` refuse the node.
+      rm -rf "${dir:?}/$p"
+      mkdir -p "$dir/$p"
       # appendonly: a master restarted by a test keeps its keys (the fault test asserts nothing is lost).
       redis-server --port "$p" --bind 127.0.0.1 --cluster-enabled yes --cluster-config-file nodes.conf \
         --cluster-node-timeout 2000 --dir "$dir/$p" --appendonly yes --appendfsync everysec --save "" \
@@ -37,17 +49,39 @@ start() {
     fi
   done
   for p in "${ports[@]}"; do
-    for _ in $(seq 1 40); do redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1 && break; sleep 0.25; done
+    up=0
+    for _ in $(seq 1 40); do
+      if redis-cli -h 127.0.0.1 -p "$p" ping >/dev/null 2>&1; then
+        up=1
+        break
+      fi
+      sleep 0.25
+    done
+    if [ $up = 0 ]; then
+      echo "redis-cluster: the node on port $p does not answer after 10 s" >&2
+      tail -n 20 "$dir/$p/redis.log" >&2 || true
+      exit 1
+    fi
   done
-  if [ "$(redis-cli -h 127.0.0.1 -p "$port" cluster info | tr -d '\r' | sed -n 's/^cluster_known_nodes://p')" != 3 ]; then
+  local complete=1
+  for p in "${ports[@]}"; do [ "$(known "$p")" = 3 ] || complete=0; done
+  if [ $complete = 0 ]; then
+    # Nodes left running by an earlier run may hold keys or know other nodes: empty them so that create accepts them.
+    for p in "${ports[@]}"; do
+      redis-cli -h 127.0.0.1 -p "$p" flushall >/dev/null 2>&1 || true
+      redis-cli -h 127.0.0.1 -p "$p" cluster reset hard >/dev/null 2>&1 || true
+    done
     local addrs=()
     for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); done
-    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes >/dev/null
+    local out
+    if ! out=$(redis-cli --cluster create "${addrs[@]}" --cluster-replicas 0 --cluster-yes 2>&1); then
+      echo "redis-cluster: redis-cli --cluster create failed:" >&2
+      echo "$out" >&2
+      exit 1
+    fi
   fi
   for _ in $(seq 1 80); do
-    ok=1
-    for p in "${ports[@]}"; do [ "$(state "$p")" = ok ] || ok=0; done
-    if [ $ok = 1 ]; then
+    if formed; then
       url
       return
     fi
