@@ -159,3 +159,92 @@ func TestFailedStepLeavesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestClosingKeepsWhatWasClosed: a step closes bookmarks and cancels or fires timers by node visit or id (the
+// statements name nothing else, see writeWorks); a bookmark already closed keeps its closed_at, a timer already
+// fired or cancelled keeps its status and fired_at, and only the named visits' rows change.
+func TestClosingKeepsWhatWasClosed(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		at := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
+		tn := model.DefaultTenant
+		now := at
+		s.SetNow(func() time.Time { return now })
+		w := newWork("cl-1", tn, at)
+		bm := func(id, ni string) *model.Bookmark {
+			return &model.Bookmark{ID: id, TenantID: tn, InstanceID: "cl-1", NodeID: "n", NodeInstanceID: ni, Kind: model.BookmarkDelay,
+				Hash: "h-" + id, Payload: json.RawMessage(`{}`), CreatedAt: at}
+		}
+		tm := func(id, ni string) *model.Timer {
+			return &model.Timer{ID: id, TenantID: tn, InstanceID: "cl-1", NodeID: "n", NodeInstanceID: ni, Kind: model.TimerDelay,
+				DueAt: at.Add(time.Hour), Status: model.TimerPending, Payload: json.RawMessage(`{}`), CreatedAt: at}
+		}
+		w.NewBookmarks = []*model.Bookmark{bm("b-a", "ni-a"), bm("b-b", "ni-b"), bm("b-c", "ni-c")}
+		w.NewTimers = []*model.Timer{tm("t-a", "ni-a"), tm("t-b", "ni-b"), tm("t-c", "ni-c"), tm("t-d", "ni-d")}
+		if err := s.CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		step := func(fn func(w *model.Work)) {
+			t.Helper()
+			if err := s.UpdateInstance(ctx, tn, "cl-1", func(w *model.Work) error { fn(w); return nil }); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// First: close a's bookmark, fire t-a, cancel b's timers.
+		step(func(w *model.Work) {
+			w.CloseBookmarks = []string{"ni-a"}
+			w.FiredTimers = []string{"t-a"}
+			w.CancelTimers = []string{"ni-b"}
+		})
+		first, err := s.GetBookmark(ctx, tn, "b-a")
+		if err != nil || first.ClosedAt == nil {
+			t.Fatalf("b-a after closing: %+v %v", first, err)
+		}
+		timers := func() map[string]*model.Timer {
+			t.Helper()
+			ts, err := s.GetTimers(ctx, []string{"t-a", "t-b", "t-c", "t-d"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := map[string]*model.Timer{}
+			for _, x := range ts {
+				m[x.ID] = x
+			}
+			return m
+		}
+		before := timers()
+		if before["t-a"].Status != model.TimerFired || before["t-a"].FiredAt == nil || before["t-b"].Status != model.TimerCancelled ||
+			before["t-c"].Status != model.TimerPending || before["t-d"].Status != model.TimerPending {
+			t.Fatalf("after the first step: a %s, b %s, c %s, d %s", before["t-a"].Status, before["t-b"].Status, before["t-c"].Status, before["t-d"].Status)
+		}
+		// Again, later, over the same rows and new ones: what was closed stays as it was.
+		now = at.Add(time.Minute)
+		step(func(w *model.Work) {
+			w.CloseBookmarks = []string{"ni-a", "ni-c"}
+			w.FiredTimers = []string{"t-a", "t-b", "t-c"}
+			w.CancelTimers = []string{"ni-a", "ni-d"}
+		})
+		again, err := s.GetBookmark(ctx, tn, "b-a")
+		if err != nil || again.ClosedAt == nil || !again.ClosedAt.Equal(*first.ClosedAt) {
+			t.Fatalf("b-a closed again: closed_at %v, want %v kept (%v)", again.ClosedAt, first.ClosedAt, err)
+		}
+		if b, _ := s.GetBookmark(ctx, tn, "b-b"); b.ClosedAt != nil {
+			t.Fatalf("b-b was not named but is closed at %v", b.ClosedAt)
+		}
+		if c, _ := s.GetBookmark(ctx, tn, "b-c"); c.ClosedAt == nil {
+			t.Fatal("b-c was named but is open")
+		}
+		after := timers()
+		if after["t-a"].Status != model.TimerFired || !after["t-a"].FiredAt.Equal(*before["t-a"].FiredAt) {
+			t.Fatalf("t-a fired again: %s at %v, want fired at %v kept", after["t-a"].Status, after["t-a"].FiredAt, before["t-a"].FiredAt)
+		}
+		if after["t-b"].Status != model.TimerCancelled || after["t-b"].FiredAt != nil {
+			t.Fatalf("t-b (cancelled) fired: %s at %v", after["t-b"].Status, after["t-b"].FiredAt)
+		}
+		if after["t-c"].Status != model.TimerFired || after["t-c"].FiredAt == nil || !after["t-c"].FiredAt.After(*before["t-a"].FiredAt) {
+			t.Fatalf("t-c: %s at %v, want fired now", after["t-c"].Status, after["t-c"].FiredAt)
+		}
+		if after["t-d"].Status != model.TimerCancelled {
+			t.Fatalf("t-d: %s, want cancelled", after["t-d"].Status)
+		}
+	})
+}
