@@ -531,7 +531,7 @@ func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Wo
 	}
 	in := placeholders(len(ids))
 	lockQ := "SELECT " + instanceCols + " FROM instances WHERE id IN (" + in + ") AND tenant_id = ? ORDER BY id"
-	taskQ := "SELECT " + taskCols + " FROM tasks WHERE instance_id IN (" + in + ") AND status IN (?, ?) ORDER BY id"
+	taskQ := "SELECT " + taskCols + " FROM " + useIndex(s.dialect, "tasks", "idx_tasks_instance") + " WHERE instance_id IN (" + in + ") AND status IN (?, ?) ORDER BY id"
 	lockArgs := append(strArgs(ids), tenant)
 	taskArgs := append(strArgs(ids), string(model.TaskPending), string(model.TaskWaiting))
 	var rows *sql.Rows
@@ -783,7 +783,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	// conditions are in SET instead, so that a row already closed, fired or cancelled keeps its values; the rows are
 	// those of the locked instances, so no other step waits on them.
 	if len(closeBM) > 0 {
-		b.add("UPDATE bookmarks SET closed_at = COALESCE(closed_at, ?) WHERE node_instance_id IN ("+placeholders(len(closeBM))+")",
+		b.add("UPDATE "+useIndex(s.dialect, "bookmarks", "idx_bookmarks_node")+" SET closed_at = COALESCE(closed_at, ?) WHERE node_instance_id IN ("+placeholders(len(closeBM))+")",
 			append([]any{now}, strArgs(closeBM)...)...)
 	}
 	if nTimer > 0 {
@@ -795,12 +795,12 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	}
 	// Cancelled after the inserts: a timer may be armed and cancelled in one step.
 	if len(cancelT) > 0 {
-		b.add("UPDATE timers SET status = CASE WHEN status = ? THEN ? ELSE status END WHERE node_instance_id IN ("+placeholders(len(cancelT))+")",
+		b.add("UPDATE "+useIndex(s.dialect, "timers", "idx_timers_node")+" SET status = CASE WHEN status = ? THEN ? ELSE status END WHERE node_instance_id IN ("+placeholders(len(cancelT))+")",
 			append([]any{model.TimerPending, model.TimerCancelled}, strArgs(cancelT)...)...)
 	}
 	if len(firedT) > 0 {
 		// fired_at first: MySQL evaluates the assignments left to right, each seeing the ones before it.
-		b.add("UPDATE timers SET fired_at = CASE WHEN status = ? THEN ? ELSE fired_at END, status = CASE WHEN status = ? THEN ? ELSE status END WHERE id IN ("+
+		b.add("UPDATE "+useIndex(s.dialect, "timers", "PRIMARY")+" SET fired_at = CASE WHEN status = ? THEN ? ELSE fired_at END, status = CASE WHEN status = ? THEN ? ELSE status END WHERE id IN ("+
 			placeholders(len(firedT))+")",
 			append([]any{model.TimerPending, now, model.TimerPending, model.TimerFired}, strArgs(firedT)...)...)
 	}

@@ -145,6 +145,22 @@ func rowsOf(n, width int) string {
 	return strings.Repeat(one+",", n-1) + one
 }
 
+// useIndex names the index a statement on table must read it by: "table FORCE INDEX (index)" on MySQL, "table
+// INDEXED BY index" on SQLite. For the statements of a step, which name a few hundred keys of one index: with
+// statistics taken while a table was small (a table that grew by thousands of rows a second), MariaDB judged a
+// full scan cheaper than 256 lookups and read the whole bookmarks and tasks tables for a group of steps.
+// SQLite names no PRIMARY index: there the table alone is returned for it.
+func useIndex(dialect, table, index string) string {
+	switch {
+	case dialect == MySQL:
+		return table + " FORCE INDEX (" + index + ")"
+	case index == "PRIMARY":
+		return table
+	default:
+		return table + " INDEXED BY " + index
+	}
+}
+
 // upsertSuffix makes an INSERT replace the row with the same primary key (id), setting cols from the new row.
 func upsertSuffix(dialect string, cols ...string) string {
 	var sb strings.Builder
