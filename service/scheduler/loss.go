@@ -23,8 +23,8 @@ func (r *Redis) AliveKey() string { return r.ShardKeys(0)[3] }
 //
 // Every interval it sets the sentinel key of every shard in use if it is missing (SET NX). Finding one missing
 // means Redis lost data since the last check — on a cluster, perhaps one master only — (or this is the first
-// process on an empty Redis), so rearm is called; if rearm fails the
-// sentinel is deleted again so that the next check retries. The sentinel is set before re-arming: a loss that
+// process on an empty Redis), so rearm is called; if rearm fails it is called again at every check that reaches
+// Redis until it succeeds, and the sentinel is deleted again so that other replicas retry too. The sentinel is set before re-arming: a loss that
 // happens during the re-arm removes it again and is caught by the next check. The first check runs at once.
 // WatchLoss returns when ctx is done or the scheduler is closed.
 func (r *Redis) WatchLoss(ctx context.Context, interval time.Duration, rearm func(context.Context) error) {
@@ -38,20 +38,29 @@ func (r *Redis) WatchLoss(ctx context.Context, interval time.Duration, rearm fun
 			t.Stop()
 		}
 	}()
+	// owed: a re-arm failed and none has succeeded since. It is retried at every check that reaches Redis, sentinel
+	// or not: deleting the sentinel after the failure may not reach Redis either (it went away again between the
+	// check and the re-arm), and the loss would then be forgotten with the timers unarmed.
+	owed := false
 	for {
 		next := c.Now().Add(interval)
 		if lost, err := r.checkAlive(ctx); err != nil {
 			if ctx.Err() == nil && !r.closer.isClosed() {
 				r.opts.Logger.Warn("scheduler: checking the redis sentinel failed; retrying", "err", err, "retry_in", interval)
 			}
-		} else if lost {
-			r.opts.Logger.Warn("scheduler: a redis sentinel is missing (redis lost its data, or is new); re-arming pending timers", "key", r.AliveKey())
+		} else if lost || owed {
+			if lost {
+				r.opts.Logger.Warn("scheduler: a redis sentinel is missing (redis lost its data, or is new); re-arming pending timers", "key", r.AliveKey())
+			}
 			if err := rearm(ctx); err != nil {
+				owed = true
 				r.opts.Logger.Error("scheduler: re-arming after a redis loss failed; retrying", "err", err, "retry_in", interval)
-				// Without the sentinel the next check sees the loss again.
+				// Without the sentinel another replica's next check sees the loss too.
 				dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ackTimeout)
 				r.rdb.Del(dctx, r.AliveKey())
 				cancel()
+			} else {
+				owed = false
 			}
 		}
 		if !r.sleepOrClose(ctx, &t, next) {

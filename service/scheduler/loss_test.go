@@ -94,4 +94,19 @@ func TestWatchLossRearmsWhenRedisLosesItsKeys(t *testing.T) {
 	if due() != 1 {
 		t.Fatal("the retry did not re-arm the timer")
 	}
+
+	// A re-arm fails and the sentinel's delete does not reach Redis (it went away again in between): the watcher
+	// still owes the re-arm and retries it at the next check, though the sentinel is there.
+	admin.Del(ctx, append(timerKeys(prefix), s.AliveKey())...)
+	fail <- struct{}{}
+	tick()
+	expect("failing re-arm, the sentinel's delete lost", 1)
+	admin.Set(ctx, s.AliveKey(), "1", 0)
+	tick()
+	expect("retry with the sentinel present", 1)
+	if due() != 1 {
+		t.Fatal("the owed re-arm did not re-arm the timer")
+	}
+	tick()
+	expect("nothing owed any more", 0)
 }
