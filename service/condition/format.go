@@ -36,21 +36,27 @@ func writeNode(b *strings.Builder, n node, nested bool) {
 		writeJoined(b, n.kids, " or ", nested)
 	case *allOf:
 		writeSubject(b, n.path)
-		b.WriteString("all [")
-		for i, k := range n.kids {
-			if i > 0 {
-				b.WriteByte(',')
-			}
-			if elided(i, len(n.kids)) {
-				b.WriteString("…")
-				break
-			}
-			if l, ok := k.(*leaf); ok {
-				writeOperand(b, l)
-			}
-		}
-		b.WriteByte(']')
+		b.WriteString("all ")
+		writeAllOfList(b, n, writeOperand)
 	}
+}
+
+// writeAllOfList writes an $all's items as "[a,b,…]", each written by writeItem; both renderers use it.
+func writeAllOfList(b *strings.Builder, n *allOf, writeItem func(*strings.Builder, *leaf)) {
+	b.WriteByte('[')
+	for i, k := range n.kids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if elided(i, len(n.kids)) {
+			b.WriteString("…")
+			break
+		}
+		if l, ok := k.(*leaf); ok {
+			writeItem(b, l)
+		}
+	}
+	b.WriteByte(']')
 }
 
 func writeJoined(b *strings.Builder, kids []node, sep string, nested bool) {

@@ -121,20 +121,7 @@ func (r *readable) node(b *strings.Builder, n node, base string, nested bool) {
 		r.joined(b, n.kids, r.w.or, base, nested)
 	case *allOf:
 		var v strings.Builder
-		v.WriteByte('[')
-		for i, k := range n.kids {
-			if i > 0 {
-				v.WriteByte(',')
-			}
-			if elided(i, len(n.kids)) {
-				v.WriteString("…")
-				break
-			}
-			if l, ok := k.(*leaf); ok {
-				r.operand(&v, l, base)
-			}
-		}
-		v.WriteByte(']')
+		writeAllOfList(&v, n, func(b *strings.Builder, l *leaf) { r.operand(b, l, base) })
 		fill(b, r.w.all, "f", r.label(base, n.path), "v", v.String())
 	}
 }
