@@ -262,8 +262,8 @@ func TestHistoryOfASimpleFlow(t *testing.T) {
 		if hs[0].Actor != "ann" || hs[5].Actor != "bob" || hs[5].TaskID != h.task(id, "lead", "bob").ID || hs[5].Comment != "ok" {
 			t.Fatalf("history details: %+v", hs[5])
 		}
-		for i := 1; i < len(hs); i++ {
-			if hs[i].Seq <= hs[i-1].Seq || hs[i].At.Before(hs[i-1].At) {
+		for i := 1; i < len(hs); i++ { // a step's events share their row's seq
+			if hs[i].Seq < hs[i-1].Seq || hs[i].At.Before(hs[i-1].At) {
 				t.Fatalf("history out of order at %d", i)
 			}
 		}

@@ -131,7 +131,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 			}
 			for _, id := range ids {
 				h.wantStatus(id, model.StatusCompleted)
-				if c := h.rows("history", "instance_id = ? AND action = ?", id, "task.approved"); c != 1 {
+				if c := h.events("task.approved", "instance_id = ?", id); c != 1 {
 					t.Fatalf("instance %s has %d approvals in its history, want 1", id, c)
 				}
 			}
@@ -140,7 +140,7 @@ func testGroupCommit(t *testing.T, fail int32) {
 				if tk := h.task(id, "n", "bob"); tk.Status != model.TaskPending {
 					t.Fatalf("started instance %s: task %+v", id, tk)
 				}
-				if c := h.rows("history", "instance_id = ? AND action = ?", id, "instance.started"); c != 1 {
+				if c := h.events("instance.started", "instance_id = ?", id); c != 1 {
 					t.Fatalf("started instance %s has %d start events", id, c)
 				}
 			}

@@ -297,6 +297,27 @@ func (h *harness) rows(table, where string, args ...any) int64 {
 	return n
 }
 
+// events counts the history events with the action among the history rows matching where ("" for all): a step's
+// events share a row, so a condition on action in SQL would miss all but the first.
+func (h *harness) events(action, where string, args ...any) int64 {
+	h.t.Helper()
+	sqlDB, err := h.s.DB().DB()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	evs, err := store.ScanHistory(context.Background(), sqlDB, where, args...)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	var n int64
+	for _, e := range evs {
+		if e.Action == action {
+			n++
+		}
+	}
+	return n
+}
+
 // wantErr checks an error's kind and, when code is not "", its client code.
 func wantErr(t *testing.T, err error, kind, code string) {
 	t.Helper()

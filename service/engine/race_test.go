@@ -55,7 +55,7 @@ func TestRaceOnOneTask(t *testing.T) {
 		}
 		h.wantStatus(id, model.StatusCompleted)
 		h.wantTasks(id, "n", map[string]model.TaskStatus{"bob": A})
-		if n := h.rows("history", "instance_id = ? AND action = ?", id, "task.approved"); n != 1 {
+		if n := h.events("task.approved", "instance_id = ?", id); n != 1 {
 			t.Fatalf("%d task.approved history rows, want 1", n)
 		}
 		if n := h.count(id, "instance.completed", ""); n != 1 {

@@ -175,7 +175,7 @@ func TestBatchedTimersFireOnce(t *testing.T) {
 					t.Fatalf("re-delivered timer %s: %v", timers[i].ID, err)
 				}
 			}
-			if c := h1.rows("history", "action = ?", "timer.fired"); c != int64(len(timers)) {
+			if c := h1.events("timer.fired", ""); c != int64(len(timers)) {
 				t.Fatalf("%d timer.fired rows after re-delivery, want %d", c, len(timers))
 			}
 		})

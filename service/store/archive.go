@@ -301,6 +301,11 @@ func (s *Store) LoadArchiveRecords(ctx context.Context, ids []string) ([]*model.
 		if err != nil {
 			return nil, err
 		}
+		if t.table == "history" {
+			if rows, err = expandHistoryRows(rows); err != nil {
+				return nil, err
+			}
+		}
 		for _, row := range rows {
 			id, _ := row["instance_id"].(string)
 			if r := recs[id]; r != nil {
@@ -350,6 +355,39 @@ func (s *Store) LoadArchiveRecords(ctx context.Context, ids []string) ([]*model.
 			continue // a plugin run of it is still going: archive it at a later sweep
 		}
 		out = append(out, r)
+	}
+	return out, nil
+}
+
+// expandHistoryRows gives the archive one history entry per event, as it had before a step's events shared a row
+// (history.go): a row's further events follow it with the row's seq, tenant and instance, and no entry has
+// more_events.
+func expandHistoryRows(rows []map[string]any) ([]map[string]any, error) {
+	out := make([]map[string]any, 0, len(rows))
+	for _, row := range rows {
+		more, _ := row["more_events"].(string)
+		if raw, ok := row["more_events"].(json.RawMessage); ok {
+			more = string(raw)
+		}
+		delete(row, "more_events")
+		out = append(out, row)
+		if more == "" {
+			continue
+		}
+		first := model.HistoryEvent{}
+		first.At, _ = row["at"].(time.Time)
+		first.Actor, _ = row["actor"].(string)
+		first.InstanceID, _ = row["instance_id"].(string)
+		first.Seq, _ = row["seq"].(int64)
+		evs, err := ExpandHistory(first, more)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range evs[1:] {
+			out = append(out, map[string]any{"seq": row["seq"], "tenant_id": row["tenant_id"], "instance_id": row["instance_id"],
+				"at": h.At.UTC(), "actor": h.Actor, "action": h.Action, "node_id": h.NodeID, "task_id": h.TaskID, "comment": h.Comment,
+				"data": h.Data})
+		}
 	}
 	return out, nil
 }

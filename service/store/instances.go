@@ -201,21 +201,6 @@ func (r *taskRow) toModel() *model.Task {
 	return t
 }
 
-type historyRow struct {
-	Seq        int64 `gorm:"primaryKey;autoIncrement"`
-	TenantID   string
-	InstanceID string
-	At         time.Time
-	Actor      string
-	Action     string
-	NodeID     string
-	TaskID     string
-	Comment    string
-	Data       string
-}
-
-func (historyRow) TableName() string { return "history" }
-
 type bookmarkRow struct {
 	ID             string `gorm:"primaryKey"`
 	TenantID       string
@@ -696,12 +681,12 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		for _, id := range ids {
 			changed = append(changed, w.ChangedTasks[id])
 		}
-		for _, h := range w.History {
-			d := string(h.Data)
-			if d == "" {
-				d = "{}"
+		if len(w.History) > 0 { // one row a step (history.go)
+			h, more, err := packHistory(w.History)
+			if err != nil {
+				return err
 			}
-			history = append(history, w.Instance.TenantID, w.Instance.ID, h.At.UTC(), h.Actor, h.Action, h.NodeID, h.TaskID, h.Comment, d)
+			history = append(history, w.Instance.TenantID, w.Instance.ID, h.At.UTC(), h.Actor, h.Action, h.NodeID, h.TaskID, h.Comment, historyData(h.Data), more)
 			nHist++
 		}
 		for _, bm := range w.NewBookmarks {
@@ -769,7 +754,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		b.addRows("INSERT INTO tasks ("+taskCols+")", taskColsN, "", newTasks)
 	}
 	if nHist > 0 {
-		b.addRows("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data)", 9, "", history)
+		b.addRows("INSERT INTO history (tenant_id, instance_id, at, actor, action, node_id, task_id, comment, data, more_events)", 10, "", history)
 	}
 	if nBook > 0 {
 		b.add("INSERT INTO bookmarks (id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at) VALUES "+
@@ -1037,20 +1022,6 @@ func decodeCursor(c string) (time.Time, string, error) {
 		return time.Time{}, "", bad
 	}
 	return time.Unix(0, n).UTC(), id, nil
-}
-
-// History returns the instance's events, oldest first.
-func (s *Store) History(ctx context.Context, tenant, instanceID string) ([]model.HistoryEvent, error) {
-	var rows []historyRow
-	if err := s.db.WithContext(ctx).Where("instance_id = ? AND tenant_id = ?", instanceID, tenant).Order("seq").Find(&rows).Error; err != nil {
-		return nil, fmt.Errorf("store: unable to read history of %s: %w", instanceID, err)
-	}
-	out := make([]model.HistoryEvent, len(rows))
-	for i, r := range rows {
-		out[i] = model.HistoryEvent{Seq: r.Seq, InstanceID: r.InstanceID, At: r.At.UTC(), Actor: r.Actor, Action: r.Action, NodeID: r.NodeID,
-			TaskID: r.TaskID, Comment: r.Comment, Data: json.RawMessage(r.Data)}
-	}
-	return out, nil
 }
 
 // OpenBookmarks lists the instance's open bookmarks.
