@@ -130,6 +130,12 @@ func TestAttachmentsAPI(t *testing.T) {
 		// Bob approves with an attachment of his own: it is in the history and readable by ann.
 		note := e.attach("/api/v1/attachments", bob, "handover.txt", []byte("hand over to Hana")).JSON["id"].(string)
 		taskID := e.do("GET", "/api/v1/tasks?assignee=bob", bob, nil, nil).JSON["items"].([]any)[0].(M)["id"].(string)
+		// A decision without attachments is not preceded by a read of the task: the step refuses what the read did.
+		assertError(t, e.do("POST", "/api/v1/tasks/"+taskID+"/approve", carol, M{"comment": "mine now"}, nil), 403, "not_assignee")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+taskID+"/reject", carol, nil, nil), 403, "not_assignee")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+inst+".t999/approve", bob, M{"comment": "ok"}, nil), 404, "task_not_found")
+		assertError(t, e.do("POST", "/api/v1/tasks/no-such-task/approve", bob, nil, nil), 404, "task_not_found")
+		assertError(t, e.do("POST", "/api/v1/tasks/"+taskID+"/approve", carol, M{"attachments": []string{note}}, nil), 403, "not_allowed")
 		assertError(t, e.do("POST", "/api/v1/tasks/"+taskID+"/approve", bob, M{"comment": "ok", "attachments": []string{html}}, nil), 422, "unknown_attachment")
 		assertError(t, e.do("POST", "/api/v1/tasks/"+taskID+"/approve", bob, M{"comment": "ok", "attachments": []string{"<script>"}}, nil), 400, "invalid_attachments")
 		if r := e.do("POST", "/api/v1/tasks/"+taskID+"/approve", bob, M{"comment": "ok", "attachments": []string{note}}, nil); r.Status != 200 {

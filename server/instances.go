@@ -10,6 +10,7 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/attachments"
 	"github.com/halley-bpm/halley/service/engine"
 	"github.com/halley-bpm/halley/service/template"
 )
@@ -263,15 +264,18 @@ func (s *Server) decide(c *gin.Context, approve bool) {
 			fail(c, err)
 			return
 		}
-		task, err := s.engine.GetTask(ctx, p, c.Param("id"))
-		if err != nil {
-			fail(c, err)
-			return
-		}
-		list, _ := json.Marshal(req.Attachments)
-		if ids, err = s.checkAttachments(ctx, p, "", task.InstanceID, req.Data, list); err != nil {
-			fail(c, err)
-			return
+		// The task is read (as its reader: 404/403/410 as GET /tasks/{id}) only when the decision names attachments,
+		// which are checked against its instance; a decision without any is checked by the step itself.
+		if list, _ := json.Marshal(req.Attachments); len(attachments.Refs(req.Data, list)) > 0 {
+			task, err := s.engine.GetTask(ctx, p, c.Param("id"))
+			if err != nil {
+				fail(c, err)
+				return
+			}
+			if ids, err = s.checkAttachments(ctx, p, "", task.InstanceID, req.Data, list); err != nil {
+				fail(c, err)
+				return
+			}
 		}
 	}
 	refs := make([]model.FileRef, len(req.Attachments))
