@@ -27,6 +27,7 @@ type tcpProxy struct {
 	target string
 	mu     sync.Mutex
 	ln     net.Listener
+	conns  []net.Conn // both ends of every proxied connection, closed at cleanup
 }
 
 func newProxy(t *testing.T, target string) *tcpProxy {
@@ -36,6 +37,9 @@ func newProxy(t *testing.T, target string) *tcpProxy {
 		defer p.mu.Unlock()
 		if p.ln != nil {
 			p.ln.Close()
+		}
+		for _, c := range p.conns { // before the test database is dropped (cleanups run last first)
+			c.Close()
 		}
 	})
 	return p
@@ -63,7 +67,16 @@ func (p *tcpProxy) start() {
 					return
 				}
 				defer s.Close()
-				go io.Copy(s, c)
+				p.mu.Lock()
+				p.conns = append(p.conns, c, s)
+				p.mu.Unlock()
+				// Either side closing closes both: when halley's end goes, MariaDB must see its session end (and
+				// roll back what it held), or the test database's DROP waits on its metadata locks for a day.
+				go func() {
+					_, _ = io.Copy(s, c)
+					s.Close()
+					c.Close()
+				}()
 				_, _ = io.Copy(c, s)
 			}()
 		}
