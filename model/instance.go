@@ -330,6 +330,35 @@ type OutboxItem struct {
 	CreatedAt time.Time
 }
 
+// StepEvent is an engine event as a step raised it, for the sinks that take events within the step's own
+// transaction (engine.InStepSink). The outbox payload of the same event carries the same fields in JSON.
+type StepEvent struct {
+	// Key names the event uniquely and the same way each time the step runs: <instance id>.<rev>.<n>, the n-th
+	// event of the step that took the instance to rev. Its outbox payload carries it too ("key"), so that a
+	// consumer handling it on either path writes the same rows.
+	Key        string
+	Name       string
+	At         time.Time
+	TenantID   string
+	InstanceID string
+	Template   string
+	Status     InstanceStatus
+	NodeID     string
+	Task       *Task
+	Title      string
+	Initiator  string
+	// Set by some events: the users copied (cc.created), the node's name, who acted and what they said (task.urged).
+	Users    []string
+	NodeName string
+	Actor    string
+	Comment  string
+	// The texts in each language the definition or the instance has.
+	TitleI18n    map[string]string
+	NodeI18n     map[string]string
+	TemplateName string
+	TemplateI18n map[string]string
+}
+
 // CCRecord says a user was copied on an instance when a node activated (抄送).
 type CCRecord struct {
 	ID         string     `json:"id"`
@@ -363,8 +392,12 @@ type Work struct {
 	FiredTimers    []string // timer ids marked fired
 	ConsumeMessage []string // queued message ids consumed
 	Outbox         []OutboxItem
-	CC             []*CCRecord
-	NewPluginRuns  []*PluginRun
+	// Notifications and NotificationDeliveries are written with the step (an in-step event sink took events:
+	// engine.InStepSink); a row whose unique key exists is left out.
+	Notifications          []*Notification
+	NotificationDeliveries []*NotificationDelivery
+	CC                     []*CCRecord
+	NewPluginRuns          []*PluginRun
 	// RunUpdates record plugin run results. Each is applied only if the run is still in one of FromStatus (a
 	// run finished twice makes the whole transaction fail with ECONFLICT).
 	RunUpdates []RunUpdate

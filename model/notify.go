@@ -151,6 +151,10 @@ type NotifyStore interface {
 	// DeleteChannel deletes a channel; its pending deliveries fail with "the channel was deleted". ENOTFOUND when
 	// unknown.
 	DeleteChannel(ctx context.Context, tenant, name string) error
+	// FailChannelDeliveries fails the pending deliveries of a channel that does not exist (written by a step that
+	// rendered from settings read before the channel was deleted) with "the channel was deleted"; it changes
+	// nothing while the channel exists.
+	FailChannelDeliveries(ctx context.Context, tenant, name string) (int64, error)
 	// NotificationSettings returns the tenant's settings (zero settings when none were saved).
 	NotificationSettings(ctx context.Context, tenant string) (*NotificationSettings, error)
 	// AllNotificationSettings returns every tenant's saved settings, by tenant.

@@ -3,7 +3,10 @@ package server_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -288,4 +291,166 @@ func TestChannelSecretsNeverLeave(t *testing.T) {
 			t.Fatalf("a stored config is not sealed: %q", rows[len(rows)-1])
 		}
 	})
+}
+
+// TestInStepNotificationsMatchTheOutbox: a step writes the in-app notifications and channel deliveries of its
+// events itself when notify's cache holds the users and settings (no outbox row, nothing to dispatch), and they are
+// the rows the outbox path writes for the same events — every event notify tells of, recipients in both
+// languages, per-language labels, a disabled recipient, a channel. The same flow runs twice on one clock: through
+// the outbox only (CacheTTL < 0), then in the step with the cache preloaded before each step.
+func TestInStepNotificationsMatchTheOutbox(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		base := time.Date(2026, 11, 29, 8, 0, 0, 0, time.UTC)
+		viaOutbox := runNotifiedFlow(t, s, base, false)
+		inStep := runNotifiedFlow(t, storetest.Open(t, s.Dialect()), base, true)
+		if len(viaOutbox) < 10 {
+			t.Fatalf("the flow notified too little: %q", viaOutbox)
+		}
+		if strings.Join(viaOutbox, "\n") != strings.Join(inStep, "\n") {
+			t.Fatalf("in-step rows differ from the outbox's:\noutbox:\n%s\nin step:\n%s", strings.Join(viaOutbox, "\n"), strings.Join(inStep, "\n"))
+		}
+	})
+}
+
+// runNotifiedFlow runs an approval flow that raises every notified event and returns each notification and
+// delivery as a line (ids, keys and times left out), sorted.
+func runNotifiedFlow(t *testing.T, s *store.Store, base time.Time, inStep bool) []string {
+	t.Helper()
+	ctx := context.Background()
+	clk := &testClock{t: base}
+	ttl := time.Duration(-1)
+	if inStep {
+		ttl = 0 // the default
+	}
+	svc, err := notify.New(notify.Deps{Store: s, Links: notify.WebLinks("http://halley.test"), Outbound: loopbackOutbound(t), SecretKey: []byte("k")},
+		notify.Options{Clock: clk, Jitter: func() float64 { return 0 }, CacheTTL: ttl})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newEnvWith(t, s, wiring{clock: clk, notify: svc}, nil)
+	none := func(context.Context, []model.OutboxItem) error { return nil }
+	disp := newDispatcher(t, s, outbox.Handlers{model.OutboxEvent: svc.HandleEvents, model.OutboxTimerArm: none, model.OutboxTimerCancel: none,
+		model.OutboxPluginRun: none}, outbox.Options{})
+	users := []string{"admin", "alice", "bob", "carol", "dave"}
+	alice, bob := e.mkUser("alice"), e.mkUser("bob")
+	e.mkUser("carol")
+	e.mkUser("dave")
+	for _, r := range []resp{
+		e.do("PUT", "/api/v1/me", bob, M{"language": "en", "email": "bob@example.com"}, nil),
+		e.do("PATCH", "/api/v1/users/carol", e.admin, M{"display_name": "Carol Li"}, nil),
+		e.do("PATCH", "/api/v1/users/dave", e.admin, M{"disabled": true}, nil),
+	} {
+		if r.Status != 200 {
+			t.Fatalf("users: %s", r.Body)
+		}
+	}
+	hook := newHookReceiver(t, 200)
+	if r := e.do("POST", "/api/v1/channels", e.admin, M{"name": "hook", "kind": "webhook", "config": M{"url": hook.URL + "/in", "secret": "hook-secret-7"}}, nil); r.Status != 201 {
+		t.Fatalf("channel: %s", r.Body)
+	}
+	if r := e.do("PUT", "/api/v1/notification-settings", e.admin, M{"language": "zh-CN", "events": M{"task.created": []string{"hook"},
+		"cc.created": []string{"hook"}, "instance.completed": []string{"hook"}, "instance.rejected": []string{"hook"}, "task.urged": []string{"hook"}}}, nil); r.Status != 200 {
+		t.Fatalf("settings: %s", r.Body)
+	}
+	def := M{"i18n": M{"en": M{"name": "Leave"}, "zh-CN": M{"name": "请假"}}, "nodes": []any{start(M{"kind": "manual"}),
+		M{"id": "lead", "type": "approval", "name": "Lead", "i18n": M{"en": M{"name": "Team lead"}, "zh-CN": M{"name": "组长"}},
+			"approvers": M{"users": []string{"bob"}}, "cc": M{"users": []string{"carol", "dave"}}, "timeout": "1h", "on_timeout": "remind"},
+		M{"id": "end", "type": "end"}}, "edges": []any{edge("start", "lead"), edge("lead", "end")}}
+	if r := e.do("POST", "/api/v1/templates", e.admin, M{"key": "leave", "name": "leave", "definition": def}, nil); r.Status != 201 || r.JSON["validation"].(M)["valid"] != true {
+		t.Fatalf("template: %s", r.Body)
+	}
+	if r := e.do("POST", "/api/v1/templates/leave/publish", e.admin, nil, nil); r.Status != 201 {
+		t.Fatalf("publish: %s", r.Body)
+	}
+	// step runs one step with the cache warm (in-step) and checks where its events went.
+	step := func(what string, do func() resp) resp {
+		t.Helper()
+		if inStep {
+			if err := svc.Preload(ctx, model.DefaultTenant, users...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r := do()
+		if r.Status >= 300 {
+			t.Fatalf("%s: %d %s", what, r.Status, r.Body)
+		}
+		var events int64
+		if err := s.DB().Table("outbox").Where("kind = ?", model.OutboxEvent).Count(&events).Error; err != nil {
+			t.Fatal(err)
+		}
+		if inStep && events != 0 {
+			t.Fatalf("%s: %d event rows in the outbox; the step should have written its notifications itself", what, events)
+		}
+		if !inStep && events == 0 {
+			t.Fatalf("%s: no event row in the outbox", what)
+		}
+		dispatch(t, disp)
+		e.advance(time.Minute)
+		return r
+	}
+	r := step("start", func() resp {
+		return e.do("POST", "/api/v1/instances", alice, M{"template": "leave", "title": "Annual leave"}, nil)
+	})
+	inst := r.JSON["id"].(string)
+	step("urge", func() resp {
+		return e.do("POST", "/api/v1/instances/"+inst+"/urge", alice, M{"comment": "please <b>now</b>"}, nil)
+	})
+	e.advance(time.Hour)
+	step("remind", func() resp {
+		if n := e.fireDue(); n != 1 {
+			t.Fatalf("fired %d", n)
+		}
+		return resp{Status: 200}
+	})
+	task := func(who string) string {
+		t.Helper()
+		r := e.do("GET", "/api/v1/tasks?status=pending", who, nil, nil)
+		items := r.JSON["items"].([]any)
+		if len(items) != 1 {
+			t.Fatalf("%s's pending tasks: %s", who, r.Body)
+		}
+		return items[0].(M)["id"].(string)
+	}
+	step("return", func() resp {
+		return e.do("POST", "/api/v1/tasks/"+task(bob)+"/return", bob, M{"to": "start", "comment": "dates?"}, nil)
+	})
+	step("resubmit", func() resp { return e.do("POST", "/api/v1/tasks/"+task(alice)+"/approve", alice, M{}, nil) })
+	step("approve", func() resp { return e.do("POST", "/api/v1/tasks/"+task(bob)+"/approve", bob, M{}, nil) })
+	inst2 := step("start 2", func() resp {
+		return e.do("POST", "/api/v1/instances", alice, M{"template": "leave", "title": "Second"}, nil)
+	}).JSON["id"].(string)
+	step("reject", func() resp { return e.do("POST", "/api/v1/tasks/"+task(bob)+"/reject", bob, M{"comment": "no"}, nil) })
+
+	var lines []string
+	var ns []*model.Notification
+	for _, u := range users {
+		got, _, err := s.ListNotifications(ctx, model.NotificationFilter{TenantID: model.DefaultTenant, Username: u, Page: model.Page{Limit: 100}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ns = append(ns, got...)
+	}
+	ids := strings.NewReplacer(inst, "<inst>", inst2, "<inst2>")
+	for _, n := range ns {
+		if !strings.HasSuffix(n.Key, "/"+n.Event) {
+			t.Fatalf("notification key %q", n.Key)
+		}
+		lines = append(lines, ids.Replace(fmt.Sprintf("in-app %s %s %q %q %q %s task:%v at:%s", n.Username, n.Event, n.Title, n.NodeName, n.Message, n.Link, n.TaskID != "",
+			n.At.Sub(base))))
+	}
+	ds, _, err := s.ListNotificationDeliveries(ctx, model.DefaultTenant, "", model.Page{Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range ds {
+		var m map[string]any
+		if err := json.Unmarshal(d.Message, &m); err != nil {
+			t.Fatal(err)
+		}
+		delete(m, "at")
+		msg, _ := json.Marshal(m)
+		lines = append(lines, ids.Replace(fmt.Sprintf("delivery %s %s %s %s %s", d.Channel, d.Recipient, d.Event, d.Status, msg)))
+	}
+	sort.Strings(lines)
+	return lines
 }

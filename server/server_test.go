@@ -121,7 +121,8 @@ func newEnvWith(t *testing.T, s *store.Store, w wiring, mod func(*server.Deps)) 
 		events = append(events, w.subs)
 	}
 	if w.notify != nil {
-		events = append(events, w.notify)
+		deps.InStep = w.notify // as in the composition root: in the step, the outbox when it cannot
+		s.OnUserChange(w.notify.UserChanged)
 	}
 	deps.Events = events
 	if w.executor != nil {

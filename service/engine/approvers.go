@@ -295,6 +295,6 @@ func (s *step) copyTo(n *model.Node, ns *model.NodeVisit) error {
 		s.w.CC = append(s.w.CC, &model.CCRecord{ID: s.nextID("c"), TenantID: s.inst.TenantID, InstanceID: s.inst.ID, NodeID: n.ID, Username: u, CreatedAt: s.now})
 	}
 	s.history("cc.sent", n.ID, "", "", map[string]any{"users": users})
-	s.event("cc.created", n.ID, nil, map[string]any{"users": users, "node_name": n.Label()})
+	s.event("cc.created", n.ID, nil, eventExtra{Users: users, NodeName: n.Label()})
 	return nil
 }

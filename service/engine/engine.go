@@ -90,6 +90,8 @@ type Deps struct {
 	Rules Rules
 	// Events says which events anybody subscribed to (the subscription service).
 	Events EventSink
+	// InStep takes events within the step's transaction (the in-app notifications); NoInStep when nothing does.
+	InStep InStepSink
 	// Outbox is woken after a commit that wrote outbox rows (the outbox dispatcher).
 	Outbox Notifier
 	// PluginFiles is where the plugin files of queued runs are found when the runs are prepared for an executor:
@@ -163,6 +165,7 @@ type Engine struct {
 	callbackKey []byte
 	urls        URLs
 	events      EventSink
+	inStep      InStepSink
 	outbox      Notifier
 	plugins     *PluginQueue
 	group       *grouper // nil: every step in a transaction of its own
@@ -186,7 +189,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 		name    string
 		missing bool
 	}{
-		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Rules", d.Rules == nil}, {"Events", d.Events == nil},
+		{"Store", d.Store == nil}, {"Templates", d.Templates == nil}, {"Directory", d.Directory == nil}, {"Rules", d.Rules == nil}, {"Events", d.Events == nil}, {"InStep", d.InStep == nil},
 		{"Outbox", d.Outbox == nil}, {"PluginFiles", d.PluginFiles == nil}, {"Executor", d.Executor == nil}, {"URLs", d.URLs == nil},
 	} {
 		if m.missing {
@@ -200,7 +203,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 		opts.Logger = slog.Default()
 	}
 	e := &Engine{store: d.Store, templates: d.Templates, dir: d.Directory, rules: d.Rules, clock: opts.Clock, log: opts.Logger, callbackKey: opts.CallbackKey,
-		urls: d.URLs, events: d.Events, outbox: d.Outbox, waiters: map[string][]*endWaiter{}, ends: d.Ends,
+		urls: d.URLs, events: d.Events, inStep: d.InStep, outbox: d.Outbox, waiters: map[string][]*endWaiter{}, ends: d.Ends,
 		noBatchTimers: opts.NoBatchTimers, observer: opts.Observer, observed: opts.Observer != nil}
 	if e.observer == nil {
 		e.observer = noObserver{}

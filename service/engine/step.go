@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"sort"
 	"strconv"
 	"time"
@@ -44,7 +43,9 @@ type step struct {
 	stranded *model.NodeFailure
 	// observed: the engine has a StepObserver, and moves records the step's transitions for it.
 	observed bool
-	moves    []Moved
+	// events counts the events the step raised (their keys: model.StepEvent.Key).
+	events int
+	moves  []Moved
 }
 
 func (e *Engine) newStep(ctx context.Context, w *model.Work, c *template.Compiled, actor string) *step {
@@ -91,62 +92,6 @@ func (s *step) history(action, nodeID, taskID, comment string, data any) {
 		raw, _ = json.Marshal(data)
 	}
 	s.w.History = append(s.w.History, model.HistoryEvent{At: s.now, Actor: s.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
-}
-
-// event writes an event to the outbox when somebody wants it (a subscription, the notifications); extra fields
-// are added to its payload.
-func (s *step) event(name, nodeID string, t *model.Task, extra ...map[string]any) {
-	if !s.e.events.Wants(s.inst.TenantID, name, s.inst.Template) {
-		return
-	}
-	ev := map[string]any{"event": name, "at": s.now, "instance_id": s.inst.ID, "template": s.inst.Template,
-		"status": s.inst.Status, "node_id": nodeID, "task": t, "title": s.inst.Title, "initiator": s.inst.Initiator}
-	s.eventLabels(ev, nodeID)
-	for _, x := range extra {
-		maps.Copy(ev, x)
-	}
-	if name == "instance.failed" && s.inst.State.Error != nil {
-		ev["error"] = s.inst.State.Error // subscribers learn why: the node error's code, node and message
-		ev["node_id"] = s.inst.State.Error.NodeID
-	}
-	payload, _ := json.Marshal(ev)
-	s.w.Outbox = append(s.w.Outbox, model.OutboxItem{TenantID: s.inst.TenantID, Kind: model.OutboxEvent, Ref: name, Payload: payload})
-}
-
-// eventLabels adds the per-language texts notifications render in each recipient's language: the title
-// (title_i18n), the node's name (node_i18n) and the template's name (template_name, template_i18n). Each is
-// bounded by the definition's label lengths; absent ones are left out.
-func (s *step) eventLabels(ev map[string]any, nodeID string) {
-	if len(s.inst.TitleI18n) > 0 {
-		ev["title_i18n"] = s.inst.TitleI18n
-	}
-	if s.c == nil || s.c.Def == nil {
-		return
-	}
-	if s.c.Name != "" {
-		ev["template_name"] = s.c.Name
-	}
-	tmpl, node := map[string]string{}, map[string]string{}
-	var n *model.Node
-	if nodeID != "" {
-		n = s.c.Def.Node(nodeID)
-	}
-	for _, lang := range model.Languages {
-		if t := s.c.Def.I18n.For(lang); t != nil && t.Name != "" {
-			tmpl[lang] = t.Name
-		}
-		if n != nil {
-			if name := n.I18n.Name(lang); name != "" {
-				node[lang] = name
-			}
-		}
-	}
-	if len(tmpl) > 0 {
-		ev["template_i18n"] = tmpl
-	}
-	if len(node) > 0 {
-		ev["node_i18n"] = node
-	}
 }
 
 func (s *step) node(id string) *model.NodeVisit { return s.inst.State.Nodes[id] }

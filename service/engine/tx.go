@@ -204,6 +204,9 @@ func (e *Engine) committed(w *model.Work) {
 	if len(w.Outbox) > 0 {
 		e.outbox.Notify()
 	}
+	if len(w.Notifications) > 0 || len(w.NotificationDeliveries) > 0 {
+		e.inStep.Committed(w)
+	}
 	if w.Instance.Ended() {
 		if e.ends != nil {
 			e.ends.Publish(w.Instance.ID) // a sync start may wait for it on another replica

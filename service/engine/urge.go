@@ -43,7 +43,7 @@ func (e *Engine) Urge(ctx context.Context, actor *model.Principal, id, comment s
 			t.UrgedAt = &now
 			s.changed(t)
 			s.history("task.urged", t.NodeID, t.ID, comment, map[string]any{"assignee": t.Assignee})
-			s.event("task.urged", t.NodeID, t, map[string]any{"actor": actor.Username, "comment": comment, "node_name": t.NodeName})
+			s.event("task.urged", t.NodeID, t, eventExtra{Actor: actor.Username, Comment: comment, NodeName: t.NodeName})
 			n++
 		}
 		s.inst.State.UrgedAt = &now

@@ -51,6 +51,7 @@ func (s *Service) CreateChannel(ctx context.Context, p *model.Principal, req Cha
 	if err := s.store.CreateChannel(ctx, ch); err != nil {
 		return nil, err
 	}
+	s.settingsChanged(p.TenantID)
 	s.log.InfoContext(ctx, "notification channel created", "channel", ch.Name, "kind", ch.Kind, "target", hostOf(c.target(ch.Kind)), "by", p.Username)
 	return public(ch), nil
 }
@@ -82,6 +83,7 @@ func (s *Service) DeleteChannel(ctx context.Context, p *model.Principal, name st
 	if err := s.store.DeleteChannel(ctx, p.TenantID, name); err != nil {
 		return err
 	}
+	s.settingsChanged(p.TenantID)
 	s.log.InfoContext(ctx, "notification channel deleted", "channel", name, "by", p.Username)
 	return nil
 }
@@ -211,6 +213,7 @@ func (s *Service) PutSettings(ctx context.Context, p *model.Principal, st *model
 	if err := s.store.PutNotificationSettings(ctx, p.TenantID, st); err != nil {
 		return nil, err
 	}
+	s.settingsChanged(p.TenantID)
 	return s.Settings(ctx, p)
 }
 

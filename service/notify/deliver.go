@@ -90,7 +90,14 @@ func (s *Service) deliverChannel(ctx context.Context, key [2]string, now time.Ti
 	ch, err := s.store.GetChannel(ctx, tenant, name)
 	if err != nil {
 		if model.IsKind(err, model.ENOTFOUND) {
-			return false, time.Time{}, nil // deleted meanwhile: DeleteChannel failed its deliveries
+			// Deleted: DeleteChannel failed its deliveries, and these were written after it by a step that rendered
+			// from settings read before (the in-step cache); they fail the same way.
+			if n, err := s.store.FailChannelDeliveries(ctx, tenant, name); err != nil {
+				return false, time.Time{}, err
+			} else if n > 0 {
+				s.log.Warn("notify: deliveries to a deleted channel failed", "tenant", tenant, "channel", name, "count", n)
+			}
+			return false, time.Time{}, nil
 		}
 		return false, time.Time{}, err
 	}

@@ -109,6 +109,9 @@ type Options struct {
 	TLSConfig *tls.Config
 	// OnAttempt is called after each attempt was recorded (a test signal).
 	OnAttempt func(d *model.NotificationDelivery, r model.DeliveryResult)
+	// CacheTTL is how long the users and settings in-step notifications are rendered from are used after they
+	// were read (instep.go) [DefaultCacheTTL]; negative: every event goes through the outbox.
+	CacheTTL time.Duration
 }
 
 // Service is the notification service.
@@ -125,6 +128,8 @@ type Service struct {
 
 	mu      sync.Mutex
 	blocked map[[2]string]time.Time // channel → when its rate frees a slot (this replica's view)
+
+	cache *cache // what in-step notifications render from; nil: none are
 }
 
 // New returns the service, or an error naming the missing dependency.
@@ -169,8 +174,15 @@ func New(d Deps, opts Options) (*Service, error) {
 	}
 	tr := &transport{out: d.Outbound, http: d.Outbound.HTTPClient(noRedirects), now: opts.Clock.Now, timeout: opts.Timeout,
 		tlsConfig: opts.TLSConfig, userAgent: "Halley-Notify/1"}
-	return &Service{store: d.Store, links: d.Links, seal: newSealer(d.SecretKey), tr: tr, failures: d.Failures, opts: opts, clock: opts.Clock,
-		log: opts.Logger, wake: make(chan struct{}, 1), blocked: map[[2]string]time.Time{}}, nil
+	if opts.CacheTTL == 0 {
+		opts.CacheTTL = DefaultCacheTTL
+	}
+	s := &Service{store: d.Store, links: d.Links, seal: newSealer(d.SecretKey), tr: tr, failures: d.Failures, opts: opts, clock: opts.Clock,
+		log: opts.Logger, wake: make(chan struct{}, 1), blocked: map[[2]string]time.Time{}}
+	if opts.CacheTTL > 0 {
+		s.cache = newCache(opts.CacheTTL, opts.Clock.Now, s.load, opts.Logger.Warn)
+	}
+	return s, nil
 }
 
 // noRedirects: a robot or webhook that redirects is answered as it answered; following would send the
@@ -194,7 +206,9 @@ func (s *Service) Wants(_, event, _ string) bool {
 
 // eventPayload is what notify reads of an engine event's outbox row: these fields and nothing else.
 type eventPayload struct {
-	Event      string      `json:"event"`
+	Event string `json:"event"`
+	// Key names the event (model.StepEvent.Key); rows written from an event without one are keyed by the outbox row.
+	Key        string      `json:"key"`
 	At         time.Time   `json:"at"`
 	InstanceID string      `json:"instance_id"`
 	Template   string      `json:"template"`
@@ -252,7 +266,11 @@ func (s *Service) HandleEvents(ctx context.Context, items []model.OutboxItem) er
 			s.log.ErrorContext(ctx, "notify: unreadable event in the outbox; nobody is told of it", "seq", it.Seq, "event", ev, "err", err)
 			continue
 		}
-		notices = append(notices, s.noticesOf(it, ev, &p)...)
+		key := p.Key
+		if key == "" {
+			key = fmt.Sprintf("%d-%d", it.Seq, it.CreatedAt.UnixMicro())
+		}
+		notices = append(notices, s.noticesOf(key, it.TenantID, ev, &p)...)
 	}
 	if len(notices) == 0 {
 		return nil
@@ -267,9 +285,9 @@ func (s *Service) HandleEvents(ctx context.Context, items []model.OutboxItem) er
 	return nil
 }
 
-// noticesOf says who hears of one event.
-func (s *Service) noticesOf(it model.OutboxItem, ev string, p *eventPayload) []*notice {
-	base := notice{key: fmt.Sprintf("%d-%d", it.Seq, it.CreatedAt.UnixMicro()), event: engineEvents[ev], tenant: it.TenantID, at: p.At,
+// noticesOf says who hears of one event; key names the event (the same on the in-step and the outbox path).
+func (s *Service) noticesOf(key, tenant, ev string, p *eventPayload) []*notice {
+	base := notice{key: key, event: engineEvents[ev], tenant: tenant, at: p.At,
 		title: p.Title, step: p.NodeName, initiator: p.Initiator, actor: p.Actor,
 		titleI18n: p.TitleI18n, stepI18n: p.NodeI18n, templateI18n: p.TemplateI18n, templateName: p.TemplateName}
 	base.data = Data{Title: p.Title, Template: p.Template, InstanceID: p.InstanceID, Comment: p.Comment}
@@ -356,19 +374,9 @@ func (s *Service) write(ctx context.Context, notices []*notice) (int, int, error
 }
 
 func (s *Service) view(ctx context.Context, tenant string, ns []*notice) (*tenantView, map[string]*model.User, error) {
-	settings, err := s.store.NotificationSettings(ctx, tenant)
+	v, err := s.tenantView(ctx, tenant)
 	if err != nil {
 		return nil, nil, err
-	}
-	v := &tenantView{settings: settings, channels: map[string]*model.Channel{}}
-	if len(settings.Events) > 0 {
-		chs, err := s.store.ListChannels(ctx, tenant)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, c := range chs {
-			v.channels[c.Name] = c
-		}
 	}
 	var names []string
 	for _, n := range ns {
@@ -378,6 +386,44 @@ func (s *Service) view(ctx context.Context, tenant string, ns []*notice) (*tenan
 	users, err := s.store.Users(ctx, tenant, slices.Compact(names))
 	if err != nil {
 		return nil, nil, err
+	}
+	return v, users, nil
+}
+
+// tenantView reads the tenant's settings and, when they send anything through channels, its channels.
+func (s *Service) tenantView(ctx context.Context, tenant string) (*tenantView, error) {
+	settings, err := s.store.NotificationSettings(ctx, tenant)
+	if err != nil {
+		return nil, err
+	}
+	v := &tenantView{settings: settings, channels: map[string]*model.Channel{}}
+	if len(settings.Events) > 0 {
+		chs, err := s.store.ListChannels(ctx, tenant)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range chs {
+			v.channels[c.Name] = c
+		}
+	}
+	return v, nil
+}
+
+// load reads what the cache asks for: the tenant's view (when view) and the users named.
+func (s *Service) load(ctx context.Context, tenant string, names []string, view bool) (*tenantView, map[string]*model.User, error) {
+	var v *tenantView
+	if view {
+		var err error
+		if v, err = s.tenantView(ctx, tenant); err != nil {
+			return nil, nil, err
+		}
+	}
+	users := map[string]*model.User{}
+	if len(names) > 0 {
+		var err error
+		if users, err = s.store.Users(ctx, tenant, names); err != nil {
+			return nil, nil, err
+		}
 	}
 	return v, users, nil
 }

@@ -75,6 +75,24 @@ var _ model.IdentityStore = (*Store)(nil)
 // CreateUser inserts a user, with a new account id, and its role index rows in one transaction; see
 // model.IdentityStore.
 func (s *Store) CreateUser(ctx context.Context, u *model.User) error {
+	err := s.createUser(ctx, u)
+	if err == nil {
+		s.userChanged(u.TenantID, u.Username)
+	}
+	return err
+}
+
+// OnUserChange has fn called after a user was created, changed or deleted through this store (a cache of users
+// forgets the user: notify's in-step notifications). One fn; set it before serving.
+func (s *Store) OnUserChange(fn func(tenant, username string)) { s.userHook.Store(&fn) }
+
+func (s *Store) userChanged(tenant, username string) {
+	if fn := s.userHook.Load(); fn != nil {
+		(*fn)(tenant, username)
+	}
+}
+
+func (s *Store) createUser(ctx context.Context, u *model.User) error {
 	if u.TenantID == "" {
 		u.TenantID = model.DefaultTenant
 	}
@@ -217,6 +235,14 @@ func (s *Store) checkNotLastAdmin(tx *gorm.DB, tenant, username string, admins [
 // UpdateUser changes a user under lock; see model.IdentityStore. A change that ends the user's sessions
 // (model.RevokesTokens) bumps token_version in the same write.
 func (s *Store) UpdateUser(ctx context.Context, tenant, username string, fn func(u *model.User) error) (*model.User, error) {
+	u, err := s.updateUser(ctx, tenant, username, fn)
+	if err == nil {
+		s.userChanged(tenant, username)
+	}
+	return u, err
+}
+
+func (s *Store) updateUser(ctx context.Context, tenant, username string, fn func(u *model.User) error) (*model.User, error) {
 	var out *model.User
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		admins, err := s.lockAdmins(tx, tenant)
@@ -277,6 +303,14 @@ func (s *Store) UpdateUser(ctx context.Context, tenant, username string, fn func
 
 // DeleteUser deletes a user; see model.IdentityStore.
 func (s *Store) DeleteUser(ctx context.Context, tenant, username string) (*model.User, error) {
+	u, err := s.deleteUser(ctx, tenant, username)
+	if err == nil {
+		s.userChanged(tenant, username)
+	}
+	return u, err
+}
+
+func (s *Store) deleteUser(ctx context.Context, tenant, username string) (*model.User, error) {
 	var out *model.User
 	err := s.inTx(ctx, func(tx *gorm.DB) error {
 		admins, err := s.lockAdmins(tx, tenant)

@@ -652,6 +652,10 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		nRun      int
 		outbox    []any
 		nOut      int
+		notes     []any
+		nNote     int
+		notesOut  []any
+		nNoteOut  int
 		fences    []*model.IdempotencyFence
 		fenceArgs []any
 		audits    []any
@@ -737,6 +741,14 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			outbox = append(outbox, o.TenantID, o.Kind, o.Ref, p, now)
 			nOut++
 		}
+		for _, n := range w.Notifications {
+			notes = append(notes, notificationArgs(n)...)
+			nNote++
+		}
+		for _, d := range w.NotificationDeliveries {
+			notesOut = append(notesOut, deliveryArgs(d)...)
+			nNoteOut++
+		}
 	}
 	if len(changed) > 0 {
 		// Changed tasks (of locked instances) in one upsert, as for the instance rows, and the new tasks in the
@@ -798,6 +810,12 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	}
 	if nOut > 0 {
 		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
+	}
+	if nNote > 0 {
+		b.addRows("INSERT INTO notifications ("+notificationCols+")", notificationColsN, ignoreDuplicates(s.dialect), notes)
+	}
+	if nNoteOut > 0 {
+		b.addRows("INSERT INTO notification_deliveries ("+deliveryCols+")", deliveryColsN, ignoreDuplicates(s.dialect), notesOut)
 	}
 	if nRelease > 0 {
 		// The correlation ids of instances that ended are free again (after the claims: an instance may start

@@ -164,13 +164,39 @@ func (s *Store) DeleteChannel(ctx context.Context, tenant, name string) error {
 		if err := tx.Where("tenant_id = ? AND name = ?", tenant, name).Delete(&channelRow{}).Error; err != nil {
 			return fmt.Errorf("store: unable to delete channel %s: %w", name, err)
 		}
-		now := s.now()
-		if err := tx.Model(&notifyDeliveryRow{}).Where("tenant_id = ? AND channel = ? AND status = ?", tenant, name, model.DeliveryPending).
-			Updates(map[string]any{"status": model.DeliveryFailed, "last_error": "the channel was deleted", "finished_at": now, "next_attempt_at": now}).Error; err != nil {
-			return fmt.Errorf("store: unable to fail the deliveries of channel %s: %w", name, err)
+		if _, err := s.failDeliveries(tx, tenant, name); err != nil {
+			return err
 		}
 		return s.auditIn(ctx, tx, r.toModel().AuditState(), nil)
 	})
+}
+
+func (s *Store) failDeliveries(tx *gorm.DB, tenant, name string) (int64, error) {
+	now := s.now()
+	res := tx.Model(&notifyDeliveryRow{}).Where("tenant_id = ? AND channel = ? AND status = ?", tenant, name, model.DeliveryPending).
+		Updates(map[string]any{"status": model.DeliveryFailed, "last_error": "the channel was deleted", "finished_at": now, "next_attempt_at": now})
+	if res.Error != nil {
+		return 0, fmt.Errorf("store: unable to fail the deliveries of channel %s: %w", name, res.Error)
+	}
+	return res.RowsAffected, nil
+}
+
+// FailChannelDeliveries implements model.NotifyStore.
+func (s *Store) FailChannelDeliveries(ctx context.Context, tenant, name string) (int64, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *gorm.DB) error {
+		var rows []channelRow
+		if err := tx.Clauses(s.lockClause()...).Where("tenant_id = ? AND name = ?", tenant, name).Limit(1).Find(&rows).Error; err != nil {
+			return fmt.Errorf("store: unable to read channel %s: %w", name, err)
+		}
+		if len(rows) > 0 {
+			return nil // it exists (again): its deliveries are sent
+		}
+		var err error
+		n, err = s.failDeliveries(tx, tenant, name)
+		return err
+	})
+	return n, err
 }
 
 // NotificationSettings returns the tenant's settings; zero settings when none were saved.
@@ -262,6 +288,29 @@ func (s *Store) AddNotificationDeliveries(ctx context.Context, ds []*model.Notif
 			LastError: d.LastError, NextAttemptAt: next.UTC(), CreatedAt: d.CreatedAt.UTC(), LastAttemptAt: utcPtr(d.LastAttemptAt), FinishedAt: utcPtr(d.FinishedAt)}
 	}
 	return s.insertNew(ctx, &rows, len(rows))
+}
+
+// The columns of a notification and a delivery row as a step writes them (writeWorks), in the order of
+// notificationArgs and deliveryArgs.
+const (
+	notificationCols  = "id, tenant_id, username, dedupe_key, event, instance_id, task_id, title, node_name, message, link, created_at, read_at"
+	notificationColsN = 13
+	deliveryCols      = "id, tenant_id, channel, kind, recipient, dedupe_key, event, instance_id, task_id, message, status, attempts, last_error, " +
+		"next_attempt_at, created_at, last_attempt_at, finished_at"
+	deliveryColsN = 17
+)
+
+func notificationArgs(n *model.Notification) []any {
+	return []any{n.ID, n.TenantID, n.Username, n.Key, n.Event, n.InstanceID, n.TaskID, n.Title, n.NodeName, n.Message, n.Link, n.At.UTC(), utcPtr(n.ReadAt)}
+}
+
+func deliveryArgs(d *model.NotificationDelivery) []any {
+	next := d.CreatedAt
+	if d.NextAttemptAt != nil {
+		next = *d.NextAttemptAt
+	}
+	return []any{d.ID, d.TenantID, d.Channel, d.Kind, d.Recipient, d.Key, d.Event, d.InstanceID, d.TaskID, string(d.Message), d.Status, d.Attempts,
+		d.LastError, next.UTC(), d.CreatedAt.UTC(), utcPtr(d.LastAttemptAt), utcPtr(d.FinishedAt)}
 }
 
 // insertNew inserts rows, leaving out those whose unique key exists (a re-dispatched outbox batch), in the

@@ -184,6 +184,15 @@ func upsertSuffix(dialect string, cols ...string) string {
 	return sb.String()
 }
 
+// ignoreDuplicates makes an INSERT leave out the rows whose unique key exists (and only those: unlike INSERT
+// IGNORE, every other error still fails it).
+func ignoreDuplicates(dialect string) string {
+	if dialect == MySQL {
+		return " ON DUPLICATE KEY UPDATE id = id"
+	}
+	return " ON CONFLICT DO NOTHING"
+}
+
 func strArgs(ss []string) []any {
 	out := make([]any, len(ss))
 	for i, s := range ss {

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/glebarez/sqlite"
@@ -62,6 +63,7 @@ type Store struct {
 	stepSlots chan struct{}
 	log       *slog.Logger
 	now       func() time.Time
+	userHook  atomic.Pointer[func(tenant, username string)] // OnUserChange
 }
 
 // Open connects (creating the SQLite file and its folder when needed), tunes the pool and pings. While the

@@ -82,7 +82,10 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	notifier, errNotify := notify.New(notify.Deps{Store: st, Links: notify.WebLinks(cfg.PublicURL), Outbound: out,
 		SecretKey: derive(cfg, "notification-channel"), Failures: metrics}, notify.Options{Logger: lg, Timeout: cfg.NotifyTimeout}) // in-app notifications, mail and IM channels
 	arm, cancelTimers := timerOutbox(sched)
-	children := &subprocess.Later{} // the engine, once built: a child's end resumes its parent through the outbox
+	children := &subprocess.Later{}       // the engine, once built: a child's end resumes its parent through the outbox
+	st.OnUserChange(notifier.UserChanged) // in-step notifications render from cached users: a change here is seen at once
+	// Events go to the subscriptions through the outbox; the notifications write theirs in the step (InStep) and
+	// read from the outbox the events they could not take there (the outbox hands every event row to both).
 	handlers := outbox.Handlers{model.OutboxEvent: outbox.All(subs.OutboxHandler(), notifier.HandleEvents),
 		model.OutboxTimerArm: arm, model.OutboxTimerCancel: cancelTimers, model.OutboxPluginRun: wake(executor)}
 	maps.Copy(handlers, subprocess.Handlers(children))
@@ -92,7 +95,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	templates := template.New(st, template.Options{Clock: clk, Publishers: []template.Publisher{publisher, subprocess.NewChecker(st)}, SecretKey: derive(cfg, "trigger-secret")})
 	people, errRules := rules.New(rules.Deps{Directory: st, Delegations: st}, rules.Options{Clock: clk, Logger: lg}) // who decides a node; delegations
 	endBus, errEnds := instanceEnds(cfg, rdb, lg)                                                                    // a sync start waiting here hears of an end on another replica
-	eng, errEngine := engine.New(engine.Deps{Store: st, Ends: endBus.engine(), Templates: templates, Directory: st, Rules: people, Events: eventSinks{subs, notifier}, Outbox: disp, PluginFiles: pluginFiles,
+	eng, errEngine := engine.New(engine.Deps{Store: st, Ends: endBus.engine(), Templates: templates, Directory: st, Rules: people, Events: subs, InStep: notifier, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: stepObserver(metrics, tr)})
 	if errEngine == nil {
 		children.Set(eng)
@@ -380,19 +383,6 @@ func timerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
 		return s.Cancel(ctx, ids...)
 	}
 	return arm, cancel
-}
-
-// eventSinks want an event when any of them does: the engine writes an event row for the subscriptions and the
-// notifications alike, and the outbox hands it to both (outbox.All).
-type eventSinks []engine.EventSink
-
-func (s eventSinks) Wants(tenant, event, template string) bool {
-	for _, x := range s {
-		if x.Wants(tenant, event, template) {
-			return true
-		}
-	}
-	return false
 }
 
 // metricsRefresh is how often one replica refreshes the query gauges (instances by status, outbox backlog,

@@ -53,7 +53,7 @@ func Deps(t testing.TB, st engine.Store, tpl *template.Service, dir engine.Direc
 	if err != nil {
 		t.Fatal(err)
 	}
-	return engine.Deps{Store: st, Templates: tpl, Directory: dir, Rules: Rules(t, st, dir, rules.Options{}), Events: NoEvents{}, Outbox: Nobody{},
+	return engine.Deps{Store: st, Templates: tpl, Directory: dir, Rules: Rules(t, st, dir, rules.Options{}), Events: NoEvents{}, InStep: engine.NoInStep, Outbox: Nobody{},
 		PluginFiles: files, Executor: engine.NoExecutor, URLs: URLs{}}
 }
 
