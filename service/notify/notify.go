@@ -2,11 +2,13 @@
 // every user, and messages through the channels an admin configures (mail over SMTP, DingTalk, Feishu and WeCom
 // group robots, a generic signed webhook).
 //
-// It is fed by the engine's outbox: the engine writes an event row in the step's transaction (it asks Wants), the
-// dispatcher hands committed rows to HandleEvents, which — in the dispatch's transaction — writes each recipient's
-// in-app notification and one delivery per channel the tenant's settings name, rendered in the recipient's
-// language. A step that rolls back wrote no row; a crash before the dispatch leaves the row for the next one; a
-// re-dispatched row adds nothing (every row has a unique key). The delivery loop (Run) sends due deliveries
+// It is fed by the engine's steps: the engine hands it the events it wants (Wants) within the step, and Take adds
+// each recipient's in-app notification and one delivery per channel the tenant's settings name, rendered in the
+// recipient's language, to the step's work (instep.go). An event it cannot render there (the users or settings are
+// not cached) goes to the outbox as an event row; the dispatcher hands committed rows to HandleEvents, which writes
+// the same rows in the dispatch's transaction. A step that rolls back wrote no row; a crash before the dispatch
+// leaves the row for the next one; rows are keyed by the event, so a re-dispatched row, or an event handled on both
+// paths, adds nothing. The delivery loop (Run) sends due deliveries
 // through the channels, within each channel's rate (across replicas), with retries and back-off, and keeps a
 // delivery log. An event name and its payload are all it reads (see eventPayload).
 package notify
