@@ -792,7 +792,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	}
 	// Cancelled after the inserts: a timer may be armed and cancelled in one step.
 	if len(cancelT) > 0 {
-		b.add("UPDATE "+useIndex(s.dialect, "timers", "idx_timers_node")+" SET status = CASE WHEN status = ? THEN ? ELSE status END WHERE node_instance_id IN ("+placeholders(len(cancelT))+")",
+		b.add("UPDATE "+useIndex(s.dialect, "timers", "idx_timers_of_node")+" SET status = CASE WHEN status = ? THEN ? ELSE status END WHERE node_instance_id IN ("+placeholders(len(cancelT))+")",
 			append([]any{model.TimerPending, model.TimerCancelled}, strArgs(cancelT)...)...)
 	}
 	if len(firedT) > 0 {

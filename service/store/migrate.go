@@ -78,15 +78,19 @@ var (
 	tableOptions = regexp.MustCompile(`(?s)\)\s*ENGINE=[^;]*$`)
 	autoIncPK    = regexp.MustCompile(`(?i)BIGINT\s+NOT\s+NULL\s+AUTO_INCREMENT\s+PRIMARY\s+KEY`)
 	datetime6    = regexp.MustCompile(`(?i)\bDATETIME\(\d\)`)
+	dropIndexOn  = regexp.MustCompile(`(?is)^(\s*DROP\s+INDEX\s+\w+)\s+ON\s+\w+\s*$`)
 )
 
 // ToSQLite derives the SQLite form of a MySQL migration statement: table options go, AUTO_INCREMENT keys become
-// SQLite's rowid alias, DATETIME(6) becomes DATETIME (the driver parses times by that exact declared type). The migrations are written in the subset where these are the only differences, and
-// TestSchemasMatch proves both databases end up with the same tables, columns and indexes.
+// SQLite's rowid alias, DATETIME(6) becomes DATETIME (the driver parses times by that exact declared type), and
+// "DROP INDEX name ON table" loses its table (SQLite's index names are per database). The migrations are written in
+// the subset where these are the only differences, and TestSchemasMatch proves both databases end up with the same
+// tables, columns and indexes.
 func ToSQLite(stmt string) string {
 	stmt = tableOptions.ReplaceAllString(stmt, ")")
 	stmt = autoIncPK.ReplaceAllString(stmt, "INTEGER PRIMARY KEY AUTOINCREMENT")
 	stmt = datetime6.ReplaceAllString(stmt, "DATETIME")
+	stmt = dropIndexOn.ReplaceAllString(stmt, "$1")
 	return stmt
 }
 

@@ -70,6 +70,15 @@ func TestToSQLite(t *testing.T) {
 	if got := store.ToSQLite(in); got != want {
 		t.Fatalf("ToSQLite:\n%s\nwant\n%s", got, want)
 	}
+	for in, want := range map[string]string{
+		"DROP INDEX idx_a ON bookmarks":       "DROP INDEX idx_a",
+		"drop index idx_a\n  on bookmarks":    "drop index idx_a",
+		"CREATE INDEX idx_a ON bookmarks (a)": "CREATE INDEX idx_a ON bookmarks (a)",
+	} {
+		if got := store.ToSQLite(in); got != want {
+			t.Errorf("ToSQLite(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
 
 // TestSchemasMatch proves the SQLite schema derived from the MySQL migrations has the same tables, columns
