@@ -40,6 +40,7 @@ type Config struct {
 	RedisCheckInterval time.Duration
 	TimerLinger        time.Duration
 	TimerShards        int
+	TimerPartial       int
 	AdminPassword      string
 	Secret             string
 	LogLevel           string
@@ -178,6 +179,7 @@ var settings = []Setting{
 		c.TimerLinger = d
 		return nil
 	}},
+	{"HALLEY_TIMER_PARTIAL_HANDLERS", "timer_partial_handlers", "2", "Handlers that may fire partial batches of due timers (fewer than a full batch of 256) at once, of the 8 per replica: while that many run, the next pop waits for one of them, so that timers falling due one after another are fired several per transaction. A backlog (full batches) uses all 8. 8 turns the limit off (docs/scheduler.md).", intSetter(func(c *Config, n int64) { c.TimerPartial = int(n) }, 1, 8)},
 	{"HALLEY_TIMER_SHARDS", "timer_shards", "1", "Sorted sets the Redis timer index is split into, each under its own hash tag, so that a Redis Cluster spreads the timers over its masters (e.g. 8 to 16 for 3 masters); every replica pops every shard. 1 on a single Redis. Changing it across a restart loses no timer (docs/scheduler.md).", intSetter(func(c *Config, n int64) { c.TimerShards = int(n) }, 1, scheduler.MaxShards)},
 	{"HALLEY_ADMIN_PASSWORD", "admin_password", "admin", "Password of user admin, created on first start when no user exists (the default logs a loud warning, and admin must choose a new password at the first sign-in).", func(c *Config, v string) error {
 		if v == "" || len(v) > 72 {

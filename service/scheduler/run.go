@@ -32,7 +32,10 @@ type loop struct {
 	h    Handler
 	log  *slog.Logger
 	sem  chan struct{}
-	wg   sync.WaitGroup
+	// partial holds a token for each handler running a partial batch (Options.PartialHandlers); nil when they may
+	// take every handler.
+	partial chan struct{}
+	wg      sync.WaitGroup
 }
 
 func runLoop(ctx context.Context, b backend, opts Options, wake *waker, closed <-chan struct{}, h Handler) error {
@@ -49,6 +52,9 @@ func runLoop(ctx context.Context, b backend, opts Options, wake *waker, closed <
 		}
 	}()
 	l := &loop{b: b, opts: opts, wake: wake, h: h, log: opts.Logger, sem: make(chan struct{}, opts.Concurrency)}
+	if opts.PartialHandlers < opts.Concurrency {
+		l.partial = make(chan struct{}, opts.PartialHandlers)
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
@@ -63,6 +69,12 @@ func runLoop(ctx context.Context, b backend, opts Options, wake *waker, closed <
 
 // popper pops batches as long as timers are due and a handler slot is free, then sleeps until the earliest due
 // timer, MaxIdle, or a wake-up, whichever comes first.
+//
+// After a partial batch (fewer than BatchSize timers: the popper took all that was due) it pops again only once
+// fewer than PartialHandlers partial batches are being handled: timers falling due one by one then gather while
+// the handlers work instead of each starting a transaction of its own, and a timer waits at most for one handler
+// to finish. After a full batch, or a pop that left timers due (a backlog), it pops again at once, into any free
+// handler.
 func (l *loop) popper(ctx context.Context) {
 	var timer clock.Timer // made on the first sleep, so a parked loop is visible on a fake clock
 	defer func() {
@@ -71,6 +83,7 @@ func (l *loop) popper(ctx context.Context) {
 		}
 	}()
 	var failures int
+	backlog := false // the last pop took a full batch or left timers due (a pop of one shard among several)
 	for {
 		wakeCh := l.wake.wait()
 		select {
@@ -78,9 +91,24 @@ func (l *loop) popper(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		}
+		token := false // this pop holds a partial-batch token
+		if l.partial != nil && !backlog {
+			select {
+			case l.partial <- struct{}{}:
+				token = true
+			case <-ctx.Done():
+				<-l.sem
+				return
+			}
+		}
 		now := l.opts.Clock.Now()
 		deadline := now.Add(l.opts.LeaseTimeout).UnixMilli()
 		batch, next, err := l.b.pop(ctx, now.UnixMilli(), l.opts.BatchSize, deadline)
+		full := err == nil && len(batch) == l.opts.BatchSize
+		if token && (full || len(batch) == 0) {
+			<-l.partial // a full batch, or none: no partial batch to count
+			token = false
+		}
 		if err != nil {
 			<-l.sem
 			if ctx.Err() != nil {
@@ -95,14 +123,30 @@ func (l *loop) popper(ctx context.Context) {
 			continue
 		}
 		failures = 0
+		moreDue := next >= 0 && next <= now.UnixMilli()
+		backlog = full || moreDue
 		if len(batch) > 0 {
+			if l.partial != nil && !full && !token {
+				// A partial batch popped without waiting (after a full one, or with more due): counted if a token
+				// is free, run anyway if not.
+				select {
+				case l.partial <- struct{}{}:
+					token = true
+				default:
+				}
+			}
 			l.wg.Add(1)
-			go func() {
+			go func(token bool) {
 				defer l.wg.Done()
-				defer func() { <-l.sem }()
+				defer func() {
+					if token {
+						<-l.partial
+					}
+					<-l.sem
+				}()
 				l.handle(ctx, batch, deadline)
-			}()
-			if len(batch) == l.opts.BatchSize {
+			}(token)
+			if full {
 				continue // a full batch: more may be due right now
 			}
 		} else {
@@ -116,7 +160,6 @@ func (l *loop) popper(ctx context.Context) {
 		// Linger only when nothing more is due now: a pop that took less than a batch while timers are still
 		// due (next <= now: a pop of one shard among several, a pop cut short) goes round at once, or the linger
 		// would hold a backlog to one partial batch per Linger.
-		moreDue := next >= 0 && next <= now.UnixMilli()
 		if len(batch) > 0 && l.opts.Linger > 0 && !moreDue && until.Before(now.Add(l.opts.Linger)) {
 			until = now.Add(l.opts.Linger) // let the next ones gather into one batch; a wake-up would undo it
 			wake = nil

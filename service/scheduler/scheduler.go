@@ -89,7 +89,13 @@ type Options struct {
 	// several instead of one each — at the price of up to Linger of lateness, and only while they fall due more
 	// often than every Linger.
 	Linger time.Duration
-	Logger *slog.Logger // default slog.Default()
+	// PartialHandlers is how many handlers may run partial batches (fewer than BatchSize timers) at once (default
+	// 2; negative: as many as Concurrency). While that many are running, the next pop waits for one of them to
+	// finish, and the timers falling due meanwhile gather into its batch. Timers falling due one by one at a high
+	// rate are then fired several per transaction with no added wait when the handlers keep up, and a backlog
+	// (full batches) still uses every handler. See docs/scheduler.md "The popper".
+	PartialHandlers int
+	Logger          *slog.Logger // default slog.Default()
 	// Shards is how many shards the Redis scheduler splits its timers over (HALLEY_TIMER_SHARDS): default 1, at most
 	// MaxShards. The in-process heap has one.
 	Shards int
@@ -102,6 +108,7 @@ const (
 	defaultBatchSize    = 256
 	maxBatchSize        = 4096
 	defaultConcurrency  = 8
+	defaultPartial      = 2
 	defaultLeaseTimeout = 30 * time.Second
 	defaultMaxIdle      = time.Second
 	// chunkSize bounds how many timers one Lua script call touches, so that a
@@ -124,6 +131,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Concurrency <= 0 {
 		o.Concurrency = defaultConcurrency
+	}
+	if o.PartialHandlers == 0 {
+		o.PartialHandlers = defaultPartial
+	}
+	if o.PartialHandlers < 0 || o.PartialHandlers > o.Concurrency {
+		o.PartialHandlers = o.Concurrency
 	}
 	if o.LeaseTimeout <= 0 {
 		o.LeaseTimeout = defaultLeaseTimeout

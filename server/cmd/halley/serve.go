@@ -168,7 +168,7 @@ func closeRedis(rdb redis.UniversalClient) {
 // newScheduler is the timer index: the Redis sorted set when Redis is configured (shared by every replica), else
 // an in-process heap.
 func newScheduler(cfg *config.Config, rdb redis.UniversalClient, clk clock.Clock, lg *slog.Logger) (scheduler.Scheduler, error) {
-	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, Logger: lg, Shards: cfg.TimerShards}
+	opts := scheduler.Options{Clock: clk, Linger: cfg.TimerLinger, PartialHandlers: cfg.TimerPartial, Logger: lg, Shards: cfg.TimerShards}
 	if rdb != nil {
 		return scheduler.NewRedis(rdb, cfg.RedisPrefix, opts)
 	}
