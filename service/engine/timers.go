@@ -29,6 +29,10 @@ var _ scheduler.TimerHandler = (*Engine)(nil)
 // back to firing each of its timers alone.
 func (e *Engine) FireTimers(ctx context.Context, timers []*model.Timer) []error {
 	ctx = model.ForTimerFiring(ctx) // on the connections the store keeps for timers
+	if e.group != nil {
+		e.group.firing.Add(1) // step groups yield while timers fire (group.go)
+		defer e.group.firing.Add(-1)
+	}
 	errs := make([]error, len(timers))
 	fires := make([]timerFire, 0, len(timers))
 	for i, t := range timers {
