@@ -56,6 +56,7 @@ const (
 	diskWarnBytes     = 1 << 30   // 1 GiB free
 	diskFailBytes     = 100 << 20 // 100 MiB free
 	bufferPoolWarn    = 512 << 20
+	redoWarnCap       = 1 << 30 // the redo log is too small below min(buffer pool / 4, 1 GiB)
 	redisLatencyWarn  = 20 * time.Millisecond
 	redisLatencyPings = 10
 )
@@ -234,7 +235,7 @@ func mysqlVars(ctx context.Context, st *store.Store, names ...string) map[string
 
 func (d *doctor) mysql(ctx context.Context, st *store.Store) {
 	v := mysqlVars(ctx, st, "version", "version_comment", "session.transaction_isolation", "session.tx_isolation", "global.max_connections",
-		"global.innodb_buffer_pool_size", "session.sql_mode", "session.time_zone", "global.time_zone", "system_time_zone",
+		"global.innodb_buffer_pool_size", "global.innodb_log_file_size", "global.innodb_log_files_in_group", "global.innodb_redo_log_capacity", "session.sql_mode", "session.time_zone", "global.time_zone", "system_time_zone",
 		"character_set_server", "character_set_database", "collation_database", "session.character_set_connection")
 	d.add("database", checkOK, "", "MySQL/MariaDB %s (%s)", v["version"], v["version_comment"])
 
@@ -275,6 +276,13 @@ func (d *doctor) mysql(ctx context.Context, st *store.Store) {
 				"%s, the default-sized buffer pool: the working set will not stay in memory", humanBytes(bp))
 		} else {
 			d.add("innodb_buffer_pool_size", checkOK, "", "%s", humanBytes(bp))
+		}
+	}
+
+	if bp, err := strconv.ParseUint(v["global.innodb_buffer_pool_size"], 10, 64); err == nil {
+		if redo := redoLogSize(v); redo > 0 {
+			status, fix, detail := redoCheck(bp, redo)
+			d.add("innodb redo log", status, fix, "%s", detail)
 		}
 	}
 
@@ -707,6 +715,35 @@ func writable(dir string) error {
 	name := f.Name()
 	_ = f.Close() // empty: created only to see that it may be
 	return os.Remove(name)
+}
+
+// redoLogSize is the server's redo log capacity: innodb_redo_log_capacity (MySQL 8.0.30+), else
+// innodb_log_file_size × innodb_log_files_in_group (one file on MariaDB 10.5+); 0 when unknown.
+func redoLogSize(v map[string]string) uint64 {
+	if c, err := strconv.ParseUint(v["global.innodb_redo_log_capacity"], 10, 64); err == nil && c > 0 {
+		return c
+	}
+	size, err := strconv.ParseUint(v["global.innodb_log_file_size"], 10, 64)
+	if err != nil {
+		return 0
+	}
+	if files, err := strconv.ParseUint(v["global.innodb_log_files_in_group"], 10, 64); err == nil && files > 1 {
+		size *= files
+	}
+	return size
+}
+
+// redoCheck judges the redo log against the buffer pool. InnoDB writes a changed page back before the redo
+// since its last checkpoint fills (~85 % of the log): with a log much smaller than the pool, a steady write load
+// over many rows (a million instances whose timers fire) has every changed page written back within seconds,
+// where a larger log lets a page take many changes per write.
+func redoCheck(bufferPool, redo uint64) (status, fix, detail string) {
+	want := min(bufferPool/4, uint64(redoWarnCap))
+	if redo < want {
+		return checkWarn, fmt.Sprintf("raise the redo log to at least %s (MariaDB 10.9+: SET GLOBAL innodb_log_file_size = %d, and in the server's configuration; MySQL 8.0.30+: innodb_redo_log_capacity)", humanBytes(want), want),
+			fmt.Sprintf("%s for a %s buffer pool: under a steady write load InnoDB writes changed pages back to keep within the redo log instead of gathering changes in memory", humanBytes(redo), humanBytes(bufferPool))
+	}
+	return checkOK, "", fmt.Sprintf("%s for a %s buffer pool", humanBytes(redo), humanBytes(bufferPool))
 }
 
 func humanBytes(n uint64) string {

@@ -148,7 +148,7 @@ func TestDoctorMySQLRedis(t *testing.T) {
 	wantCheck(t, checks, "character set", checkOK, "utf8mb4")
 	wantCheck(t, checks, "redis", checkOK, "Redis ")
 	wantCheck(t, checks, "redis latency", checkOK, "PINGs")
-	for _, name := range []string{"isolation level", "max_connections", "innodb_buffer_pool_size", "sql_mode", "time_zone", "redis persistence", "redis maxmemory-policy"} {
+	for _, name := range []string{"isolation level", "max_connections", "innodb_buffer_pool_size", "innodb redo log", "sql_mode", "time_zone", "redis persistence", "redis maxmemory-policy"} {
 		if _, ok := checks[name]; !ok {
 			t.Fatalf("no check %q", name)
 		}
@@ -259,6 +259,41 @@ func TestDoctorRedisCluster(t *testing.T) {
 	for _, addr := range target.Cluster.Addrs {
 		if !strings.Contains(c.Found, addr+": ") {
 			t.Fatalf("master %s not named: %q", addr, c.Found)
+		}
+	}
+}
+
+// TestDoctorRedoLog: the redo log is a WARN below a quarter of the buffer pool (at most 1 GiB asked), with the
+// size to set; the MySQL 8 capacity wins over the file size, and MySQL 5.7's files multiply it.
+func TestDoctorRedoLog(t *testing.T) {
+	const mib, gib = 1 << 20, 1 << 30
+	for _, c := range []struct {
+		bp, redo uint64
+		want     string
+		fix      string
+	}{
+		{128 * mib, 96 * mib, checkOK, ""},           // MariaDB's defaults
+		{8 * gib, 96 * mib, checkWarn, "1.0 GiB"},    // a big pool beside the default log
+		{8 * gib, 1 * gib, checkOK, ""},              // 1 GiB is enough for any pool
+		{2 * gib, 256 * mib, checkWarn, "512.0 MiB"}, // a quarter of the pool
+		{2 * gib, 512 * mib, checkOK, ""},
+	} {
+		status, fix, detail := redoCheck(c.bp, c.redo)
+		if status != c.want || !strings.Contains(fix, c.fix) || !strings.Contains(detail, humanBytes(c.redo)) {
+			t.Errorf("pool %s, redo %s: %s %q %q; want %s with %q", humanBytes(c.bp), humanBytes(c.redo), status, fix, detail, c.want, c.fix)
+		}
+	}
+	for _, c := range []struct {
+		v    map[string]string
+		want uint64
+	}{
+		{map[string]string{"global.innodb_log_file_size": "100663296"}, 100663296},
+		{map[string]string{"global.innodb_log_file_size": "50331648", "global.innodb_log_files_in_group": "2"}, 100663296},
+		{map[string]string{"global.innodb_log_file_size": "50331648", "global.innodb_redo_log_capacity": "104857600"}, 104857600},
+		{map[string]string{}, 0},
+	} {
+		if got := redoLogSize(c.v); got != c.want {
+			t.Errorf("redoLogSize(%v) = %d, want %d", c.v, got, c.want)
 		}
 	}
 }
