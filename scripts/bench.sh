@@ -246,6 +246,10 @@ suite() { # name limit-seconds args...
 	else
 		log "suite $name FAILED with status $rc (see $OUT/$name.stderr)"
 		status=1
+		# A suite stopped at its time limit may still have reported what it measured (timers: "interrupted").
+		if tail -n 1 "$OUT/$name.out" | grep -q '^{'; then
+			tail -n 1 "$OUT/$name.out" >"$OUT/$name.json"
+		fi
 	fi
 	pprof_top "$OUT/$name.cpu.pprof"
 }

@@ -87,6 +87,9 @@ type TimersFigures struct {
 	Machine      *Machine           `json:"machine"`
 	TotalS       float64            `json:"total_s"`
 	TimedOut     bool               `json:"settle_timed_out"`
+	// Interrupted: the suite was stopped (its time limit, Ctrl-C) after arming, before every timer fired or the
+	// settle ended; the figures are those of the timers that had fired by then, and the rest count as pending.
+	Interrupted bool `json:"interrupted,omitempty"`
 }
 
 type timersConfig struct {
@@ -451,7 +454,13 @@ func timersSuite(ctx context.Context, tc timersConfig, stdout, stderr io.Writer)
 		sleepCtx(ctx, poll)
 	}
 	if ctx.Err() != nil {
-		return ctx.Err()
+		// Stopped while the timers fire (the suite's time limit, Ctrl-C): report what fired so far rather than
+		// nothing. bench.sh kills the suite 30 s after its TERM, so the report's reads get 25 s.
+		f.Interrupted, f.TimedOut = true, true
+		fmt.Fprintln(stderr, "timers: stopped before every timer fired; reporting the timers fired so far")
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), 25*time.Second)
+		defer cancel()
 	}
 	fireCPU := fireMeter.stop(0)
 	fireStatusEnd, _ := globalStatus(ctx, db)
@@ -824,7 +833,10 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 				x.what, x.p["Questions"], x.p["Com_commit"], x.p["Com_rollback"], x.p["Innodb_deadlocks"], x.p["Innodb_buffer_pool_reads"]))
 		}
 	}
-	if f.TimedOut {
+	switch {
+	case f.Interrupted:
+		s = append(s, "  WARNING: the suite was stopped before every timer fired (its time limit): pending timers count as lost")
+	case f.TimedOut:
 		s = append(s, fmt.Sprintf("  WARNING: timers were still pending %s after the last due time", tc.settle))
 	}
 	if l := f.Load; l != nil {
