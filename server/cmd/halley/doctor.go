@@ -741,9 +741,9 @@ func redoCheck(bufferPool, redo uint64) (status, fix, detail string) {
 	want := min(bufferPool/4, uint64(redoWarnCap))
 	if redo < want {
 		return checkWarn, fmt.Sprintf("raise the redo log to at least %s (MariaDB 10.9+: SET GLOBAL innodb_log_file_size = %d, and in the server's configuration; MySQL 8.0.30+: innodb_redo_log_capacity)", humanBytes(want), want),
-			fmt.Sprintf("%s for a %s buffer pool: under a steady write load InnoDB writes changed pages back to keep within the redo log instead of gathering changes in memory", humanBytes(redo), humanBytes(bufferPool))
+			fmt.Sprintf("%s beside a buffer pool of %s: under a steady write load InnoDB writes changed pages back to keep within the redo log instead of gathering changes in memory", humanBytes(redo), humanBytes(bufferPool))
 	}
-	return checkOK, "", fmt.Sprintf("%s for a %s buffer pool", humanBytes(redo), humanBytes(bufferPool))
+	return checkOK, "", fmt.Sprintf("%s beside a buffer pool of %s", humanBytes(redo), humanBytes(bufferPool))
 }
 
 func humanBytes(n uint64) string {
