@@ -21,16 +21,25 @@
 # private /tmp, /var/tmp, /dev/shm, /dev/mqueue (and empty /run, /var/run for network=off runs), the run directory
 # bound back when hidden; switches to the run's uid and gid with no supplementary groups and no capability left;
 # enters the run directory; sets no_new_privs; installs the seccomp filter of network=off runs and checks it; sets
-# the rlimits; takes the run's environment and nothing else; only then compiles and runs the plugin file.
+# the rlimits; takes the run's environment and nothing else; only then reads and runs the plugin file.
+#
+# Compiled code. Compiling the plugin file is a third of a small run's work in the child, so the server compiles
+# what every run of a plugin compiles again: the SDK (its source is the server's one argument) and the stored plugin
+# file Halley names in each run request ("run <path>": the file the run's copy was made from, never the run's
+# copy). The child still reads its own copy after its setup, as before, and uses the server's code object only when
+# the copy's bytes are the bytes compiled (its filename then set to the copy's path, as a spawned run's would be);
+# otherwise, and for any file the server could not compile, it compiles the file itself. A code object is built
+# from an admin's upload, like the preloaded modules, never from a run; the child's changes to it stay in the child.
 
 import builtins
 import ctypes
-import ctypes.util
+import _imp
 import gc
+import importlib._bootstrap_external as bootstrap_external
 import io
 import os
 import resource
-import selectors
+import select
 import signal
 import socket
 import struct
@@ -40,12 +49,13 @@ import types
 
 # What plugins commonly import, loaded once here so that a run does not pay for it (the SDK's own imports among
 # them). Modules are shared state only in the sense that each run starts from the same freshly imported copy.
+# Not threading (nor ctypes.util, which imports it): once imported, its after-fork hook runs in every child, a
+# tenth of a small run's work; a plugin that uses threads imports it itself, as python3 would.
 import base64  # noqa: F401
 import datetime  # noqa: F401
 import hashlib  # noqa: F401
 import json  # noqa: F401
 import re  # noqa: F401
-import threading
 import time  # noqa: F401
 import urllib.error  # noqa: F401
 import urllib.parse  # noqa: F401
@@ -55,7 +65,89 @@ import uuid  # noqa: F401
 # The server's own sys.path, without the entry for the current directory that -c adds.
 BASE_PATH = [p for p in sys.path if p not in ("", ".")]
 
-libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+# Compiled code (see above): source bytes -> code object; the stored plugin files it came from, by path.
+CODE = {}
+FILES = {}  # path -> (stat key, source bytes), oldest first
+MAX_FILES = 64  # plugin files kept compiled; the oldest is dropped beyond
+MAX_SOURCE = 4 << 20  # bytes: a larger file is compiled by each child
+MAX_REQUEST = 4096  # bytes of a run request ("run " and a path)
+
+
+def precompile(source, filename):
+    """Compiles source as the child would; a file that does not compile is left to the child to report."""
+    if source in CODE:
+        return
+    try:
+        CODE[source] = compile(source, filename, "exec", dont_inherit=True)
+    except Exception:  # noqa: BLE001 - SyntaxError, ValueError (a NUL byte), ...: the child's compile says it again
+        pass
+
+
+def remember(path):
+    """Keeps the stored plugin file at path compiled, unless it is unchanged since the last run asked."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return
+    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    old = FILES.get(path)
+    if old is not None and old[0] == key:
+        if old[1] not in CODE:
+            precompile(old[1], path)
+        return
+    if old is not None:
+        del FILES[path]
+        CODE.pop(old[1], None)
+    if st.st_size > MAX_SOURCE:
+        return
+    try:
+        with open(path, "rb") as f:
+            source = f.read(MAX_SOURCE + 1)
+    except OSError:
+        return
+    if len(source) > MAX_SOURCE:
+        return
+    FILES[path] = (key, source)
+    while len(FILES) > MAX_FILES:
+        CODE.pop(FILES.pop(next(iter(FILES)))[1], None)
+    precompile(source, path)
+    gc.freeze()  # as for the imports: the collector leaves the new objects alone, in the server and in children
+
+
+def compiled(source, filename):
+    """In a child: the code of source as compile() would give it for filename, the server's when it has it."""
+    code = CODE.pop(source, None) if type(source) is bytes else None  # once: another file of these bytes compiles its own
+    if code is None:
+        return compile(source, filename, "exec", dont_inherit=True)
+    _imp._fix_co_filename(code, filename)  # this code object and every one nested in it, as importlib does
+    return code
+
+
+SOURCE_TO_CODE = bootstrap_external.SourceLoader.source_to_code
+
+
+def source_to_code(self, data, path, *, _optimize=-1):
+    """importlib's own, but with the server's code for a module it compiled (the SDK)."""
+    if _optimize == -1 and type(data) is bytes and data in CODE:
+        return compiled(data, path)
+    return SOURCE_TO_CODE(self, data, path, _optimize=_optimize)
+
+
+
+def load_libc():
+    """The C library: the interpreter's own symbols (it links libc), else glibc by name, else ctypes.util's search."""
+    for name in (None, "libc.so.6"):
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+            if hasattr(lib, "unshare") and hasattr(lib, "mount"):
+                return lib
+        except OSError:
+            pass
+    from ctypes.util import find_library  # noqa: PLC0415 - imports subprocess and threading: only when needed
+    return ctypes.CDLL(find_library("c"), use_errno=True)
+
+
+libc = load_libc()
 libc.mount.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_ulong, ctypes.c_char_p]
 libc.unshare.argtypes = [ctypes.c_int]
 libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
@@ -247,6 +339,7 @@ def child(fds):
     sys.argv = [plugin_file]
     sys.path[:] = [spec["dir"], spec["dir"]] + BASE_PATH
     sys.dont_write_bytecode = True
+    bootstrap_external.SourceLoader.source_to_code = source_to_code
     code = 0
     try:
         # As python3 runs a file: a fresh __main__ module with the file's code, compiled here.
@@ -255,7 +348,7 @@ def child(fds):
         sys.modules["__main__"] = main_mod
         with open(plugin_file, "rb") as f:
             source = f.read()
-        exec(compile(source, plugin_file, "exec", dont_inherit=True), main_mod.__dict__)
+        exec(compiled(source, plugin_file), main_mod.__dict__)
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -267,10 +360,12 @@ def child(fds):
     except BaseException as e:  # noqa: BLE001 - an uncaught exception ends the plugin as it ends python3
         sys.stderr.write(plugin_traceback(e, plugin_file))
         code = 1
-    try:
-        threading._shutdown()
-    except Exception:  # noqa: BLE001
-        pass
+    threading = sys.modules.get("threading")  # as python3 exits: waits for the plugin's threads if it has any
+    if threading is not None:
+        try:
+            threading._shutdown()
+        except Exception:  # noqa: BLE001
+            pass
     import atexit
     atexit._run_exitfuncs()
     for f in (sys.stdout, sys.stderr):
@@ -282,8 +377,10 @@ def child(fds):
 
 
 class Run:
-    def __init__(self, conn, pid):
-        self.conn, self.pid, self.exited, self.closing = conn, pid, False, False
+    __slots__ = ("fd", "pid", "exited", "closing")
+
+    def __init__(self, fd, pid):
+        self.fd, self.pid, self.exited, self.closing = fd, pid, False, False
 
 
 def killpg(pid):
@@ -293,7 +390,17 @@ def killpg(pid):
         pass
 
 
+def say(fd, line):
+    try:
+        os.write(fd, line)
+    except OSError:
+        pass
+
+
 def main():
+    # The loop is kept small on purpose: every page of the server's memory it writes to while a child is alive is
+    # copied (a page fault, in the server) once per fork, so it works on descriptors and epoll directly rather than
+    # socket objects and selectors.
     ctl = socket.socket(fileno=3)
     ctl.set_inheritable(False)
     ctl.setblocking(True)
@@ -301,10 +408,10 @@ def main():
     r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
     signal.set_wakeup_fd(w)
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    sel = selectors.DefaultSelector()
-    sel.register(ctl, selectors.EVENT_READ, None)
-    sel.register(r, selectors.EVENT_READ, None)
-    runs = {}  # conn fd -> Run
+    ep = select.epoll()
+    ep.register(3, select.EPOLLIN)
+    ep.register(r, select.EPOLLIN)
+    runs = {}  # connection fd -> Run
 
     def finish(run):
         """Kills the run's group, reaps its exited child and closes its connection."""
@@ -313,11 +420,10 @@ def main():
             os.waitpid(run.pid, 0)
         except ChildProcessError:
             pass
-        fd = run.conn.fileno()
         if not run.closing:
-            sel.unregister(run.conn)
-        run.conn.close()
-        runs.pop(fd, None)
+            ep.unregister(run.fd)
+        os.close(run.fd)
+        runs.pop(run.fd, None)
 
     def poll_exits():
         for run in list(runs.values()):
@@ -333,20 +439,16 @@ def main():
             if run.closing:
                 finish(run)
                 continue
-            kind = "E" if info.si_code == os.CLD_EXITED else "S"
-            try:
-                run.conn.sendall(("X %s %d\n" % (kind, info.si_status)).encode())
-            except OSError:
-                pass
+            say(run.fd, b"X %s %d\n" % (b"E" if info.si_code == os.CLD_EXITED else b"S", info.si_status))
 
     def start(fds):
         pid = os.fork()
         if pid == 0:
             try:
-                sel.close()
+                ep.close()
                 ctl.close()
-                for run in runs.values():
-                    run.conn.close()
+                for fd in runs:
+                    os.close(fd)
                 os.close(r)
                 os.close(w)
             finally:
@@ -358,26 +460,31 @@ def main():
             pass
         for fd in fds[1:]:
             os.close(fd)
-        conn = socket.socket(fileno=fds[0])
-        conn.setblocking(True)
-        run = Run(conn, pid)
-        runs[conn.fileno()] = run
-        sel.register(conn, selectors.EVENT_READ, run)
+        fd = fds[0]
+        os.set_blocking(fd, True)
+        runs[fd] = Run(fd, pid)
+        ep.register(fd, select.EPOLLIN)
         try:
-            conn.sendall(b"P %d\n" % pid)
+            os.write(fd, b"P %d\n" % pid)
         except OSError:
             killpg(pid)
 
     # Everything the server made so far is left alone by the collector, in the server and in every child: a
     # collection in a child would otherwise write to (and so copy) every page of the server's heap.
+    if len(sys.argv) > 1:
+        precompile(os.fsencode(sys.argv[1]), "halley_plugin.py")
     gc.collect()
     gc.freeze()
     ctl.send(b"ready")
     while True:
-        for key, _ in sel.select():
-            if key.fileobj is ctl:
+        try:
+            events = ep.poll()
+        except InterruptedError:
+            continue
+        for fd, _ in events:
+            if fd == 3:
                 try:
-                    msg, fds, _, _ = socket.recv_fds(ctl, 16, 8)
+                    msg, fds, _, _ = socket.recv_fds(ctl, MAX_REQUEST, 8)
                 except InterruptedError:
                     continue
                 except OSError:
@@ -388,12 +495,14 @@ def main():
                         killpg(run.pid)
                     os._exit(0)
                 if len(fds) != 4:
-                    for fd in fds:
-                        os.close(fd)
+                    for f in fds:
+                        os.close(f)
                     continue
+                if msg.startswith(b"run /"):
+                    remember(os.fsdecode(msg[4:]))
                 start(fds)
                 poll_exits()
-            elif key.fileobj == r:
+            elif fd == r:
                 try:
                     while os.read(r, 512):
                         pass
@@ -401,9 +510,11 @@ def main():
                     pass
                 poll_exits()
             else:
-                run = key.data
+                run = runs.get(fd)
+                if run is None or run.closing:
+                    continue
                 try:
-                    data = run.conn.recv(64)
+                    data = os.read(fd, 64)
                 except InterruptedError:
                     continue
                 except OSError:
@@ -414,7 +525,7 @@ def main():
                 if run.exited:
                     finish(run)
                 elif data.startswith(b"D") or not data:
-                    sel.unregister(run.conn)
+                    ep.unregister(fd)
                     run.closing = True
 
 

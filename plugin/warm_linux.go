@@ -23,6 +23,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/halley-bpm/halley/plugin/internal/runinit"
+	"github.com/halley-bpm/halley/plugin/sdk"
 )
 
 // The warm Python runtime: one fork server per interpreter (forkserver.py, the pattern of CPython's
@@ -133,7 +134,8 @@ func startForkServer(python string, s *Sandbox, lg *slog.Logger) (*forkServer, e
 		_ = unix.Close(fds[0])
 		return nil, err
 	}
-	cmd := &exec.Cmd{Path: python, Args: []string{python, "-s", "-c", forkServerSource}, Dir: "/",
+	// The SDK's source is the server's one argument: it compiles it once (forkserver.py, "compiled code").
+	cmd := &exec.Cmd{Path: python, Args: []string{python, "-s", "-c", forkServerSource, string(sdk.Python())}, Dir: "/",
 		Env:        []string{"PATH=" + DefaultPath, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"},
 		ExtraFiles: []*os.File{theirs}, Stderr: stderr.w, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	if s != nil {
@@ -207,15 +209,24 @@ func (f *forkServer) close() {
 	}
 }
 
-// send hands the server one run's descriptors: its connection, stdin, stdout, stderr.
-func (f *forkServer) send(fds []int) error {
+// maxSourcePath bounds the stored file's path in a run request (forkserver.py reads at most 4,096 bytes + "run ").
+const maxSourcePath = 4000
+
+// send hands the server one run's descriptors — its connection, stdin, stdout, stderr — and the path of the stored
+// plugin file the run's copy was made from ("" for none), which the server compiles once and keeps.
+func (f *forkServer) send(fds []int, source string) error {
+	msg := []byte("run")
+	if source != "" && len(source) <= maxSourcePath && !strings.ContainsRune(source, 0) {
+		msg = append(msg, ' ')
+		msg = append(msg, source...)
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ctl < 0 || !f.alive() {
 		return errors.New("the fork server is closed")
 	}
 	for {
-		err := unix.Sendmsg(f.ctl, []byte("run"), unix.UnixRights(fds...), nil, 0)
+		err := unix.Sendmsg(f.ctl, msg, unix.UnixRights(fds...), nil, 0)
 		if !errors.Is(err, unix.EINTR) {
 			return err
 		}
@@ -237,12 +248,14 @@ type warmSpec struct {
 	Filter     string            `json:"filter,omitempty"`
 	File       string            `json:"file"`
 	Env        map[string]string `json:"env"`
+	// Source is the stored plugin file File was copied from: the server, not the child, is told it (send).
+	Source string `json:"-"`
 }
 
 // warmSpec is the run's setup for a forked child: the same as the init stage and prlimit(1) give a spawned one.
-func (b *box) warmSpec(dir, file string, env []string) (warmSpec, error) {
+func (b *box) warmSpec(dir, file, source string, env []string) (warmSpec, error) {
 	ws := warmSpec{UID: -1, GID: -1, Dir: dir, TmpSize: privateTmpSize, TmpDirs: runinit.TmpDirs, HiddenDirs: runinit.HiddenDirs,
-		File: file, Env: map[string]string{}, Limits: [][3]int64{}, NetOff: b.netOff}
+		File: file, Source: source, Env: map[string]string{}, Limits: [][3]int64{}, NetOff: b.netOff}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		ws.Env[k] = v
@@ -316,7 +329,7 @@ func (f *forkServer) startWarm(ws warmSpec, input []byte, stdout, stderr io.Writ
 		return nil, err
 	}
 	// Fd puts these ends in blocking mode, which is what the child wants; Halley's ends stay in the poller.
-	sendErr := f.send([]int{int(theirConn.Fd()), int(inR.Fd()), int(outW.Fd()), int(errW.Fd())})
+	sendErr := f.send([]int{int(theirConn.Fd()), int(inR.Fd()), int(outW.Fd()), int(errW.Fd())}, ws.Source)
 	_, _, _, _ = theirConn.Close(), inR.Close(), outW.Close(), errW.Close()
 	if sendErr != nil {
 		_, _, _, _ = conn.Close(), inW.Close(), outR.Close(), errR.Close()

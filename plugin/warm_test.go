@@ -335,3 +335,90 @@ func TestColdPluginsAndBinariesSpawn(t *testing.T) {
 		t.Fatalf("sdk run: %v", out)
 	}
 }
+
+// codeProbe reports where its code came from: the fork server keeps the plugin files it compiled in FILES (by the
+// stored path) and their code in CODE (by source), and a child takes its code out of CODE when it uses it. The
+// globals of the frame that runs the plugin are the server's.
+const codeProbe = `import json, sys, traceback
+server = sys._getframe(1).f_globals
+stored = json.load(sys.stdin)["context"]["stored"]
+mine = open(__file__, "rb").read()
+def nested():
+    return sys._getframe().f_code.co_filename
+try:
+    raise ValueError("where")
+except ValueError as e:
+    where = traceback.extract_tb(e.__traceback__)[-1]
+before = b"import json" in b"".join(k for k in server["CODE"] if b"Halley plugin SDK" in k)
+import halley_plugin as hp
+print(json.dumps({"context": {
+    "marker": MARKER,
+    "compiled_by_server": server["FILES"].get(stored, (None, b""))[1] == mine,
+    "used": mine not in server["CODE"],
+    "file": __file__,
+    "co_filename": sys._getframe().f_code.co_filename,
+    "nested": nested(),
+    "tb": [where.filename, where.lineno],
+    "sdk_cached": before,
+    "sdk_used": not any(b"Halley plugin SDK" in k for k in server["CODE"]),
+    "sdk_file": hp.__file__,
+    "sdk_co": hp.read_input.__code__.co_filename,
+}}))
+`
+
+// TestWarmRunsUseTheServersCompiledCode: the fork server compiles a plugin's stored file and the SDK once, and a
+// forked run uses that code — with its own file's name in every code object, as a spawned run has — instead of
+// compiling them again; a stored file changed in place is compiled again, and a file that does not compile fails
+// the run as it fails a spawned one.
+func TestWarmRunsUseTheServersCompiledCode(t *testing.T) {
+	requirePython(t)
+	r := newRunner(t)
+	spec := pythonSpec(t, strings.Replace(codeProbe, "MARKER", `"first"`, 1))
+	in := input("run-code", fmt.Sprintf(`{"stored": %q}`, spec.Path))
+	check := func(marker string) {
+		t.Helper()
+		out := mustSucceed(t, run(t, r, spec, in)).Context
+		if out["marker"] != marker {
+			t.Fatalf("the run ran %v, want the stored file's code (%s)", out["marker"], marker)
+		}
+		if out["compiled_by_server"] != true || out["used"] != true {
+			t.Errorf("compiled by the server %v, used by the run %v: want both", out["compiled_by_server"], out["used"])
+		}
+		file := fmt.Sprint(out["file"])
+		if !strings.HasSuffix(file, "/plugin.py") || file == spec.Path {
+			t.Errorf("__file__ is %s, want the run's copy", file)
+		}
+		for _, k := range []string{"co_filename", "nested"} {
+			if out[k] != file {
+				t.Errorf("%s is %v, want the run's copy %s", k, out[k], file)
+			}
+		}
+		if tb := fmt.Sprint(out["tb"]); tb != fmt.Sprintf("[%s 8]", file) {
+			t.Errorf("traceback points at %s, want line 8 of %s", tb, file)
+		}
+		if out["sdk_cached"] != true || out["sdk_used"] != true || out["sdk_co"] != out["sdk_file"] {
+			t.Errorf("sdk: compiled by the server %v, used %v, code file %v, want %v", out["sdk_cached"], out["sdk_used"], out["sdk_co"], out["sdk_file"])
+		}
+	}
+	check("first")
+	check("first")
+
+	// The stored file changes in place (an mtime apart): the next run runs, and the server compiles, the new code.
+	src := strings.Replace(codeProbe, "MARKER", `"second"`, 1)
+	if err := os.WriteFile(spec.Path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(2 * time.Second)
+	if err := os.Chtimes(spec.Path, later, later); err != nil {
+		t.Fatal(err)
+	}
+	check("second")
+
+	// A file that does not compile: the server leaves it, the child reports it as python3 would.
+	bad := pythonSpec(t, "def broken(:\n    pass\n")
+	res := run(t, r, bad, input("run-syntax", `{}`))
+	mustFailWith(t, res, "exited with code 1")
+	if !strings.Contains(string(res.Stderr), "SyntaxError") || !strings.Contains(string(res.Stderr), "plugin.py\", line 1") {
+		t.Errorf("stderr %q: want python's SyntaxError at plugin.py line 1", res.Stderr)
+	}
+}
