@@ -68,8 +68,11 @@ BASE_PATH = [p for p in sys.path if p not in ("", ".")]
 # Compiled code (see above): source bytes -> code object; the stored plugin files it came from, by path.
 CODE = {}
 FILES = {}  # path -> (stat key, source bytes), oldest first
-MAX_FILES = 64  # plugin files kept compiled; the oldest is dropped beyond
-MAX_SOURCE = 4 << 20  # bytes: a larger file is compiled by each child
+# The server's size is paid by every fork (its page tables are copied, then torn down at the child's exit), so the
+# cache is small: a larger file is compiled by each child, and the oldest files are dropped beyond these.
+MAX_FILES = 64
+MAX_SOURCE = 1 << 20  # bytes of one file
+MAX_TOTAL = 4 << 20  # bytes of all the files kept
 MAX_REQUEST = 4096  # bytes of a run request ("run " and a path)
 
 
@@ -80,7 +83,7 @@ def precompile(source, filename):
     try:
         CODE[source] = compile(source, filename, "exec", dont_inherit=True)
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError (a NUL byte), ...: the child's compile says it again
-        pass
+        CODE[source] = None  # not tried again while the file is unchanged
 
 
 def remember(path):
@@ -92,7 +95,8 @@ def remember(path):
     key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
     old = FILES.get(path)
     if old is not None and old[0] == key:
-        if old[1] not in CODE:
+        FILES[path] = FILES.pop(path)  # the most recently used last: the oldest is dropped first
+        if old[1] not in CODE:  # dropped with another path of the same bytes
             precompile(old[1], path)
         return
     if old is not None:
@@ -108,7 +112,7 @@ def remember(path):
     if len(source) > MAX_SOURCE:
         return
     FILES[path] = (key, source)
-    while len(FILES) > MAX_FILES:
+    while len(FILES) > MAX_FILES or sum(len(f[1]) for f in FILES.values()) > MAX_TOTAL:
         CODE.pop(FILES.pop(next(iter(FILES)))[1], None)
     precompile(source, path)
     gc.freeze()  # as for the imports: the collector leaves the new objects alone, in the server and in children

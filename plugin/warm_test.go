@@ -414,6 +414,32 @@ func TestWarmRunsUseTheServersCompiledCode(t *testing.T) {
 	}
 	check("second")
 
+	// The cache stays small (every fork pays for the server's size): 4 MiB of source in all, the least recently
+	// used file dropped first; a file over 1 MiB is compiled by its run alone.
+	sizes := `import json, sys
+server = sys._getframe(1).f_globals
+stored = json.load(sys.stdin)["context"]["stored"]
+print(json.dumps({"context": {"kept": stored in server["FILES"], "files": len(server["FILES"]),
+    "bytes": sum(len(f[1]) for f in server["FILES"].values())}}))
+# `
+	var big []plugin.Spec
+	for i := range 6 {
+		big = append(big, pythonSpec(t, sizes+strings.Repeat(fmt.Sprintf("%x", i), 900<<10)+"\n"))
+	}
+	for i, sp := range big {
+		out := mustSucceed(t, run(t, r, sp, input("run-big", fmt.Sprintf(`{"stored": %q}`, sp.Path)))).Context
+		if out["kept"] != true {
+			t.Errorf("a 900 KiB file (run %d) was not kept", i)
+		}
+		if b, err := out["bytes"].(json.Number).Int64(); err != nil || b > 4<<20 || b < 900<<10 {
+			t.Errorf("run %d: the server keeps %v bytes of source, want one file's to 4 MiB", i, out["bytes"])
+		}
+	}
+	huge := pythonSpec(t, sizes+strings.Repeat("x", 1100<<10)+"\n")
+	if out := mustSucceed(t, run(t, r, huge, input("run-huge", fmt.Sprintf(`{"stored": %q}`, huge.Path)))).Context; out["kept"] != false {
+		t.Errorf("a file over 1 MiB was kept: %v", out)
+	}
+
 	// A file that does not compile: the server leaves it, the child reports it as python3 would.
 	bad := pythonSpec(t, "def broken(:\n    pass\n")
 	res := run(t, r, bad, input("run-syntax", `{}`))
