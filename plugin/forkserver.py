@@ -21,15 +21,14 @@
 # private /tmp, /var/tmp, /dev/shm, /dev/mqueue (and empty /run, /var/run for network=off runs), the run directory
 # bound back when hidden; switches to the run's uid and gid with no supplementary groups and no capability left;
 # enters the run directory; sets no_new_privs; installs the seccomp filter of network=off runs and checks it; sets
-# the rlimits; takes the run's environment and nothing else; only then reads and runs the plugin file.
+# the rlimits; takes the run's environment and nothing else; only then compiles and runs the plugin file.
 #
-# Compiled code. Compiling the plugin file is a third of a small run's work in the child, so the server compiles
-# what every run of a plugin compiles again: the SDK (its source is the server's one argument) and the stored plugin
-# file Halley names in each run request ("run <path>": the file the run's copy was made from, never the run's
-# copy). The child still reads its own copy after its setup, as before, and uses the server's code object only when
-# the copy's bytes are the bytes compiled (its filename then set to the copy's path, as a spawned run's would be);
-# otherwise, and for any file the server could not compile, it compiles the file itself. A code object is built
-# from an admin's upload, like the preloaded modules, never from a run; the child's changes to it stay in the child.
+# Compiled code. The SDK is the same file in every run and compiling it is a good part of a small run's work in the
+# child, so the server compiles it once (its source is the server's one argument) and a child importing
+# halley_plugin from its directory uses that code when the file's bytes are the bytes compiled (its filename then
+# set to the child's copy, as a spawned run's would be). Nothing else is compiled here: the plugins' own files are
+# not, because whatever the server holds is in every child's memory, and one plugin's source (a key its author
+# inlined) must not be readable by another plugin's run.
 
 import builtins
 import ctypes
@@ -65,57 +64,18 @@ import uuid  # noqa: F401
 # The server's own sys.path, without the entry for the current directory that -c adds.
 BASE_PATH = [p for p in sys.path if p not in ("", ".")]
 
-# Compiled code (see above): source bytes -> code object; the stored plugin files it came from, by path.
+# Compiled code (see above): source bytes -> code object (None: it did not compile).
 CODE = {}
-FILES = {}  # path -> (stat key, source bytes), oldest first
-# The server's size is paid by every fork (its page tables are copied, then torn down at the child's exit), so the
-# cache is small: a larger file is compiled by each child, and the oldest files are dropped beyond these.
-MAX_FILES = 64
-MAX_SOURCE = 1 << 20  # bytes of one file
-MAX_TOTAL = 4 << 20  # bytes of all the files kept
-MAX_REQUEST = 4096  # bytes of a run request ("run " and a path)
 
 
 def precompile(source, filename):
-    """Compiles source as the child would; a file that does not compile is left to the child to report."""
+    """Compiles source as a child would; a file that does not compile is left to the child to report."""
     if source in CODE:
         return
     try:
         CODE[source] = compile(source, filename, "exec", dont_inherit=True)
     except Exception:  # noqa: BLE001 - SyntaxError, ValueError (a NUL byte), ...: the child's compile says it again
-        CODE[source] = None  # not tried again while the file is unchanged
-
-
-def remember(path):
-    """Keeps the stored plugin file at path compiled, unless it is unchanged since the last run asked."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return
-    key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    old = FILES.get(path)
-    if old is not None and old[0] == key:
-        FILES[path] = FILES.pop(path)  # the most recently used last: the oldest is dropped first
-        if old[1] not in CODE:  # dropped with another path of the same bytes
-            precompile(old[1], path)
-        return
-    if old is not None:
-        del FILES[path]
-        CODE.pop(old[1], None)
-    if st.st_size > MAX_SOURCE:
-        return
-    try:
-        with open(path, "rb") as f:
-            source = f.read(MAX_SOURCE + 1)
-    except OSError:
-        return
-    if len(source) > MAX_SOURCE:
-        return
-    FILES[path] = (key, source)
-    while len(FILES) > MAX_FILES or sum(len(f[1]) for f in FILES.values()) > MAX_TOTAL:
-        CODE.pop(FILES.pop(next(iter(FILES)))[1], None)
-    precompile(source, path)
-    gc.freeze()  # as for the imports: the collector leaves the new objects alone, in the server and in children
+        CODE[source] = None
 
 
 def compiled(source, filename):
@@ -352,7 +312,7 @@ def child(fds):
         sys.modules["__main__"] = main_mod
         with open(plugin_file, "rb") as f:
             source = f.read()
-        exec(compiled(source, plugin_file), main_mod.__dict__)
+        exec(compile(source, plugin_file, "exec", dont_inherit=True), main_mod.__dict__)
     except SystemExit as e:
         if e.code is None:
             code = 0
@@ -488,7 +448,7 @@ def main():
         for fd, _ in events:
             if fd == 3:
                 try:
-                    msg, fds, _, _ = socket.recv_fds(ctl, MAX_REQUEST, 8)
+                    msg, fds, _, _ = socket.recv_fds(ctl, 16, 8)
                 except InterruptedError:
                     continue
                 except OSError:
@@ -502,8 +462,6 @@ def main():
                     for f in fds:
                         os.close(f)
                     continue
-                if msg.startswith(b"run /"):
-                    remember(os.fsdecode(msg[4:]))
                 start(fds)
                 poll_exits()
             elif fd == r:

@@ -102,7 +102,7 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 	env := c.environ(workdir, in)
 	var proc started
 	if srv := r.warmServer(spec, box); srv != nil {
-		ws, err := box.warmSpec(workdir, runFile, spec.Path, env)
+		ws, err := box.warmSpec(workdir, runFile, env)
 		if err != nil {
 			res.Err = fmt.Errorf("plugin %s v%d: unable to start: %w", spec.Name, spec.Version, err)
 			return res

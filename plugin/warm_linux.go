@@ -209,24 +209,15 @@ func (f *forkServer) close() {
 	}
 }
 
-// maxSourcePath bounds the stored file's path in a run request (forkserver.py reads at most 4,096 bytes + "run ").
-const maxSourcePath = 4000
-
-// send hands the server one run's descriptors — its connection, stdin, stdout, stderr — and the path of the stored
-// plugin file the run's copy was made from ("" for none), which the server compiles once and keeps.
-func (f *forkServer) send(fds []int, source string) error {
-	msg := []byte("run")
-	if source != "" && len(source) <= maxSourcePath && !strings.ContainsRune(source, 0) {
-		msg = append(msg, ' ')
-		msg = append(msg, source...)
-	}
+// send hands the server one run's descriptors: its connection, stdin, stdout, stderr.
+func (f *forkServer) send(fds []int) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.ctl < 0 || !f.alive() {
 		return errors.New("the fork server is closed")
 	}
 	for {
-		err := unix.Sendmsg(f.ctl, msg, unix.UnixRights(fds...), nil, 0)
+		err := unix.Sendmsg(f.ctl, []byte("run"), unix.UnixRights(fds...), nil, 0)
 		if !errors.Is(err, unix.EINTR) {
 			return err
 		}
@@ -248,14 +239,12 @@ type warmSpec struct {
 	Filter     string            `json:"filter,omitempty"`
 	File       string            `json:"file"`
 	Env        map[string]string `json:"env"`
-	// Source is the stored plugin file File was copied from: the server, not the child, is told it (send).
-	Source string `json:"-"`
 }
 
 // warmSpec is the run's setup for a forked child: the same as the init stage and prlimit(1) give a spawned one.
-func (b *box) warmSpec(dir, file, source string, env []string) (warmSpec, error) {
+func (b *box) warmSpec(dir, file string, env []string) (warmSpec, error) {
 	ws := warmSpec{UID: -1, GID: -1, Dir: dir, TmpSize: privateTmpSize, TmpDirs: runinit.TmpDirs, HiddenDirs: runinit.HiddenDirs,
-		File: file, Source: source, Env: map[string]string{}, Limits: [][3]int64{}, NetOff: b.netOff}
+		File: file, Env: map[string]string{}, Limits: [][3]int64{}, NetOff: b.netOff}
 	for _, kv := range env {
 		k, v, _ := strings.Cut(kv, "=")
 		ws.Env[k] = v
@@ -329,7 +318,7 @@ func (f *forkServer) startWarm(ws warmSpec, input []byte, stdout, stderr io.Writ
 		return nil, err
 	}
 	// Fd puts these ends in blocking mode, which is what the child wants; Halley's ends stay in the poller.
-	sendErr := f.send([]int{int(theirConn.Fd()), int(inR.Fd()), int(outW.Fd()), int(errW.Fd())}, ws.Source)
+	sendErr := f.send([]int{int(theirConn.Fd()), int(inR.Fd()), int(outW.Fd()), int(errW.Fd())})
 	_, _, _, _ = theirConn.Close(), inR.Close(), outW.Close(), errW.Close()
 	if sendErr != nil {
 		_, _, _, _ = conn.Close(), inW.Close(), outR.Close(), errR.Close()

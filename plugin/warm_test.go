@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
 	"strconv"
 	"strings"
@@ -230,6 +231,15 @@ func TestWarmRunsShareNothing(t *testing.T) {
 		t.Fatal("the runs were spawned, not forked")
 	}
 
+	// Nor the source or code of another plugin that ran before: a secret written into a plugin's file (a key
+	// inlined by its author) stays in that plugin's runs.
+	other := pythonSpec(t, `print('{"context": {"key": "' + "warmsecret-`+strings.Repeat("e", 32)+`"[:0] + '"}}')`+"\nK = 'warmsecret-"+strings.Repeat("e", 32)+"'\n")
+	mustSucceed(t, run(t, r, other, input("run-other", `{}`)))
+	out0 := mustSucceed(t, run(t, r, spec, input("run-iso-after-other", `{"secret": "warmsecret-00000000000000000000000000000007"}`))).Context
+	if found := out0["found"].([]any); len(found) != 0 {
+		t.Errorf("a run found another plugin's source or code: %v", found)
+	}
+
 	// The scan sees another secret that is in memory (one the plugin makes before the scan).
 	positive := strings.Replace(isolation, `found = []`, `found = []
 other = ("warm" + "secret-" + "f" * 32).encode() * 3`, 1)
@@ -336,111 +346,65 @@ func TestColdPluginsAndBinariesSpawn(t *testing.T) {
 	}
 }
 
-// codeProbe reports where its code came from: the fork server keeps the plugin files it compiled in FILES (by the
-// stored path) and their code in CODE (by source), and a child takes its code out of CODE when it uses it. The
-// globals of the frame that runs the plugin are the server's.
-const codeProbe = `import json, sys, traceback
+// sdkProbe reports where the SDK's code came from: the fork server keeps the code it compiled in CODE (by source),
+// and a child takes it out of CODE when it uses it. The globals of the frame that runs the plugin are the server's.
+const sdkProbe = `import json, sys, traceback
 server = sys._getframe(1).f_globals
-stored = json.load(sys.stdin)["context"]["stored"]
-mine = open(__file__, "rb").read()
-def nested():
-    return sys._getframe().f_code.co_filename
+def is_sdk(k):
+    return b"Halley plugin SDK" in k
+before = [is_sdk(k) for k in server["CODE"]]
+REPLACE
+import halley_plugin as hp
 try:
+    hp.read_input()["context"]
     raise ValueError("where")
 except ValueError as e:
     where = traceback.extract_tb(e.__traceback__)[-1]
-before = b"import json" in b"".join(k for k in server["CODE"] if b"Halley plugin SDK" in k)
-import halley_plugin as hp
 print(json.dumps({"context": {
-    "marker": MARKER,
-    "compiled_by_server": server["FILES"].get(stored, (None, b""))[1] == mine,
-    "used": mine not in server["CODE"],
+    "before": before,
+    "after": [is_sdk(k) for k in server["CODE"]],
     "file": __file__,
     "co_filename": sys._getframe().f_code.co_filename,
-    "nested": nested(),
     "tb": [where.filename, where.lineno],
-    "sdk_cached": before,
-    "sdk_used": not any(b"Halley plugin SDK" in k for k in server["CODE"]),
     "sdk_file": hp.__file__,
     "sdk_co": hp.read_input.__code__.co_filename,
+    "value": getattr(hp, "VALUE", None),
 }}))
 `
 
-// TestWarmRunsUseTheServersCompiledCode: the fork server compiles a plugin's stored file and the SDK once, and a
-// forked run uses that code — with its own file's name in every code object, as a spawned run has — instead of
-// compiling them again; a stored file changed in place is compiled again, and a file that does not compile fails
-// the run as it fails a spawned one.
-func TestWarmRunsUseTheServersCompiledCode(t *testing.T) {
+// TestWarmRunsUseTheServersCompiledSDK: the fork server compiles the SDK once, and a forked run that imports it
+// uses that code — with its own copy's name in every code object, as a spawned run has — instead of compiling it
+// again; an SDK file changed in the run's directory is compiled from its own bytes. The server compiles nothing
+// else (TestWarmRunsShareNothing: no plugin's source is in another's memory), and a plugin file that does not
+// compile fails the run as it fails a spawned one.
+func TestWarmRunsUseTheServersCompiledSDK(t *testing.T) {
 	requirePython(t)
 	r := newRunner(t)
-	spec := pythonSpec(t, strings.Replace(codeProbe, "MARKER", `"first"`, 1))
-	in := input("run-code", fmt.Sprintf(`{"stored": %q}`, spec.Path))
-	check := func(marker string) {
-		t.Helper()
-		out := mustSucceed(t, run(t, r, spec, in)).Context
-		if out["marker"] != marker {
-			t.Fatalf("the run ran %v, want the stored file's code (%s)", out["marker"], marker)
+	for i := range 2 {
+		out := mustSucceed(t, run(t, r, pythonSpec(t, strings.Replace(sdkProbe, "REPLACE", "", 1)), input("run-sdk", `{}`))).Context
+		if fmt.Sprint(out["before"]) != "[true]" || fmt.Sprint(out["after"]) != "[]" {
+			t.Errorf("run %d: the server's code before the import %v, after %v: want the SDK's alone, then used", i, out["before"], out["after"])
 		}
-		if out["compiled_by_server"] != true || out["used"] != true {
-			t.Errorf("compiled by the server %v, used by the run %v: want both", out["compiled_by_server"], out["used"])
+		file, sdkFile := fmt.Sprint(out["file"]), fmt.Sprint(out["sdk_file"])
+		if out["co_filename"] != file || !strings.HasSuffix(sdkFile, "/halley_plugin.py") || filepath.Dir(sdkFile) != filepath.Dir(file) {
+			t.Errorf("run %d: plugin %s (code %v), sdk %s: want both in the run's directory", i, file, out["co_filename"], sdkFile)
 		}
-		file := fmt.Sprint(out["file"])
-		if !strings.HasSuffix(file, "/plugin.py") || file == spec.Path {
-			t.Errorf("__file__ is %s, want the run's copy", file)
+		if out["sdk_co"] != sdkFile {
+			t.Errorf("run %d: the SDK's functions say they come from %v, want the run's copy %s", i, out["sdk_co"], sdkFile)
 		}
-		for _, k := range []string{"co_filename", "nested"} {
-			if out[k] != file {
-				t.Errorf("%s is %v, want the run's copy %s", k, out[k], file)
-			}
+		if tb := fmt.Sprint(out["tb"]); tb != fmt.Sprintf("[%s 10]", file) {
+			t.Errorf("run %d: traceback points at %s, want line 10 of %s", i, tb, file)
 		}
-		if tb := fmt.Sprint(out["tb"]); tb != fmt.Sprintf("[%s 8]", file) {
-			t.Errorf("traceback points at %s, want line 8 of %s", tb, file)
-		}
-		if out["sdk_cached"] != true || out["sdk_used"] != true || out["sdk_co"] != out["sdk_file"] {
-			t.Errorf("sdk: compiled by the server %v, used %v, code file %v, want %v", out["sdk_cached"], out["sdk_used"], out["sdk_co"], out["sdk_file"])
-		}
-	}
-	check("first")
-	check("first")
-
-	// The stored file changes in place (an mtime apart): the next run runs, and the server compiles, the new code.
-	src := strings.Replace(codeProbe, "MARKER", `"second"`, 1)
-	if err := os.WriteFile(spec.Path, []byte(src), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	later := time.Now().Add(2 * time.Second)
-	if err := os.Chtimes(spec.Path, later, later); err != nil {
-		t.Fatal(err)
-	}
-	check("second")
-
-	// The cache stays small (every fork pays for the server's size): 4 MiB of source in all, the least recently
-	// used file dropped first; a file over 1 MiB is compiled by its run alone.
-	sizes := `import json, sys
-server = sys._getframe(1).f_globals
-stored = json.load(sys.stdin)["context"]["stored"]
-print(json.dumps({"context": {"kept": stored in server["FILES"], "files": len(server["FILES"]),
-    "bytes": sum(len(f[1]) for f in server["FILES"].values())}}))
-# `
-	var big []plugin.Spec
-	for i := range 6 {
-		big = append(big, pythonSpec(t, sizes+strings.Repeat(fmt.Sprintf("%x", i), 900<<10)+"\n"))
-	}
-	for i, sp := range big {
-		out := mustSucceed(t, run(t, r, sp, input("run-big", fmt.Sprintf(`{"stored": %q}`, sp.Path)))).Context
-		if out["kept"] != true {
-			t.Errorf("a 900 KiB file (run %d) was not kept", i)
-		}
-		if b, err := out["bytes"].(json.Number).Int64(); err != nil || b > 4<<20 || b < 900<<10 {
-			t.Errorf("run %d: the server keeps %v bytes of source, want one file's to 4 MiB", i, out["bytes"])
-		}
-	}
-	huge := pythonSpec(t, sizes+strings.Repeat("x", 1100<<10)+"\n")
-	if out := mustSucceed(t, run(t, r, huge, input("run-huge", fmt.Sprintf(`{"stored": %q}`, huge.Path)))).Context; out["kept"] != false {
-		t.Errorf("a file over 1 MiB was kept: %v", out)
 	}
 
-	// A file that does not compile: the server leaves it, the child reports it as python3 would.
+	// The run's copy of the SDK is not the SDK any more: the child compiles what is there.
+	changed := strings.Replace(sdkProbe, "REPLACE", `open("halley_plugin.py", "a").write("\nVALUE = 42\n")`, 1)
+	out := mustSucceed(t, run(t, r, pythonSpec(t, changed), input("run-sdk-changed", `{}`))).Context
+	if fmt.Sprint(out["value"]) != "42" || fmt.Sprint(out["after"]) != "[true]" {
+		t.Errorf("changed SDK: VALUE %v, server's code left %v: want the file's own code (42) and the server's unused", out["value"], out["after"])
+	}
+
+	// A file that does not compile: the child reports it as python3 would.
 	bad := pythonSpec(t, "def broken(:\n    pass\n")
 	res := run(t, r, bad, input("run-syntax", `{}`))
 	mustFailWith(t, res, "exited with code 1")
