@@ -81,9 +81,10 @@ def precompile(source, filename):
 def compiled(source, filename):
     """In a child: the code of source as compile() would give it for filename, the server's when it has it."""
     code = CODE.pop(source, None) if type(source) is bytes else None  # once: another file of these bytes compiles its own
-    if code is None:
+    fix = getattr(_imp, "_fix_co_filename", None)  # importlib's own since python 3.4
+    if code is None or fix is None:
         return compile(source, filename, "exec", dont_inherit=True)
-    _imp._fix_co_filename(code, filename)  # this code object and every one nested in it, as importlib does
+    fix(code, filename)  # this code object and every one nested in it
     return code
 
 
@@ -95,7 +96,6 @@ def source_to_code(self, data, path, *, _optimize=-1):
     if _optimize == -1 and type(data) is bytes and data in CODE:
         return compiled(data, path)
     return SOURCE_TO_CODE(self, data, path, _optimize=_optimize)
-
 
 
 def load_libc():
