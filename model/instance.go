@@ -401,6 +401,9 @@ type Work struct {
 	// RunUpdates record plugin run results. Each is applied only if the run is still in one of FromStatus (a
 	// run finished twice makes the whole transaction fail with ECONFLICT).
 	RunUpdates []RunUpdate
+	// RunLogs are plugin run log records written with the work (an attempt's log in the transaction that records
+	// its result); a record whose (run, attempt) exists is left out.
+	RunLogs []*PluginRunLog
 	// Fence, when set, is written with the work (idempotency_commits): the request's Idempotency-Key did it.
 	Fence *IdempotencyFence
 	// Audit, when set, is written with the work (audit_log): an admin's jump, a terminate, an override start.

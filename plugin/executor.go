@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/halley-bpm/halley/model"
 )
 
 // Job is one claimed attempt of a durable plugin run.
@@ -34,6 +36,13 @@ type Queue interface {
 	Extend(ctx context.Context, worker string, runIDs []string, leaseUntil time.Time) (lost map[string]string, err error)
 	// Complete records the result and hands it to the engine; must be idempotent per (runID, attempt).
 	Complete(ctx context.Context, worker string, job Job, res Result) error
+}
+
+// LoggingQueue is a Queue that can write an attempt's run log record in the transaction that records its result
+// (one commit a run instead of two). CompleteLogged is Complete with the record; it reports whether it wrote it,
+// and the executor writes a record it did not (a run finished already, a run with no instance to step, an error).
+type LoggingQueue interface {
+	CompleteLogged(ctx context.Context, worker string, job Job, res Result, rec *model.PluginRunLog) (logged bool, err error)
 }
 
 // RunLog keeps the record of every finished attempt (FormatRecord): the database in production, so that any
@@ -531,12 +540,25 @@ func (e *Executor) runJob(ctx context.Context, job Job) (Result, error) {
 		log.Warn("plugin run abandoned at shutdown", "error", res.Err)
 		return res, ErrAbandoned
 	}
-	if e.opts.Logs != nil {
+	// The record goes with the result when the queue can write it there (a database log): one commit, and the
+	// run is never seen finished without its log. Otherwise, and whenever the queue did not write it, before.
+	var rec *model.PluginRunLog
+	if dl, ok := e.opts.Logs.(*DBLog); ok {
+		if _, ok := e.q.(LoggingQueue); ok {
+			rec = dl.Record(job, res)
+		}
+	}
+	if e.opts.Logs != nil && rec == nil {
 		if err := e.opts.Logs.Write(ctx, job, res); err != nil {
 			log.Error("unable to write plugin run log", "error", err)
 		}
 	}
-	err := e.complete(ctx, job, res, log)
+	logged, err := e.complete(ctx, job, res, rec, log)
+	if rec != nil && !logged {
+		if err := e.opts.Logs.Write(ctx, job, res); err != nil {
+			log.Error("unable to write plugin run log", "error", err)
+		}
+	}
 	switch {
 	case err != nil:
 		log.Error("unable to complete plugin run; it will run again when its lease expires", "error", err)
@@ -562,12 +584,13 @@ func (e *Executor) execute(ctx context.Context, job Job, log *slog.Logger) (res 
 	return e.r.Run(ctx, job.Spec, job.Input)
 }
 
-func (e *Executor) complete(ctx context.Context, job Job, res Result, log *slog.Logger) error {
-	var err error
+// complete hands the result to the queue, retrying; with rec, through LoggingQueue, reporting whether the queue
+// wrote rec.
+func (e *Executor) complete(ctx context.Context, job Job, res Result, rec *model.PluginRunLog, log *slog.Logger) (logged bool, err error) {
 	backoff := completeBackoff
 	for attempt := 1; attempt <= completeAttempts; attempt++ {
-		if err = e.completeOnce(ctx, job, res); err == nil {
-			return nil
+		if logged, err = e.completeOnce(ctx, job, res, rec); err == nil {
+			return logged, nil
 		}
 		if attempt == completeAttempts {
 			break
@@ -577,23 +600,26 @@ func (e *Executor) complete(ctx context.Context, job Job, res Result, log *slog.
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return err
+			return false, err
 		case <-t.C:
 		}
 		backoff *= 2
 	}
-	return err
+	return false, err
 }
 
-func (e *Executor) completeOnce(ctx context.Context, job Job, res Result) (err error) {
+func (e *Executor) completeOnce(ctx context.Context, job Job, res Result, rec *model.PluginRunLog) (logged bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = fmt.Errorf("queue complete panicked: %v", p)
+			logged, err = false, fmt.Errorf("queue complete panicked: %v", p)
 		}
 	}()
 	ctx, cancel := context.WithTimeout(ctx, completeTimeout)
 	defer cancel()
-	return e.q.Complete(ctx, e.opts.WorkerID, job, res)
+	if rec != nil {
+		return e.q.(LoggingQueue).CompleteLogged(ctx, e.opts.WorkerID, job, res, rec)
+	}
+	return false, e.q.Complete(ctx, e.opts.WorkerID, job, res)
 }
 
 func (e *Executor) signal(job Job, res Result, err error) {

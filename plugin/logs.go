@@ -192,10 +192,15 @@ func (l *DBLog) Write(ctx context.Context, job Job, res Result) error {
 	// The run's own context may be ending (shutdown); a finished attempt's record is still worth keeping.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
+	return l.st.AppendRunLog(ctx, l.Record(job, res))
+}
+
+// Record is the row Write stores for an attempt (a LoggingQueue writes it with the run's result instead).
+func (l *DBLog) Record(job Job, res Result) *model.PluginRunLog {
 	tenant := job.TenantID
 	if tenant == "" {
 		tenant = model.DefaultTenant
 	}
-	return l.st.AppendRunLog(ctx, &model.PluginRunLog{RunID: job.RunID, Attempt: job.Attempt, TenantID: tenant, Plugin: job.Spec.Name,
-		InstanceID: job.Input.InstanceID, Record: string(FormatRecord(job, res)), CreatedAt: res.StartedAt})
+	return &model.PluginRunLog{RunID: job.RunID, Attempt: job.Attempt, TenantID: tenant, Plugin: job.Spec.Name,
+		InstanceID: job.Input.InstanceID, Record: string(FormatRecord(job, res)), CreatedAt: res.StartedAt}
 }

@@ -210,9 +210,19 @@ func (q *PluginQueue) forget(id string) {
 
 // Complete records a finished run and hands its result to the engine.
 func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Job, res plugin.Result) error {
+	_, err := q.CompleteLogged(ctx, worker, job, res, nil)
+	return err
+}
+
+var _ plugin.LoggingQueue = (*PluginQueue)(nil)
+
+// CompleteLogged is Complete, writing rec (the attempt's run log record, when not nil) in the step that records
+// the result: one commit a run instead of two. It reports whether rec was written; it is not when the run was
+// finished already or has no instance to step, and the executor then writes it on its own.
+func (q *PluginQueue) CompleteLogged(ctx context.Context, worker string, job plugin.Job, res plugin.Result, rec *model.PluginRunLog) (bool, error) {
 	run, err := q.run(ctx, job.RunID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	started, ended := res.StartedAt.UTC(), res.EndedAt.UTC()
 	out := pluginOutcome{Status: res.Status(), Stdout: string(res.Stdout), Stderr: string(res.Stderr), Started: &started, Ended: &ended,
@@ -233,9 +243,10 @@ func (q *PluginQueue) Complete(ctx context.Context, worker string, job plugin.Jo
 			out.Status = model.RunWaiting
 		}
 	}
-	err = q.e.pluginResult(ctx, run, out, false)
+	out.Log = rec
+	logged, err := q.e.pluginResultLogged(ctx, run, out, false)
 	if model.IsKind(err, model.ECONFLICT) {
-		return nil // finished already (a rescued duplicate): nothing more to record
+		return false, nil // finished already (a rescued duplicate): nothing more to record
 	}
-	return err
+	return logged, err
 }

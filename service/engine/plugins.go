@@ -169,6 +169,8 @@ type pluginOutcome struct {
 	Ended    *time.Time
 	// From are the statuses the run may be in for this outcome to apply (a second result is a conflict).
 	From []string
+	// Log, when set, is the attempt's run log record: written in the step that records the result.
+	Log *model.PluginRunLog
 }
 
 // errRunClosed answers a result for a run that no longer counts: 409 run_closed, and nothing changes.
@@ -181,6 +183,13 @@ func errRunClosed(id, why string) error {
 // executor reports every run it finished; one the engine closed already — timed out, cancelled — is ECONFLICT);
 // strict (a result posted by the plugin's system) refuses them with run_closed instead.
 func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out pluginOutcome, strict bool) error {
+	_, err := e.pluginResultLogged(ctx, pr, out, strict)
+	return err
+}
+
+// pluginResultLogged is pluginResult, also reporting whether out.Log was written with the result (it is not when
+// the run has no instance to step, or the step failed).
+func (e *Engine) pluginResultLogged(ctx context.Context, pr *model.PluginRun, out pluginOutcome, strict bool) (logged bool, err error) {
 	pr.Status, pr.Error, pr.ExitCode, pr.Stdout, pr.Stderr = out.Status, out.Error, out.ExitCode, out.Stdout, out.Stderr
 	if out.Started != nil {
 		pr.StartedAt = out.Started
@@ -195,18 +204,24 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out plug
 	}
 	if pr.NodeID == "" {
 		// An event subscription's run: nothing in an instance waits for it.
-		return e.store.FinishRunOnly(ctx, pr)
+		return false, e.store.FinishRunOnly(ctx, pr)
 	}
-	_, err := e.update(ctx, "plugin_result", pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(s *step) error {
+	record := func(s *step) {
+		s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
+		if out.Log != nil {
+			s.w.RunLogs = append(s.w.RunLogs, out.Log)
+		}
+	}
+	_, err = e.update(ctx, "plugin_result", pr.TenantID, pr.InstanceID, "plugin:"+pr.Plugin, func(s *step) error {
 		ns := s.node(pr.NodeID)
 		if s.inst.Ended() || ns == nil || ns.Chain == nil || ns.Chain.RunID != pr.ID {
 			if strict {
 				return errRunClosed(pr.ID, "its node is no longer waiting for it")
 			}
-			s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
+			record(s)
 			return nil // the visit moved on (terminated, returned, timed out): record the run only
 		}
-		s.w.RunUpdates = append(s.w.RunUpdates, model.RunUpdate{Run: pr, From: out.From})
+		record(s)
 		data := map[string]any{"plugin": pr.Plugin, "version": pr.Version, "run_id": pr.ID, "status": out.Status}
 		if out.ExitCode != nil {
 			data["exit_code"] = *out.ExitCode
@@ -236,12 +251,12 @@ func (e *Engine) pluginResult(ctx context.Context, pr *model.PluginRun, out plug
 			Message: fmt.Sprintf("plugin %s@%d %s: %s", pr.Plugin, pr.Version, out.Status, out.Error), Data: fd})
 	})
 	if strict && model.IsKind(err, model.ENOTFOUND) {
-		return errRunClosed(pr.ID, "its instance is gone")
+		return false, errRunClosed(pr.ID, "its instance is gone")
 	}
 	if model.IsKind(err, model.ENOTFOUND) {
-		return e.store.FinishRunOnly(ctx, pr)
+		return false, e.store.FinishRunOnly(ctx, pr)
 	}
-	return err
+	return err == nil && out.Log != nil, err
 }
 
 // armPluginTimeout arms an auto node's timeout for the visit's plugin run (unless one is armed): when it passes

@@ -650,6 +650,10 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		nCC       int
 		runs      []any
 		nRun      int
+		runLogs   []any
+		nRunLog   int
+		checked   []model.RunUpdate
+		closeRuns []model.RunUpdate
 		outbox    []any
 		nOut      int
 		notes     []any
@@ -724,6 +728,21 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 			runs = append(runs, r.ID, r.TenantID, r.Plugin, r.Version, r.InstanceID, r.NodeID, r.NodeInstanceID, r.Phase, r.Status, r.Attempt,
 				string(r.Input), "", "", "", "", r.LeaseOwner, utcPtr(r.LeaseUntil), utcPtr(r.StartedAt), r.CreatedAt.UTC())
 			nRun++
+		}
+		for _, u := range w.RunUpdates {
+			if u.Close {
+				closeRuns = append(closeRuns, u)
+			} else {
+				checked = append(checked, u)
+			}
+		}
+		for _, l := range w.RunLogs {
+			created := l.CreatedAt
+			if created.IsZero() {
+				created = now
+			}
+			runLogs = append(runLogs, l.RunID, l.Attempt, l.TenantID, l.Plugin, l.InstanceID, l.Record, created.UTC())
+			nRunLog++
 		}
 		if a := w.Audit; a != nil {
 			audits = append(audits, auditArgs(a, now)...)
@@ -808,6 +827,15 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		b.add("INSERT INTO plugin_runs (id, tenant_id, plugin, version, instance_id, node_id, node_instance_id, phase, status, attempt, input, "+
 			"output, error, stdout, stderr, lease_owner, lease_until, started_at, created_at) VALUES "+rowsOf(nRun, 19), runs...)
 	}
+	for _, u := range closeRuns {
+		// Closing runs (timed out, cancelled) checks nothing: a run finished meanwhile is left as it is.
+		q, args := runCloseStmt(u)
+		b.add(q, args...)
+	}
+	if nRunLog > 0 {
+		b.addRows("INSERT INTO plugin_run_logs (run_id, attempt, tenant_id, plugin, instance_id, record, created_at)", 7,
+			ignoreDuplicateRunLogs(s.dialect), runLogs)
+	}
 	if nOut > 0 {
 		b.add("INSERT INTO outbox (tenant_id, kind, ref, payload, created_at) VALUES "+rowsOf(nOut, 5), outbox...)
 	}
@@ -831,7 +859,14 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		// The fence: a second commit of the same key's work fails on the primary key, and the step with it.
 		b.add("INSERT INTO idempotency_commits (tenant_id, username, idem_key, instance_id, created_at) VALUES "+rowsOf(len(fences), 5), fenceArgs...)
 	}
-	if h, ok := c.(*hotConn); ok && len(consume) == 0 && !hasRunUpdates(ws) {
+	// Plugin results first: each must find its run still running, or the step does not hold (ECONFLICT). The
+	// instance is locked already, so the order of the run's row lock is the same as before: instance, then run.
+	for _, u := range checked {
+		if err := applyRunUpdateRaw(ctx, c, u); err != nil {
+			return err
+		}
+	}
+	if h, ok := c.(*hotConn); ok && len(consume) == 0 {
 		b.commit = h // nothing below: the writes and the commit go together
 	}
 	if err := b.exec(ctx, c); err != nil {
@@ -856,13 +891,6 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		if n, _ := res.RowsAffected(); n != int64(len(consume)) {
 			// Another step consumed it first: this one runs again and no longer finds it.
 			return model.ErrStaleRead
-		}
-	}
-	for _, w := range ws {
-		for _, u := range w.RunUpdates {
-			if err := applyRunUpdateRaw(ctx, c, u); err != nil {
-				return err
-			}
 		}
 	}
 	return nil
@@ -902,13 +930,13 @@ func (s *Store) fencesTaken(ctx context.Context, c conn, fences []*model.Idempot
 	return taken, rows.Err()
 }
 
-func hasRunUpdates(ws []*model.Work) bool {
-	for _, w := range ws {
-		if len(w.RunUpdates) > 0 {
-			return true
-		}
+// ignoreDuplicateRunLogs leaves out a run log record whose (run_id, attempt) exists: a completion retried after its
+// commit, or a record the executor wrote on its own first.
+func ignoreDuplicateRunLogs(dialect string) string {
+	if dialect == MySQL {
+		return " ON DUPLICATE KEY UPDATE run_id = run_id"
 	}
-	return false
+	return " ON CONFLICT DO NOTHING"
 }
 
 // GetInstance reads an instance and all its tasks (oldest first).

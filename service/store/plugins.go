@@ -288,10 +288,8 @@ const runCloseSQL = "UPDATE plugin_runs SET status = ?, error = ?, ended_at = ?,
 func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
 	r := u.Run
 	if u.Close {
-		// Closing by the engine (timed out, cancelled): what the run printed stays; a run already finished is
-		// left as it is.
-		args := []any{r.Status, r.Error, utcPtr(r.EndedAt), r.ID}
-		if _, err := c.ExecContext(ctx, runCloseSQL+"("+placeholders(len(u.From))+")", append(args, strArgs(u.From)...)...); err != nil {
+		q, args := runCloseStmt(u)
+		if _, err := c.ExecContext(ctx, q, args...); err != nil {
 			return fmt.Errorf("store: unable to close plugin run %s: %w", r.ID, err)
 		}
 		return nil
@@ -309,6 +307,14 @@ func applyRunUpdateRaw(ctx context.Context, c conn, u model.RunUpdate) error {
 		return model.CodedError(model.ECONFLICT, "run_finished", "plugin run %s is already finished", r.ID)
 	}
 	return nil
+}
+
+// runCloseStmt closes a run by the engine (timed out, cancelled): what the run printed stays; a run already finished
+// is left as it is.
+func runCloseStmt(u model.RunUpdate) (string, []any) {
+	r := u.Run
+	args := []any{r.Status, r.Error, utcPtr(r.EndedAt), r.ID}
+	return runCloseSQL + "(" + placeholders(len(u.From)) + ")", append(args, strArgs(u.From)...)
 }
 
 // applyRunUpdate writes a run's result if it is still in one of the From statuses; ECONFLICT otherwise.
