@@ -153,15 +153,28 @@ class SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
+# Made once here rather than in every child (each object a child creates is memory it writes, and so copies).
+CAP_HDR = CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
+CAP_DATA = (CapData * 2)()
+
+
+def has_caps():
+    CAP_HDR.version, CAP_HDR.pid = 0x20080522, 0
+    check(libc.capget(ctypes.byref(CAP_HDR), CAP_DATA), "capget")
+    return any(d.effective or d.permitted or d.inheritable for d in CAP_DATA)
+
+
 def clear_caps(uid):
+    # Leaving uid 0 for another clears the permitted, effective and ambient sets (capabilities(7)); a Halley that
+    # is not root but holds CAP_SETUID keeps them through the switch, and they are cleared here.
+    if not has_caps():
+        return
     check(libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0), "clearing ambient capabilities")
-    hdr = CapHeader(0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3
-    data = (CapData * 2)()
-    check(libc.capset(ctypes.byref(hdr), data), "clearing capabilities")
-    check(libc.capget(ctypes.byref(hdr), data), "capget")
-    for d in data:
-        if d.effective or d.permitted or d.inheritable:
-            raise SetupError("capabilities left after the switch to uid %d" % uid)
+    ctypes.memset(CAP_DATA, 0, ctypes.sizeof(CAP_DATA))
+    CAP_HDR.version, CAP_HDR.pid = 0x20080522, 0
+    check(libc.capset(ctypes.byref(CAP_HDR), CAP_DATA), "clearing capabilities")
+    if has_caps():
+        raise SetupError("capabilities left after the switch to uid %d" % uid)
 
 
 def mount_private(spec):
@@ -236,8 +249,11 @@ def set_up(fds):
     os.closerange(3, 1 << 20)
     spec = read_spec(0)
     if spec.get("cgroup"):
-        with open(os.path.join(spec["cgroup"], "cgroup.procs"), "w") as f:
-            f.write(str(os.getpid()))
+        fd = os.open(os.path.join(spec["cgroup"], "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.write(fd, b"%d" % os.getpid())
+        finally:
+            os.close(fd)
     if spec["ns"]:
         flags = CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if spec["net_off"] else 0)
         check(libc.unshare(flags), "unshare")
