@@ -60,8 +60,8 @@ func (s *runLogStore) count() int {
 // once. Every attempt's record is kept either way.
 func TestExecutorWritesTheLogWithTheResult(t *testing.T) {
 	cases := []struct {
-		name             string
-		logged           func(plugin.Job) (bool, error)
+		name              string
+		logged            func(plugin.Job) (bool, error)
 		inQueue, onItsOwn int
 	}{
 		{"written with the result", func(plugin.Job) (bool, error) { return true, nil }, 1, 0},

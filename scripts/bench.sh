@@ -18,6 +18,10 @@
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
+#   BENCH_MYSQL_TUNE   1 (default): for timers of 200,000 or more or a storm of 50,000 or more, size MySQL as
+#                      docs/benchmarks.md "Machine" says (innodb_buffer_pool_size 8 GiB, at most half the memory;
+#                      innodb_log_file_size 2 GiB, on MariaDB 10.9+), SET GLOBAL, and set both back at the end;
+#                      0: leave MySQL as it is (warnings only)
 #   MYSQL_HOST/MYSQL_PORT/MYSQL_USER (127.0.0.1/3306/root, no password), REDIS_HOST/REDIS_PORT (127.0.0.1/6379)
 set -Eeuo pipefail
 
@@ -69,6 +73,7 @@ CLAIM_TOKEN="$STAMP-$$-$RANDOM$RANDOM"
 HALLEY_PID=""
 SUITE_PID=""
 WATCHDOG=""
+RESTORE_MYSQL="" # SET GLOBAL statements that put back what tune_mysql changed
 START=$(date +%s)
 
 # release_claim N deletes the claim marker of database N if it is still this run's.
@@ -99,6 +104,9 @@ cleanup() {
 		# Only Halley's keys ("halley:" prefix, none when we claimed the database), then our claim.
 		rc -n "$REDIS_DB" --scan --pattern 'halley:*' | xargs -r -n 500 redis-cli -h "$REDIS_HOST" -p "$REDIS_PORT" -n "$REDIS_DB" DEL >/dev/null
 		release_claim "$REDIS_DB"
+	fi
+	if [ -n "$RESTORE_MYSQL" ]; then
+		my -e "$RESTORE_MYSQL" && log "MySQL settings set back: $RESTORE_MYSQL"
 	fi
 	if [ "${BENCH_KEEP_DB:-0}" = 1 ]; then
 		log "kept database $DB"
@@ -187,6 +195,40 @@ for i in $(seq 1 120); do
 	sleep 0.5
 done
 log "Halley is ready (pid $HALLEY_PID)"
+
+# tune_mysql sizes InnoDB for the large timer suites (BENCH_MYSQL_TUNE, above): a million timers with the step load
+# beside them make a database of ~8 GB, and at MariaDB's default 128 MiB buffer pool every fire reads pages from
+# disk; with its default 96 MiB redo log InnoDB writes every changed page back within seconds once a million rows
+# change (docs/benchmarks.md, "Timers go first"; halley doctor says the same to operators).
+tune_mysql() {
+	local pool redo want_pool want_redo mem_b restore=""
+	pool=$(my -N -e 'SELECT @@innodb_buffer_pool_size')
+	redo=$(my -N -e 'SELECT @@innodb_log_file_size')
+	mem_b=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
+	want_pool=$((8 << 30))
+	[ "$want_pool" -gt $((mem_b / 2)) ] && want_pool=$((mem_b / 2))
+	want_redo=$((2 << 30))
+	if [ "$pool" -lt "$want_pool" ]; then
+		my -e "SET GLOBAL innodb_buffer_pool_size = $want_pool" || die "unable to set innodb_buffer_pool_size (BENCH_MYSQL_TUNE=0 runs without)"
+		restore="SET GLOBAL innodb_buffer_pool_size = $pool;"
+		log "innodb_buffer_pool_size $((pool >> 20)) MiB -> $((want_pool >> 20)) MiB for this run"
+	fi
+	if [ "$redo" -lt "$want_redo" ]; then
+		if my -e "SET GLOBAL innodb_log_file_size = $want_redo" 2>/dev/null; then
+			restore="$restore SET GLOBAL innodb_log_file_size = $redo;"
+			log "innodb_log_file_size $((redo >> 20)) MiB -> $((want_redo >> 20)) MiB for this run"
+		else
+			log "WARNING: innodb_log_file_size ($((redo >> 20)) MiB) cannot be changed online here (MariaDB 10.9+ can); large suites are limited by page write-back"
+		fi
+	fi
+	RESTORE_MYSQL=$restore
+}
+large=0
+case " $SUITES " in *" timers "*) [ "$TIMERS_N" -ge 200000 ] && large=1 ;; esac
+case " $SUITES " in *" storm "*) [ "$STORM_N" -ge 50000 ] && large=1 ;; esac
+if [ "$large" = 1 ] && [ "${BENCH_MYSQL_TUNE:-1}" = 1 ]; then
+	tune_mysql
+fi
 
 {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
