@@ -109,6 +109,20 @@ func TestEngineWakesWhomItWasGiven(t *testing.T) {
 	})
 }
 
+// localExecutor builds h's engine with opts and a local executor that keeps what it is offered, and returns it.
+func (h *harness) localExecutor(opts engine.Options) *offers {
+	h.t.Helper()
+	local := &offers{}
+	d := enginetest.Deps(h.t, h.s, h.tpl, h.s)
+	d.Executor = local
+	opts.Clock = h.clk
+	var err error
+	if h.eng, err = engine.New(d, opts); err != nil {
+		h.t.Fatal(err)
+	}
+	return local
+}
+
 // offers is a local executor that is always available and keeps what it is offered.
 type offers struct {
 	jobs  []plugin.Job
@@ -132,13 +146,7 @@ func (o *offers) StopRuns(runs map[string]string) {
 func TestEngineStopsTheRunsItCloses(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
-		local := &offers{}
-		d := enginetest.Deps(t, s, h.tpl, s)
-		d.Executor = local
-		var err error
-		if h.eng, err = engine.New(d, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests")}); err != nil {
-			t.Fatal(err)
-		}
+		local := h.localExecutor(engine.Options{CallbackKey: []byte("callback-key-for-tests")})
 		h.users("ann")
 		h.plugin("ext")
 		h.publish("call", callDef(""))

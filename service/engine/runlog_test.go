@@ -7,7 +7,6 @@ import (
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/plugin"
 	"github.com/halley-bpm/halley/service/engine"
-	"github.com/halley-bpm/halley/service/engine/enginetest"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
 )
@@ -19,13 +18,7 @@ import (
 func TestPluginResultCarriesItsLog(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
 		h := newHarness(t, s)
-		local := &offers{}
-		d := enginetest.Deps(t, s, h.tpl, s)
-		d.Executor = local
-		var err error
-		if h.eng, err = engine.New(d, engine.Options{Clock: h.clk}); err != nil {
-			t.Fatal(err)
-		}
+		local := h.localExecutor(engine.Options{})
 		h.users("ann")
 		h.plugin("tick")
 		h.publish("p", oneNode(`{"id":"n","type":"auto","plugins":{"pre":["tick"]}}`))
