@@ -167,9 +167,11 @@ type ProcessRunner struct {
 
 var _ Runner = (*ProcessRunner)(nil)
 
-// Close stops the runner's warm Python runtimes (their runs in flight are killed). Runs after Close spawn.
+// Close stops the runner's warm Python runtimes (their runs in flight are killed) and waits until its sandbox has
+// given back what finished runs took (Sandbox.Close). Runs after Close spawn.
 func (r *ProcessRunner) Close() {
 	r.warm.closeAll()
+	r.Sandbox.Close()
 }
 
 type runnerConfig struct {

@@ -53,7 +53,8 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		res.Err = err
 		return res
 	}
-	defer box.end()
+	var workdir string
+	defer func() { box.finish(workdir) }()
 	argv, err := c.argv(spec, box.python())
 	if err != nil {
 		res.Err = fmt.Errorf("plugin %s v%d: %w", spec.Name, spec.Version, err)
@@ -64,12 +65,12 @@ func (r *ProcessRunner) Run(ctx context.Context, spec Spec, in Input) (res Resul
 		return res
 	}
 	// The pid in the name lets a later start of Halley remove it if this process dies first.
-	workdir, err := os.MkdirTemp(root, fmt.Sprintf("%s%d-", rundirPrefix, os.Getpid()))
+	workdir, err = os.MkdirTemp(root, fmt.Sprintf("%s%d-", rundirPrefix, os.Getpid()))
 	if err != nil {
+		workdir = ""
 		res.Err = fmt.Errorf("plugin runner: unable to create working directory: %w", err)
 		return res
 	}
-	defer box.removeDir(workdir)
 	// The plugin runs from a copy in its own directory: where the file is stored (the plugin dir, a cache of
 	// the database's copy) stays closed to it.
 	runFile, err := copyPluginFile(spec, workdir)

@@ -19,6 +19,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -78,7 +80,18 @@ type Sandbox struct {
 	setpriv string
 
 	slots chan int // free uid offsets
+
+	// Work kept off a run's path: cgroup leaves made ahead (leaves, refilled by one goroutine at a time), and
+	// the giving back of a finished run's directory, leaf and uid (end), both tracked by pending; Close waits.
+	leaves    chan *leaf
+	refilling atomic.Bool
+	pending   sync.WaitGroup
+	mu        sync.Mutex
+	closed    bool
 }
+
+// leafReserve is how many cgroup leaves the sandbox keeps made ahead of the runs that take them.
+const leafReserve = 4
 
 // Capabilities the sandbox raises, only on the thread that needs them, when Halley is not root (see withCaps).
 var (
@@ -649,6 +662,7 @@ func (s *Sandbox) setupCgroup(add func(string, bool, string, ...any)) {
 	s.cgMemory, s.cgPids = want["memory"] && enabled["memory"], want["pids"] && enabled["pids"]
 
 	s.cgroupDir = dir
+	s.leaves = make(chan *leaf, leafReserve)
 	leaf, err := s.newLeaf()
 	if err == nil {
 		err = s.probe(probeOpts{uid: s.cfg.UID, gid: s.cfg.GID, drop: s.dropUID, cgroup: leaf.fd})
@@ -824,6 +838,93 @@ func (s *Sandbox) sweepStale() {
 	}
 }
 
+// takeLeaf returns a fresh cgroup leaf for a run: one made ahead when there is one, else one made now. Either
+// way the reserve is topped up in the background, so that the next run does not wait for a mkdir in the cgroup
+// file system, which queues behind other runs' cgroup migrations under the kernel's cgroup lock. A leaf serves
+// one run only: on this kernel a process cloned into a cgroup that was ever killed (cgroup.kill) is killed at
+// birth, and a fresh leaf also starts with fresh counters (pids, memory events).
+func (s *Sandbox) takeLeaf() (*leaf, error) {
+	select {
+	case l := <-s.leaves:
+		s.refillLeaves()
+		return l, nil
+	default:
+	}
+	l, err := s.newLeaf()
+	if err == nil {
+		s.refillLeaves()
+	}
+	return l, err
+}
+
+// refillLeaves starts the goroutine that tops up the reserve of leaves, unless one is running or the sandbox
+// is closed.
+func (s *Sandbox) refillLeaves() {
+	if !s.refilling.CompareAndSwap(false, true) {
+		return
+	}
+	if !s.track() {
+		s.refilling.Store(false)
+		return
+	}
+	go func() {
+		defer s.pending.Done()
+		defer s.refilling.Store(false)
+		for len(s.leaves) < cap(s.leaves) {
+			l, err := s.newLeaf()
+			if err != nil {
+				s.log.Warn("plugin sandbox: unable to make a cgroup leaf ahead of a run", "err", err)
+				return
+			}
+			select {
+			case s.leaves <- l:
+			default:
+				l.remove(s.log)
+				return
+			}
+		}
+	}()
+}
+
+// track counts one piece of background work for Close, or reports false once the sandbox is closed (the work
+// is then done in the caller's goroutine, or not at all).
+func (s *Sandbox) track() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.pending.Add(1)
+	return true
+}
+
+// Settle waits until every run that has finished has given back its directory, cgroup leaf and uid.
+func (s *Sandbox) Settle() {
+	if s != nil {
+		s.pending.Wait()
+	}
+}
+
+// Close waits until every finished run has given back its directory, cgroup leaf and uid, and removes the
+// leaves made ahead. Runs after Close still work; they do all of that on their own path.
+func (s *Sandbox) Close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+	s.pending.Wait()
+	for {
+		select {
+		case l := <-s.leaves:
+			l.remove(s.log)
+		default:
+			return
+		}
+	}
+}
+
 // kill kills every process in the leaf.
 func (l *leaf) kill() {
 	_ = os.WriteFile(filepath.Join(l.dir, "cgroup.kill"), []byte("1"), 0)
@@ -941,7 +1042,7 @@ func (s *Sandbox) begin(ctx context.Context, spec Spec) (*box, error) {
 		}
 	}
 	if s.cgroupDir != "" {
-		l, err := s.newLeaf()
+		l, err := s.takeLeaf()
 		if err != nil {
 			b.end()
 			return nil, fmt.Errorf("plugin %s v%d: %w", spec.Name, spec.Version, err)
@@ -1158,6 +1259,27 @@ func reclaim(dir string, runUID, uid, gid int) error {
 		}
 	}
 	return nil
+}
+
+// finish gives back what the run took once it has ended (every process of the run is dead by then): its
+// working directory (dir, when it was made), then its cgroup leaf and its uid. With a sandbox that is done in the
+// background, after the run's result has gone on: the uid serves no other run before its directory is gone
+// and its leaf is empty and removed, so nothing of one run is ever visible to the next.
+func (b *box) finish(dir string) {
+	done := func() {
+		if dir != "" {
+			b.removeDir(dir)
+		}
+		b.end()
+	}
+	if b.s == nil || !b.s.track() {
+		done()
+		return
+	}
+	go func() {
+		defer b.s.pending.Done()
+		done()
+	}()
 }
 
 // end returns the uid to the pool and removes the cgroup leaf; every process of the run is dead by then.

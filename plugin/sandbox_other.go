@@ -33,3 +33,9 @@ func (s *Sandbox) WorkRoot() string { return s.cfg.WorkRoot }
 func (s *Sandbox) begin(context.Context, Spec) (any, error) {
 	return nil, errors.New("plugin runs need Linux")
 }
+
+// Settle and Close have nothing to wait for outside Linux.
+func (s *Sandbox) Settle() {}
+
+// Close: see Settle.
+func (s *Sandbox) Close() {}

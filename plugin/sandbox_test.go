@@ -44,6 +44,7 @@ func newSandbox(t testing.TB, cfg plugin.SandboxConfig) *plugin.Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(sb.Close)
 	return sb
 }
 
@@ -507,6 +508,7 @@ hp.write_output(context={"level": inp["context"]["level"] + 1, "env": sorted(os.
 			got != "[HALLEY_CALLBACK_URL HALLEY_RUN_ID HOME LANG PATH PYTHONDONTWRITEBYTECODE PYTHONPATH PYTHONUNBUFFERED TMPDIR]" {
 			t.Errorf("environment %s", got)
 		}
+		r.Sandbox.Settle()
 		if entries, err := os.ReadDir(cfg.WorkRoot); err != nil || len(entries) != 0 {
 			t.Errorf("work root not cleaned up: %v %v", entries, err)
 		}

@@ -737,6 +737,7 @@ func sandboxFor(t *testing.T, uid int) *plugin.Sandbox {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(sb.Close)
 	for _, n := range []string{plugin.ProtectUser, plugin.ProtectNetwork, plugin.ProtectUnixSockets, plugin.ProtectPrivateTmp} {
 		if p := sb.Report().Protection(n); !p.InForce {
 			if os.Getenv("CI") == "true" {

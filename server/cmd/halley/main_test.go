@@ -37,6 +37,20 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
+// stop shuts Halley down as an operator would (SIGTERM), so that it gives back what it holds on the host (the
+// plugin sandbox's cgroup leaves), and kills it when that takes more than ten seconds.
+func stop(cmd *exec.Cmd) {
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
 // start runs the binary with a clean environment plus extra, and waits until /readyz answers 200.
 func start(t *testing.T, bin string, extra ...string) (*exec.Cmd, string, *bytes.Buffer) {
 	t.Helper()
@@ -48,7 +62,7 @@ func start(t *testing.T, bin string, extra ...string) (*exec.Cmd, string, *bytes
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	t.Cleanup(func() { stop(cmd) })
 	url := "http://" + addr
 	deadline := time.Now().Add(30 * time.Second)
 	for {
