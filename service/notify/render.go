@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"strings"
+	"sync"
 	"text/template"
 	"time"
 	"unicode/utf8"
@@ -92,6 +93,41 @@ type compiled struct {
 	subject, body *template.Template
 }
 
+// parsed keeps the templates compiled so far, by event and text: a notification is rendered in its step, and
+// parsing both templates again for every one cost more than the rest of its rendering. A parsed template may be
+// executed by many goroutines at once. An admin's change is new text, hence a new entry; the cache is emptied
+// when it holds parsedMax, so that templates edited many times cannot grow it without end.
+var parsed = struct {
+	sync.Mutex
+	m map[parsedKey]*compiled
+}{m: map[parsedKey]*compiled{}}
+
+type parsedKey struct{ name, subject, body string }
+
+const parsedMax = 1024
+
+// compileCached is compile for templates in use: parsed once per text. Templates that do not parse are not kept.
+func compileCached(name string, t model.MessageTemplate) (*compiled, error) {
+	k := parsedKey{name, t.Subject, t.Body}
+	parsed.Lock()
+	c := parsed.m[k]
+	parsed.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	c, err := compile(name, t)
+	if err != nil {
+		return nil, err
+	}
+	parsed.Lock()
+	if len(parsed.m) >= parsedMax {
+		clear(parsed.m)
+	}
+	parsed.m[k] = c
+	parsed.Unlock()
+	return c, nil
+}
+
 func compile(name string, t model.MessageTemplate) (*compiled, error) {
 	s, err := template.New(name + ".subject").Option("missingkey=error").Parse(t.Subject)
 	if err != nil {
@@ -157,7 +193,7 @@ func (c *compiled) render(d Data) (string, string, error) {
 // a template error never loses a notification.
 func render(overrides map[string]map[string]model.MessageTemplate, d Data) (subject, body string, err error) {
 	if t, ok := overrides[d.Event][d.Lang]; ok {
-		c, cerr := compile(d.Event, t)
+		c, cerr := compileCached(d.Event, t)
 		if cerr == nil {
 			if subject, body, cerr = c.render(d); cerr == nil {
 				return subject, body, nil
@@ -169,7 +205,7 @@ func render(overrides map[string]map[string]model.MessageTemplate, d Data) (subj
 	if d.Event == "" {
 		t = testMessage[d.Lang]
 	}
-	c, cerr := compile(d.Event, t)
+	c, cerr := compileCached(d.Event, t)
 	if cerr != nil {
 		return "", "", cerr // the built-in templates are tested
 	}
