@@ -5,8 +5,6 @@ package plugin
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -21,29 +19,11 @@ import (
 // next run starts only once the previous run's directory is gone, the reserve is topped up, no leaf serves two
 // runs, and Close leaves nothing in the cgroup. Spawned and forked runs alike.
 func TestLeavesMadeAheadAndGivenBackAfter(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test needs root for a cgroup of its own and a plugin uid (CI runs as root)")
-		}
-		t.Skip("needs root")
-	}
+	needRoot(t, "for a cgroup of its own and a plugin uid")
 	testkit.RequirePython(t, DefaultPath)
 	for _, spawn := range []bool{true, false} {
 		t.Run(fmt.Sprintf("spawn=%v", spawn), func(t *testing.T) {
-			dir := t.TempDir()
-			for _, p := range []string{dir, filepath.Dir(dir)} {
-				if err := os.Chmod(p, 0o711); err != nil {
-					t.Fatal(err)
-				}
-			}
-			cfg := DefaultSandboxConfig(1) // one uid: each run waits until the previous one has given it back
-			cfg.UID, cfg.GID = 62000+16*13, 62000+16*13
-			cfg.WorkRoot = filepath.Join(dir, "work")
-			cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-			sb, err := NewSandbox(cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
+			sb, dir := internalSandbox(t, 1, 13) // one uid: each run waits until the previous one has given it back
 			if sb.cgroupDir == "" || !sb.dropUID {
 				t.Fatalf("no cgroup leaves or no plugin uid here: %+v", sb.Report())
 			}
@@ -100,7 +80,7 @@ print(json.dumps({"context": {"cgroup": cg, "dir": os.getcwd(), "prev_seen": boo
 			if left := leaves(); len(left) != 0 {
 				t.Errorf("after Close the cgroup still holds %v", left)
 			}
-			if entries, err := os.ReadDir(cfg.WorkRoot); err != nil || len(entries) != 0 {
+			if entries, err := os.ReadDir(sb.cfg.WorkRoot); err != nil || len(entries) != 0 {
 				t.Errorf("after Close the work root holds %v (%v)", entries, err)
 			}
 		})

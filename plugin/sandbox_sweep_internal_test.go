@@ -17,12 +17,7 @@ import (
 // TestSweepShared: where runs have no private /tmp, what the run's uid left at the top of /tmp, /var/tmp and
 // /dev/shm (a file, a folder it closed with files in it) is deleted when the run ends; what others own stays.
 func TestSweepShared(t *testing.T) {
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("this test needs root to own files as another uid (CI runs as root)")
-		}
-		t.Skip("needs root")
-	}
+	needRoot(t, "to own files as another uid")
 	const uid, other = 62990, 62991
 	var mine, theirs []string
 	for _, d := range runinit.TmpDirs {
@@ -96,24 +91,43 @@ func TestExecFailureOfTheInitStage(t *testing.T) {
 	}
 }
 
-// TestNoNewPrivsWithoutTheInitStage: a run spawned where the host allows no init stage still has no_new_privs
-// (setpriv(1) sets it), like a run through the init stage and a forked one.
-func TestNoNewPrivsWithoutTheInitStage(t *testing.T) {
-	testkit.RequirePython(t, DefaultPath)
+// internalSandbox is a sandbox with uids UIDs of test slot slot (62000 + 16 × slot, as sandbox_test.go counts them)
+// and its work root in a fresh folder the plugin uids can reach, which it also returns.
+func internalSandbox(t *testing.T, uids, slot int) (*Sandbox, string) {
+	t.Helper()
 	dir := t.TempDir()
 	for _, p := range []string{dir, filepath.Dir(dir)} {
 		if err := os.Chmod(p, 0o711); err != nil {
 			t.Fatal(err)
 		}
 	}
-	cfg := DefaultSandboxConfig(2)
-	cfg.UID, cfg.GID = 62000+16*12, 62000+16*12
+	cfg := DefaultSandboxConfig(uids)
+	cfg.UID, cfg.GID = 62000+16*slot, 62000+16*slot
 	cfg.WorkRoot = filepath.Join(dir, "work")
 	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	sb, err := NewSandbox(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return sb, dir
+}
+
+// needRoot fails under CI (which runs as root) and skips elsewhere when the test is not root.
+func needRoot(t *testing.T, why string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("this test needs root %s (CI runs as root)", why)
+		}
+		t.Skip("needs root")
+	}
+}
+
+// TestNoNewPrivsWithoutTheInitStage: a run spawned where the host allows no init stage still has no_new_privs
+// (setpriv(1) sets it), like a run through the init stage and a forked one.
+func TestNoNewPrivsWithoutTheInitStage(t *testing.T) {
+	testkit.RequirePython(t, DefaultPath)
+	sb, dir := internalSandbox(t, 2, 12)
 	if sb.setpriv == "" {
 		t.Fatal("no setpriv(1) on the plugins' PATH (util-linux)")
 	}
