@@ -179,7 +179,9 @@ func (s *Store) ContextsWithDataURLs(ctx context.Context, after string, limit in
 
 // SwapContext replaces the context of the instance id by next if it still is old; false when it changed.
 func (s *Store) SwapContext(ctx context.Context, id, old, next string) (bool, error) {
-	res := s.db.WithContext(ctx).Model(&instanceRow{}).Where("id = ? AND context = ?", id, old).Update("context", next)
+	// The rev goes up with the context, as with a step's write: a step cache holding the old row then misses.
+	res := s.db.WithContext(ctx).Model(&instanceRow{}).Where("id = ? AND context = ?", id, old).
+		Updates(map[string]any{"context": next, "rev": gorm.Expr("rev + 1")})
 	if res.Error != nil {
 		return false, fmt.Errorf("store: unable to rewrite the context of %s: %w", id, res.Error)
 	}

@@ -357,15 +357,22 @@ func taskArgs(r *taskRow) []any {
 
 // CreateInstance writes a new instance and the work of its first step in one transaction.
 func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
-	return s.hotTx(ctx, func(tx *gorm.DB) error {
-		all := model.WithChildren([]*model.Work{w}) // with the children its first step started (subprocess nodes)
+	all := model.WithChildren([]*model.Work{w}) // with the children its first step started (subprocess nodes)
+	var written map[string]instanceRow
+	err := s.hotTx(ctx, func(tx *gorm.DB) error {
 		args := make([]any, 0, instanceColsN*len(all))
+		if s.cache != nil {
+			written = make(map[string]instanceRow, len(all))
+		}
 		for _, x := range all {
 			row, err := toInstanceRow(x.Instance)
 			if err != nil {
 				return err
 			}
 			args = append(args, instanceArgs(&row)...)
+			if written != nil {
+				written[row.ID] = row
+			}
 		}
 		c, err := rawTx(tx)
 		if err != nil {
@@ -376,6 +383,10 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 		claimCorrelations(b, all...)
 		return s.writeWorks(ctx, tx, c, b, all...)
 	})
+	if err == nil && txFrom(ctx) == nil {
+		s.cache.keep(written, all)
+	}
+	return err
 }
 
 // claimCorrelations claims the correlation ids of new instances among the running instances of their templates:
@@ -442,13 +453,43 @@ func instanceArgs(r *instanceRow) []any {
 // UpdateInstance locks, loads, calls fn and writes back, in one transaction: UpdateInstances of one instance.
 func (s *Store) UpdateInstance(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
 	u := &instancesTx{s: s, tenant: tenant, ids: []string{id}, fn: fn}
-	if err := s.hotTx(ctx, u.run); err != nil {
+	if err := s.runInstancesTx(ctx, u); err != nil {
 		return err
 	}
 	if err := u.out[id]; errors.Is(err, model.ErrNoInstance) {
 		return s.goneIfArchived(ctx, tenant, id, err)
 	}
 	return u.out[id]
+}
+
+// runInstancesTx runs u on the instances' cached rows when the step cache has them all (stepcache.go), and on a
+// locked read otherwise or when those rows turn out stale; then caches what it wrote.
+func (s *Store) runInstancesTx(ctx context.Context, u *instancesTx) error {
+	if s.cache != nil && txFrom(ctx) == nil {
+		if u.cached = s.cache.all(u.tenant, u.ids); u.cached != nil {
+			err := s.hotTx(ctx, u.run)
+			if err == nil {
+				s.cache.keep(u.written, u.saved)
+				return nil
+			}
+			s.cache.evict(u.tenant, u.ids)
+			if !errors.Is(err, errStaleCache) {
+				return err
+			}
+			s.cache.stale.Add(1)
+			u.cached = nil
+		}
+	}
+	if err := s.hotTx(ctx, u.run); err != nil {
+		s.cache.evict(u.tenant, u.ids)
+		return err
+	}
+	if txFrom(ctx) == nil {
+		s.cache.keep(u.written, u.saved)
+	} else {
+		s.cache.evict(u.tenant, u.ids) // the dispatch's transaction may still roll back
+	}
+	return nil
 }
 
 // noInstance is the ENOTFOUND of a step on an instance that does not exist; it wraps model.ErrNoInstance.
@@ -466,7 +507,7 @@ func (s *Store) UpdateInstances(ctx context.Context, tenant string, ids []string
 		}
 	}
 	u := &instancesTx{s: s, tenant: tenant, ids: ids, fn: fn, creates: creates}
-	if err := s.hotTx(ctx, u.run); err != nil {
+	if err := s.runInstancesTx(ctx, u); err != nil {
 		return nil, err
 	}
 	return u.out, nil
@@ -480,12 +521,27 @@ type instancesTx struct {
 	ids     []string
 	fn      func(w *model.Work) error
 	creates []*model.Work
-	out     map[string]error // each id's outcome, afresh for every attempt
+	// cached, when set, are the instances' rows from the step cache: the transaction runs on them instead of a
+	// locked read, and its first write checks them (stepcache.go).
+	cached []*cachedWork
+	out    map[string]error // each id's outcome, afresh for every attempt
+	// written and saved are the instance rows written and the works they came from, for the step cache.
+	written map[string]instanceRow
+	saved   []*model.Work
 }
 
 func (u *instancesTx) run(tx *gorm.DB) error {
 	u.out = make(map[string]error, len(u.ids))
-	ws, err := u.s.lockWorks(tx, u.tenant, u.ids)
+	u.written, u.saved = nil, nil
+	var (
+		ws  []*model.Work
+		err error
+	)
+	if u.cached != nil {
+		ws, err = cachedWorks(u.cached)
+	} else {
+		ws, err = u.s.lockWorks(tx, u.tenant, u.ids)
+	}
 	if err != nil {
 		return err
 	}
@@ -498,9 +554,25 @@ func (u *instancesTx) run(tx *gorm.DB) error {
 		u.out[w.Instance.ID] = err
 		if err == nil {
 			keep = append(keep, w)
+		} else if u.cached != nil {
+			return errStaleCache // decided on rows not read under the lock: decide it again on a locked read
 		}
 	}
-	return u.s.saveWorks(tx, u.creates, keep...)
+	var revs map[string]int64
+	if u.cached != nil {
+		revs = make(map[string]int64, len(u.cached))
+		for _, cw := range u.cached {
+			revs[cw.inst.ID] = cw.inst.Rev
+		}
+	}
+	if u.s.cache != nil {
+		u.written = make(map[string]instanceRow, len(keep)+len(u.creates))
+	}
+	if err := u.s.saveWorks(tx, u.creates, revs, u.written, keep...); err != nil {
+		return err
+	}
+	u.saved = append(append(u.saved, u.creates...), keep...)
+	return nil
 }
 
 // lockWorks locks the instance rows with these ids (of one tenant) in id order, and loads each with its open
@@ -579,7 +651,10 @@ func (s *Store) lockWorks(tx *gorm.DB, tenant string, ids []string) ([]*model.Wo
 
 // saveWorks inserts the instances of creates, writes back the instance rows of works loaded by lockWorks, and
 // everything else all of them changed, the rows of every work together (one multi-row statement per kind).
-func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work) error {
+// With revs (works that ran on cached rows: instance id → cached rev), the instance rows are written first, each
+// only if its rev is still the cached one, and errStaleCache is returned when one was not. written, when not
+// nil, receives the instance rows written.
+func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, revs map[string]int64, written map[string]instanceRow, ws ...*model.Work) error {
 	if len(ws) == 0 && len(creates) == 0 {
 		return nil
 	}
@@ -607,11 +682,37 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 				return err
 			}
 			args = append(args, instanceArgs(&r)...)
+			if written != nil {
+				written[r.ID] = r
+			}
 		}
 		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(creates), instanceColsN), args...)
 		claimCorrelations(b, creates...)
 	}
-	if len(ws) > 0 {
+	if len(ws) > 0 && revs != nil {
+		rows := make([]instanceRow, 0, len(ws))
+		for _, w := range ws {
+			r, err := toInstanceRow(w.Instance)
+			if err != nil {
+				return err
+			}
+			if r.Rev == revs[r.ID] {
+				return errStaleCache // a write that does not raise the rev could not be told from the cached row
+			}
+			rows = append(rows, r)
+			if written != nil {
+				written[r.ID] = r
+			}
+		}
+		q, args := checkedUpdate(ws[0].Instance.TenantID, rows, revs)
+		res, err := c.ExecContext(tx.Statement.Context, q, args...)
+		if err != nil {
+			return fmt.Errorf("store: unable to write instances: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil || n != int64(len(rows)) {
+			return errStaleCache
+		}
+	} else if len(ws) > 0 {
 		// The locked rows of every work in one statement: an upsert whose insert never happens (the rows exist
 		// and are locked) updates them all at once.
 		args := make([]any, 0, instanceColsN*len(ws))
@@ -621,6 +722,9 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, ws ...*model.Work)
 				return err
 			}
 			args = append(args, instanceArgs(&r)...)
+			if written != nil {
+				written[r.ID] = r
+			}
 		}
 		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(ws), instanceColsN)+
 			upsertSuffix(s.dialect, "title", "title_i18n", "status", "context", "state", "rev", "updated_at", "ended_at", "correlation_id"), args...)

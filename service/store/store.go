@@ -44,7 +44,10 @@ type Config struct {
 	// transactions hold at most MaxOpenConns - TimerConns connections at once, so fires never wait behind them
 	// for one. At most half the pool; 0 keeps none apart.
 	TimerConns int
-	Logger     *slog.Logger
+	// StepCache is how many instances' rows (MySQL) are kept from the step that wrote them, so that their next
+	// step skips its lock read (stepcache.go); 0 means DefaultStepCache, a negative number none.
+	StepCache int
+	Logger    *slog.Logger
 	// Wait is how long Open keeps trying while the database does not accept connections yet (a replica started
 	// with, or before, its database): attempts back off from 250 ms to 5 s and each failure is logged. 0 tries once.
 	Wait time.Duration
@@ -52,6 +55,9 @@ type Config struct {
 	// (halley archive show): they must not leave an empty halley.db behind in whatever directory they ran in.
 	MustExist bool
 }
+
+// DefaultStepCache is Config.StepCache's default.
+const DefaultStepCache = 4096
 
 // Store implements the model's store interfaces on one gorm connection pool.
 type Store struct {
@@ -61,6 +67,7 @@ type Store struct {
 	// stepSlots bounds the step transactions holding a connection at once (the pool less its timer slice); nil
 	// when no slice is kept.
 	stepSlots chan struct{}
+	cache     *stepCache // nil: off (SQLite, or Config.StepCache 0)
 	log       *slog.Logger
 	now       func() time.Time
 	userHook  atomic.Pointer[func(tenant, username string)] // OnUserChange
@@ -168,6 +175,12 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	s := &Store{db: db, sqlDB: sqlDB, dialect: dialect, log: lg, now: func() time.Time { return time.Now().UTC() }}
 	if n := min(cfg.TimerConns, open/2); dialect == MySQL && n > 0 {
 		s.stepSlots = make(chan struct{}, open-n)
+	}
+	if n := cfg.StepCache; dialect == MySQL && n >= 0 {
+		if n == 0 {
+			n = DefaultStepCache
+		}
+		s.cache = newStepCache(n)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

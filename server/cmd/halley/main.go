@@ -211,7 +211,7 @@ func withDatabase(ctx context.Context, cfgPath string, getenv func(string) strin
 	}
 	web.step("connecting to the database")
 	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: cfg.DBMaxOpenConns,
-		MaxIdleConns: cfg.DBMaxIdleConns, TimerConns: cfg.DBTimerConns, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
+		MaxIdleConns: cfg.DBMaxIdleConns, TimerConns: cfg.DBTimerConns, StepCache: stepCache(cfg.DBStepCache), ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
 	if err != nil {
 		if ctx.Err() != nil {
 			lg.Info("stopped while waiting for the database")
@@ -243,4 +243,12 @@ func printVersion(w io.Writer) {
 			fmt.Fprintf(w, "  %-9s %s\n", n, s.Value)
 		}
 	}
+}
+
+// stepCache is store.Config.StepCache for HALLEY_DB_STEP_CACHE, whose 0 turns the cache off.
+func stepCache(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }

@@ -1,0 +1,212 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/internal/testkit"
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// replicas opens n stores on one fresh MySQL database, as n Halley replicas would (the first one migrates);
+// cache is each store's Config.StepCache.
+func replicas(t *testing.T, cache int, n int) []*store.Store {
+	t.Helper()
+	url := storetest.URL(t, store.MySQL)
+	out := make([]*store.Store, n)
+	for i := range out {
+		s, err := store.Open(context.Background(), store.Config{URL: url, DataDir: t.TempDir(), Logger: testkit.Quiet(), StepCache: cache})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		if i == 0 {
+			if _, err := s.Migrate(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[i] = s
+	}
+	return out
+}
+
+// counted is a step that raises the context's counter n by one (and the rev, as every engine step does), after
+// checking it saw want (when want >= 0).
+func counted(want int) func(w *model.Work) error {
+	return func(w *model.Work) error {
+		var c struct{ N int }
+		if err := json.Unmarshal(w.Instance.Context, &c); err != nil {
+			return err
+		}
+		if want >= 0 && c.N != want {
+			return fmt.Errorf("the step sees n = %d, want %d", c.N, want)
+		}
+		w.Instance.Context = json.RawMessage(fmt.Sprintf(`{"n":%d}`, c.N+1))
+		w.Instance.Rev++
+		return nil
+	}
+}
+
+// TestStepCacheGivesWhatTheLockReadGives: a step on cached rows gets the work a locked read gives — the instance
+// with its state and every open task, times as stored — and a step whose fn fails on cached rows runs again on
+// a locked read, which is how this test sees both.
+func TestStepCacheGivesWhatTheLockReadGives(t *testing.T) {
+	s := replicas(t, 0, 1)[0]
+	at := time.Date(2026, 11, 29, 20, 1, 2, 123456789, time.UTC) // nanoseconds: the database keeps microseconds
+	w := newWork("sc-1", model.DefaultTenant, at)
+	w.Instance.State.Nodes = map[string]*model.NodeVisit{"a": {NodeID: "a", Name: "A", Type: "approval", State: "active", Visit: 1, Seq: 1, StartedAt: &at}}
+	task := func(id string, st model.TaskStatus) *model.Task {
+		return &model.Task{ID: "sc-1." + id, TenantID: model.DefaultTenant, InstanceID: "sc-1", NodeID: "a", NodeName: "A", Assignee: "bob-" + id, Status: st,
+			Kind: "approval", Template: "t", Initiator: "alice", Data: json.RawMessage(`{"x":1}`), AfterSigners: []string{"c", "d"}, CreatedAt: at}
+	}
+	w.NewTasks = []*model.Task{task("t1", model.TaskPending), task("t2", model.TaskWaiting), task("t3", model.TaskPending)}
+	w.Tasks = w.NewTasks
+	if err := s.CreateInstance(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	// A step that decides t1, creates t4 and ends a visit: the cache keeps t2, t3, t4 open.
+	later := at.Add(1500 * time.Millisecond)
+	if err := s.UpdateInstance(ctx, model.DefaultTenant, "sc-1", func(w *model.Work) error {
+		w.Instance.Rev++
+		w.Instance.UpdatedAt = later
+		w.Instance.State.Nodes["a"].EndedAt = &later
+		for _, tk := range w.Tasks {
+			if tk.ID == "sc-1.t1" {
+				tk.Status, tk.DecidedAt, tk.DecidedBy = model.TaskApproved, &later, "bob-t1"
+				w.ChangedTasks[tk.ID] = tk
+			}
+		}
+		t4 := task("t4", model.TaskPending)
+		t4.CreatedAt = later
+		w.NewTasks = append(w.NewTasks, t4)
+		w.Tasks = append(w.Tasks, t4)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := s.StepCacheStats()
+	var seen []*model.Work
+	again := errors.New("again")
+	err := s.UpdateInstance(ctx, model.DefaultTenant, "sc-1", func(w *model.Work) error {
+		seen = append(seen, w)
+		return again
+	})
+	if !errors.Is(err, again) {
+		t.Fatalf("step = %v, want its own error", err)
+	}
+	after := s.StepCacheStats()
+	if after.Hits != before.Hits+1 || after.Stale != before.Stale+1 || len(seen) != 2 {
+		t.Fatalf("stats %+v → %+v, fn ran %d times: want one run on cached rows, then one on a locked read", before, after, len(seen))
+	}
+	cached, locked := seen[0], seen[1]
+	if !reflect.DeepEqual(cached.Instance, locked.Instance) {
+		t.Errorf("instance from the cache\n%+v\nfrom the lock read\n%+v", cached.Instance, locked.Instance)
+	}
+	if len(locked.Tasks) != 3 {
+		t.Fatalf("the lock read gives %d open tasks, want 3", len(locked.Tasks))
+	}
+	if !reflect.DeepEqual(cached.Tasks, locked.Tasks) {
+		for i := range locked.Tasks {
+			t.Logf("cached %+v\nlocked %+v", cached.Tasks[i], locked.Tasks[i])
+		}
+		t.Errorf("open tasks from the cache differ from the lock read's")
+	}
+}
+
+// TestStepCacheAcrossReplicas: two replicas on one database step the same instance in turn. Each replica's cached
+// row is stale after the other's step; every step still sees the count the one before left.
+func TestStepCacheAcrossReplicas(t *testing.T) {
+	rs := replicas(t, 0, 2)
+	at := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	w := newWork("sc-2", model.DefaultTenant, at)
+	w.Instance.Context = json.RawMessage(`{"n":0}`)
+	if err := rs[0].CreateInstance(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		if err := rs[i%2].UpdateInstance(ctx, model.DefaultTenant, "sc-2", counted(i)); err != nil {
+			t.Fatalf("step %d on replica %d: %v", i, i%2, err)
+		}
+	}
+	// Each replica runs again on its own cached row: no stale read there.
+	for i := 20; i < 24; i++ {
+		if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, "sc-2", counted(i)); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	st0, st1 := rs[0].StepCacheStats(), rs[1].StepCacheStats()
+	if st0.Stale == 0 || st1.Hits < 3 {
+		t.Fatalf("replica stats %+v and %+v: want stale rows found on replica 0 and hits on replica 1", st0, st1)
+	}
+	inst, _, err := rs[0].GetInstance(ctx, model.DefaultTenant, "sc-2")
+	if err != nil || string(inst.Context) != `{"n": 24}` && string(inst.Context) != `{"n":24}` {
+		t.Fatalf("context %s, %v: want n = 24", inst.Context, err)
+	}
+}
+
+// TestStepCacheRacingReplicas: eight goroutines on two replicas raise one instance's counter 25 times each; not
+// one raise is lost, whichever replica's cache was stale when.
+func TestStepCacheRacingReplicas(t *testing.T) {
+	rs := replicas(t, 0, 2)
+	at := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	w := newWork("sc-3", model.DefaultTenant, at)
+	w.Instance.Context = json.RawMessage(`{"n":0}`)
+	if err := rs[0].CreateInstance(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 8*25)
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				if err := rs[g%2].UpdateInstance(ctx, model.DefaultTenant, "sc-3", counted(-1)); err != nil {
+					errs <- err
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	inst, _, err := rs[0].GetInstance(ctx, model.DefaultTenant, "sc-3")
+	var c struct{ N int }
+	if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != 200 {
+		t.Fatalf("context %s, %v: want n = 200", inst.Context, err)
+	}
+	if inst.Rev != 200 {
+		t.Fatalf("rev %d, want 200", inst.Rev)
+	}
+	if st := rs[0].StepCacheStats(); st.Hits == 0 {
+		t.Fatalf("replica 0 stats %+v: want steps on cached rows", st)
+	}
+}
+
+// TestStepCacheOff: a negative size keeps no rows; every step takes the lock read.
+func TestStepCacheOff(t *testing.T) {
+	s := replicas(t, -1, 1)[0]
+	w := newWork("sc-4", model.DefaultTenant, time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC))
+	w.Instance.Context = json.RawMessage(`{"n":0}`)
+	if err := s.CreateInstance(ctx, w); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := s.UpdateInstance(ctx, model.DefaultTenant, "sc-4", counted(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := s.StepCacheStats(); st != (store.StepCacheStats{}) {
+		t.Fatalf("stats %+v with the cache off", st)
+	}
+}
