@@ -111,8 +111,26 @@ func (c *stepCache) keep(written map[string]instanceRow, ws []*model.Work) {
 			c.lru.Remove(key)
 			continue
 		}
-		c.lru.Add(key, &cachedWork{inst: asStored(r), tasks: openTaskRows(w)})
+		cw := &cachedWork{inst: asStored(r), tasks: openTaskRows(w)}
+		if cw.size() > maxCachedWork {
+			c.lru.Remove(key) // a huge instance (thousands of open tasks) is read under the lock each time
+			continue
+		}
+		c.lru.Add(key, cw)
 	}
+}
+
+// maxCachedWork bounds one entry's size, so that the cache's memory is about its entries times a few KB.
+const maxCachedWork = 64 << 10
+
+// size is about the bytes the entry holds.
+func (cw *cachedWork) size() int {
+	n := 256 + len(cw.inst.State) + len(cw.inst.Context) + len(cw.inst.Title) + len(cw.inst.TitleI18n.String)
+	for i := range cw.tasks {
+		t := &cw.tasks[i]
+		n += 320 + len(t.Data) + len(t.Comment) + len(t.AfterSigners) + len(t.Title) + len(t.NodeName)
+	}
+	return n
 }
 
 // openTaskRows are the work's open tasks after its step, as the lock read would return them (ORDER BY id).

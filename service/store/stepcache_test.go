@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -208,5 +209,37 @@ func TestStepCacheOff(t *testing.T) {
 	}
 	if st := s.StepCacheStats(); st != (store.StepCacheStats{}) {
 		t.Fatalf("stats %+v with the cache off", st)
+	}
+}
+
+// TestStepCacheLeavesOutHugeInstances: an instance whose open tasks take more than the entry bound is read under
+// the lock at every step.
+func TestStepCacheLeavesOutHugeInstances(t *testing.T) {
+	s := replicas(t, 0, 1)[0]
+	at := time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC)
+	data := json.RawMessage(`{"note":"` + strings.Repeat("x", 400) + `"}`)
+	for _, c := range []struct {
+		id    string
+		tasks int
+		hit   bool
+	}{{"sc-small", 3, true}, {"sc-huge", 200, false}} {
+		w := newWork(c.id, model.DefaultTenant, at)
+		w.Instance.Context = json.RawMessage(`{"n":0}`)
+		for i := range c.tasks {
+			tk := &model.Task{ID: fmt.Sprintf("%s.t%d", c.id, i), TenantID: model.DefaultTenant, InstanceID: c.id, NodeID: "n", Assignee: fmt.Sprintf("u%d", i),
+				Status: model.TaskPending, Kind: "approval", Data: data, CreatedAt: at}
+			w.NewTasks = append(w.NewTasks, tk)
+			w.Tasks = append(w.Tasks, tk)
+		}
+		if err := s.CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+		before := s.StepCacheStats()
+		if err := s.UpdateInstance(ctx, model.DefaultTenant, c.id, counted(0)); err != nil {
+			t.Fatal(err)
+		}
+		if hit := s.StepCacheStats().Hits > before.Hits; hit != c.hit {
+			t.Errorf("%s with %d open tasks: ran on cached rows %v, want %v", c.id, c.tasks, hit, c.hit)
+		}
 	}
 }

@@ -150,6 +150,18 @@ func (m *Metrics) DBStats(stats func() sql.DBStats) {
 	)
 }
 
+// StepCache exports the store's step cache counters (stats: hits, stale), read at scrape time: transactions run
+// on cached rows, and of those run again on a locked read. A stale share that grows means replicas take turns on
+// the same instances (or the cache is too small to matter).
+func (m *Metrics) StepCache(stats func() (hits, stale int64)) {
+	m.reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "halley_step_cache_hits_total", Help: "Step transactions run on cached instance rows, without their lock read (MySQL)."},
+			func() float64 { h, _ := stats(); return float64(h) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "halley_step_cache_stale_total", Help: "Of those, transactions run again on a locked read: the cached rows had changed, or the step failed on them."},
+			func() float64 { _, st := stats(); return float64(st) }),
+	)
+}
+
 // Pinger is a dependency readiness checks (the database, Redis, the scheduler).
 type Pinger interface {
 	Ping(ctx context.Context) error

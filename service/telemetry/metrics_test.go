@@ -203,3 +203,20 @@ func TestReadiness(t *testing.T) {
 type pinger struct{ err error }
 
 func (p pinger) Ping(context.Context) error { return p.err }
+
+// The step cache's counters are the store's, read at each scrape.
+func TestStepCacheCounters(t *testing.T) {
+	m := telemetry.New(telemetry.Options{})
+	hits, stale := int64(7), int64(2)
+	m.StepCache(func() (int64, int64) { return hits, stale })
+	got := gather(t, m, "halley_step_cache_hits_total", "halley_step_cache_stale_total")
+	for _, want := range []string{"halley_step_cache_hits_total{} 7", "halley_step_cache_stale_total{} 2"} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	hits = 9
+	if got := gather(t, m, "halley_step_cache_hits_total"); !strings.Contains(got, "halley_step_cache_hits_total{} 9\n") {
+		t.Errorf("after more hits:\n%s", got)
+	}
+}

@@ -51,7 +51,8 @@ import (
 func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
 	clk := clock.Real{}
 	metrics := telemetry.New(telemetry.Options{Clock: clk}) // every metric /metrics serves, fed through the services' seams
-	rdb := openRedis(ctx, cfg.RedisURL, lg)                 // nil without HALLEY_REDIS_URL: one process, in-process timers
+	metrics.StepCache(func() (int64, int64) { s := st.StepCacheStats(); return s.Hits, s.Stale })
+	rdb := openRedis(ctx, cfg.RedisURL, lg) // nil without HALLEY_REDIS_URL: one process, in-process timers
 	defer closeRedis(rdb)
 	// Spans over OTLP with HALLEY_OTLP_ENDPOINT, hung on the same seams as the metrics; off otherwise.
 	tr, err := newTracing(ctx, cfg, lg)
