@@ -15,6 +15,8 @@
 #   PLUGIN_RUNS        plugins: runs per side (300)    PLUGIN_CONC      plugins: concurrency (4)
 #   SWEEP_N            sweep: instances archived (20000) SWEEP_CLIENTS  sweep: step-load clients beside it (20)
 #   SWEEP_FLAGS        extra halley-bench flags of the sweep suite (e.g. "--duty 1 --batch 200")
+#   SQLSTEP_FLAGS      flags of the sqlstep suite (BENCH_CLIENTS clients; e.g. "--read cached --n 3000"): the steps
+#                      suite's SQL alone, no Halley (docs/benchmarks.md, "A step without its lock read")
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
@@ -331,7 +333,9 @@ for s in $SUITES; do
 	sweep)
 		suite sweep "${SWEEP_LIMIT:-3600}" sweep "${COMMON[@]}" --mysql "$MYSQL_URL" --instances "$SWEEP_N" --clients "$SWEEP_CLIENTS" \
 			--duration "$DURATION" --archive-dir "$WORK/archive" ${SWEEP_FLAGS:-} ;;
-	*) die "unknown suite $s (steps, timers, storm, plugins, sweep)" ;;
+	sqlstep)
+		suite sqlstep 900 sqlstep --mysql "$MYSQL_URL" --clients "$CLIENTS" ${SQLSTEP_FLAGS:-} ;;
+	*) die "unknown suite $s (steps, timers, storm, plugins, sweep, sqlstep)" ;;
 	esac
 	kill -0 "$HALLEY_PID" 2>/dev/null || { log "Halley died during $s"; tail -20 "$OUT/halley.log" >&2; exit 1; }
 done

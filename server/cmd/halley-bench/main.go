@@ -28,6 +28,9 @@ suites:
   sweep     make --instances finished instances, then run the retention sweep in this process (on --mysql)
             with a step load beside it: database and archive bytes per instance, instances archived per
             second, steps/s during the sweep against the load alone
+  sqlstep   the steps suite's flow as the SQL the store sends, on --mysql with no Halley: the database's own
+            cost per step and the steps ratio it allows at all (--read locked|cached|none, --history,
+            --notifications, --baseline)
 
 Run "halley-bench <suite> -h" for the flags of a suite.
 `
@@ -60,6 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPlugins(ctx, args[1:], stdout, stderr)
 	case "sweep":
 		return runSweep(ctx, args[1:], stdout, stderr)
+	case "sqlstep":
+		return runSQLStep(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage)
 		return nil
