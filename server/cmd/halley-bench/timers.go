@@ -63,9 +63,14 @@ type TimersFigures struct {
 	// The storm against the machine's own limit, measured in the same run: fired and committed per second (fired
 	// ÷ storm_done_s) over the raw single-row commit rate of Baseline (the steps suite's loop, run alone before
 	// arming).
-	StormFiredPerS *float64         `json:"storm_fired_per_s,omitempty"`
-	Baseline       *BaselineFigures `json:"baseline,omitempty"`
-	StormRatio     *float64         `json:"storm_ratio,omitempty"`
+	// The baseline runs twice, before arming and after the storm (the load stopped), and the ratio is taken over
+	// the higher of the two: one 10-second loop read 3,103 and 4,826 commits/s in two runs of one build, and a
+	// low reading must not flatter the storm. StormRatioBefore is the ratio over the first alone.
+	StormFiredPerS   *float64         `json:"storm_fired_per_s,omitempty"`
+	Baseline         *BaselineFigures `json:"baseline,omitempty"`
+	BaselineAfter    *BaselineFigures `json:"baseline_after,omitempty"`
+	StormRatio       *float64         `json:"storm_ratio,omitempty"`
+	StormRatioBefore *float64         `json:"storm_ratio_before,omitempty"`
 
 	PendingPeak     int64    `json:"pending_peak"` // ZCARD of the due set, sampled every second
 	RedisStartMB    float64  `json:"redis_used_mb_start"`
@@ -121,7 +126,7 @@ func runTimers(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.DurationVar(&tc.window, "window", 15*time.Minute, "the due times are spread over this window (ignored with --storm)")
 	fs.BoolVar(&tc.storm, "storm", false, "every timer due in the same second")
 	fs.IntVar(&tc.loadClients, "load-clients", 10, "clients of the background step load (0: none)")
-	fs.IntVar(&tc.baseClients, "baseline-clients", 100, "with --storm: clients of the raw single-row commit loop run before arming, the storm's yardstick (0: none)")
+	fs.IntVar(&tc.baseClients, "baseline-clients", 100, "with --storm: clients of the raw single-row commit loop run before arming and after the storm, the storm's yardstick (the higher rate; 0: none)")
 	fs.DurationVar(&tc.baseDur, "baseline-duration", 10*time.Second, "with --storm: measured time of that loop (after 2 s of warm-up)")
 	fs.IntVar(&tc.armClients, "arm-clients", 16, "concurrent instance starts while arming")
 	fs.StringVar(&tc.mysqlURL, "mysql", "", "Halley's database, mysql://root@127.0.0.1:3306/db (timer rows and history are read there)")
@@ -494,6 +499,19 @@ func timersSuite(ctx context.Context, tc timersConfig, stdout, stderr io.Writer)
 	if tc.storm && !doneAt.IsZero() {
 		f.StormDoneS = ptr(round3(doneAt.Sub(t0).Seconds()))
 	}
+	if tc.storm && f.Baseline != nil && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "storm: baseline again, after the storm and the load: %d clients for %s (+2s warm-up)\n", tc.baseClients, tc.baseDur)
+		bdb, err := openMySQL(tc.mysqlURL, tc.baseClients)
+		if err != nil {
+			return err
+		}
+		b, err := runBaseline(ctx, bdb, id+"b", tc.baseClients, 2*time.Second, tc.baseDur)
+		bdb.Close()
+		if err != nil {
+			return err
+		}
+		f.BaselineAfter = b
+	}
 	f.stormRate()
 	f.SpotCheck = spotCheck(ctx, c, admin, spot)
 	if tc.loadClients > 0 {
@@ -769,9 +787,15 @@ func (f *TimersFigures) stormRate() {
 		return
 	}
 	f.StormFiredPerS = ptr(round3(float64(f.Fired) / *f.StormDoneS))
-	if f.Baseline != nil {
-		f.StormRatio = ratio(*f.StormFiredPerS, f.Baseline.CommitsPS)
+	if f.Baseline == nil {
+		return
 	}
+	f.StormRatioBefore = ratio(*f.StormFiredPerS, f.Baseline.CommitsPS)
+	best := f.Baseline.CommitsPS
+	if f.BaselineAfter != nil && f.BaselineAfter.CommitsPS > best {
+		best = f.BaselineAfter.CommitsPS
+	}
+	f.StormRatio = ratio(*f.StormFiredPerS, best)
 }
 
 // timersTargets are the issue's targets: with fewer than 1M timers (or 100k for the storm) the size target is
@@ -808,8 +832,11 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 	if f.Storm {
 		s = append(s, fmt.Sprintf("  storm: every timer fired and committed %s s after the due second (last fired_at at %s s) = %s fired/s", fmtPtr(f.StormDoneS), fmtPtr(f.StormLastS), fmtPtr(f.StormFiredPerS)))
 		if b := f.Baseline; b != nil {
-			s = append(s, fmt.Sprintf("  baseline (before arming, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)", b.Clients, b.DurationS, b.Commits, b.CommitsPS, b.Latency.P99),
-				fmt.Sprintf("  storm_ratio = storm fired/s ÷ raw commits/s = %s", fmtPtr(f.StormRatio)))
+			s = append(s, fmt.Sprintf("  baseline (before arming, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)", b.Clients, b.DurationS, b.Commits, b.CommitsPS, b.Latency.P99))
+			if a := f.BaselineAfter; a != nil {
+				s = append(s, fmt.Sprintf("  baseline (after the storm, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)", a.Clients, a.DurationS, a.Commits, a.CommitsPS, a.Latency.P99))
+			}
+			s = append(s, fmt.Sprintf("  storm_ratio = storm fired/s ÷ the higher raw commits/s = %s (over the first baseline alone: %s)", fmtPtr(f.StormRatio), fmtPtr(f.StormRatioBefore)))
 		}
 	}
 	s = append(s,

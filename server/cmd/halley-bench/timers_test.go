@@ -146,6 +146,19 @@ func TestTimersTargets(t *testing.T) {
 			t.Errorf("storm_ratio target with baseline %+v: %v, want met=%v", c.base, r, c.met)
 		}
 	}
+	// Two baselines: the ratio is over the higher one, the first alone is kept beside it.
+	for _, c := range []struct {
+		before, after   float64
+		ratio, ratioOne float64
+	}{{5000, 2500, 0.8, 0.8}, {2500, 5000, 0.8, 1.6}, {4000, 4000, 1, 1}} {
+		storm := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0),
+			Baseline: &BaselineFigures{CommitsPS: c.before}, BaselineAfter: &BaselineFigures{CommitsPS: c.after}}
+		storm.stormRate()
+		if storm.StormRatio == nil || *storm.StormRatio != c.ratio || storm.StormRatioBefore == nil || *storm.StormRatioBefore != c.ratioOne {
+			t.Errorf("baselines %v then %v: storm_ratio %s, before %s; want %v and %v", c.before, c.after, fmtPtr(storm.StormRatio),
+				fmtPtr(storm.StormRatioBefore), c.ratio, c.ratioOne)
+		}
+	}
 	storm := &TimersFigures{Storm: true}
 	got = map[string]*bool{}
 	for _, tg := range timersTargets(storm) {
