@@ -175,7 +175,7 @@ func truncPtr(t *time.Time) *time.Time {
 	return &u
 }
 
-// works turns cached works into the works a lock read would have given, each with rows of its own.
+// cachedWorks turns cached works into the works a lock read would have given, each with rows of its own.
 func cachedWorks(cws []*cachedWork) ([]*model.Work, error) {
 	ws := make([]*model.Work, 0, len(cws))
 	for _, cw := range cws {
