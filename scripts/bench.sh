@@ -17,6 +17,7 @@
 #   SWEEP_FLAGS        extra halley-bench flags of the sweep suite (e.g. "--duty 1 --batch 200")
 #   SQLSTEP_FLAGS      flags of the sqlstep suite (BENCH_CLIENTS clients; e.g. "--read cached --n 3000"): the steps
 #                      suite's SQL alone, no Halley (docs/benchmarks.md, "A step without its lock read")
+#   BENCH_HALLEY_GOGC  GOGC of the Halley under test only (unset: Go's default, 100); the bench client keeps its own
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
@@ -225,7 +226,7 @@ log "starting Halley on 127.0.0.1:$PORT (MySQL database $DB, Redis db $REDIS_DB,
 HALLEY_ADDR="127.0.0.1:$PORT" HALLEY_DATA_DIR="$WORK/data" HALLEY_DATABASE_URL="$MYSQL_URL" HALLEY_REDIS_URL="$REDIS_URL" \
 	HALLEY_ADMIN_PASSWORD="$PW" HALLEY_PLUGIN_WORKERS="$WORKERS" HALLEY_LOG_LEVEL="${HALLEY_LOG_LEVEL:-info}" \
 	HALLEY_BENCH_PPROF="127.0.0.1:$PPROF_PORT" HALLEY_TRIGGER_RATE_LIMIT="${HALLEY_TRIGGER_RATE_LIMIT:-0}" \
-	"$OUT/halley-under-test" serve >"$OUT/halley.log" 2>&1 &
+	env ${BENCH_HALLEY_GOGC:+GOGC="$BENCH_HALLEY_GOGC"} "$OUT/halley-under-test" serve >"$OUT/halley.log" 2>&1 &
 HALLEY_PID=$!
 for i in $(seq 1 120); do
 	curl -fsS --max-time 2 "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break

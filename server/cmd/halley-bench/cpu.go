@@ -312,3 +312,20 @@ func findProcess(names ...string) int {
 	}
 	return 0
 }
+
+// dbBound is the most a suite's ratio can be on this machine by the database's own CPU: the rate MariaDB would
+// reach at the CPU it spent per op (u's mysqld ms per op) if it had every core of the machine to itself —
+// Halley, the load generator and everything else costing nothing — over the yardstick's rate. A ratio target
+// above it cannot be met here by any change to Halley's own work, only by an op that costs the database less.
+// An estimate, not a law: MariaDB's CPU per op falls somewhat as the rate rises (more commits share a group),
+// and the yardstick's own loop shared the machine with its client.
+func dbBound(u *CPUUse, cores int, yardstick float64) *float64 {
+	if u == nil || cores <= 0 || yardstick <= 0 {
+		return nil
+	}
+	ms := u.MsPerOp["mysqld"]
+	if ms <= 0 {
+		return nil
+	}
+	return ratio(float64(cores)*1000/ms, yardstick)
+}

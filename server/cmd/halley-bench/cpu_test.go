@@ -86,3 +86,22 @@ func TestChildrenCPU(t *testing.T) {
 		t.Fatalf("childrenCPU = %s, want at least the child's %s (> 0)", got, want)
 	}
 }
+
+func TestDBBound(t *testing.T) {
+	use := func(ms float64) *CPUUse { return &CPUUse{MsPerOp: map[string]float64{"mysqld": ms, "halley": 0.7}} }
+	// 0.75 ms of MariaDB a step on 2 cores: at most 2,666.7 steps/s, 0.381 of 7,000 raw commits/s.
+	if got := dbBound(use(0.75), 2, 7000); got == nil || *got != 0.381 {
+		t.Errorf("dbBound = %s, want 0.381", fmtPtr(got))
+	}
+	for name, got := range map[string]*float64{
+		"no CPU figures":      dbBound(nil, 2, 7000),
+		"no MariaDB CPU":      dbBound(use(0), 2, 7000),
+		"no cores":            dbBound(use(0.75), 0, 7000),
+		"no yardstick":        dbBound(use(0.75), 2, 0),
+		"MariaDB not watched": dbBound(&CPUUse{MsPerOp: map[string]float64{"halley": 0.7}}, 2, 7000),
+	} {
+		if got != nil {
+			t.Errorf("%s: dbBound = %s, want none", name, fmtPtr(got))
+		}
+	}
+}

@@ -56,6 +56,8 @@ type StepsFigures struct {
 	Baseline  *BaselineFigures   `json:"baseline,omitempty"`
 	Ratio     *float64           `json:"ratio"`
 	LatRatio  *float64           `json:"latency_ratio"`
+	// RatioDBBound is the highest ratio MariaDB's CPU per step allows on this machine (dbBound).
+	RatioDBBound *float64 `json:"ratio_db_bound,omitempty"`
 	// MySQL's global status counters over the measured phase, in total and per step (server-wide: other
 	// databases' traffic is included, so the per-step figures are upper bounds).
 	MySQLDelta   map[string]int64   `json:"mysql_status_delta,omitempty"`
@@ -172,6 +174,9 @@ func runSteps(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fillSteps(&figs, res, *duration)
 	figs.CPU = ptr(meter.stop(figs.Steps))
+	if figs.Baseline != nil {
+		figs.RatioDBBound = dbBound(figs.CPU, m.NProc, figs.Baseline.CommitsPS)
+	}
 	prof.wait(stderr)
 	m.finish()
 	figs.Machine = &m
@@ -197,6 +202,10 @@ func runSteps(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			summary = append(summary, "  cpu: "+b.CPU.String())
 		}
 		summary = append(summary, fmt.Sprintf("ratio = steps_per_s / baseline_commits_per_s = %s; latency_ratio = step p99 / baseline p99 = %s", fmtPtr(figs.Ratio), fmtPtr(figs.LatRatio)))
+		if figs.RatioDBBound != nil {
+			summary = append(summary, fmt.Sprintf("  limit: at %.3f ms of MariaDB CPU a step, MariaDB alone on all %d cores would reach ratio %s at most (ratio_db_bound)",
+				figs.CPU.MsPerOp["mysqld"], m.NProc, fmtPtr(figs.RatioDBBound)))
+		}
 	}
 	if p := figs.MySQLPerStep; p != nil {
 		summary = append(summary, fmt.Sprintf("mysql per step (server-wide counters, upper bound): %.1f statements (Questions), %.2f commits, %.2f rollbacks, %.1f inserts, %.1f updates, %.1f deletes, %.1f selects; deadlocks %d, row lock waits %d over the phase",

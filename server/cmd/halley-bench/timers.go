@@ -71,6 +71,9 @@ type TimersFigures struct {
 	BaselineAfter    *BaselineFigures `json:"baseline_after,omitempty"`
 	StormRatio       *float64         `json:"storm_ratio,omitempty"`
 	StormRatioBefore *float64         `json:"storm_ratio_before,omitempty"`
+	// StormRatioDBBound is the highest storm_ratio MariaDB's CPU per fire (the load's share included) allows on
+	// this machine (dbBound).
+	StormRatioDBBound *float64 `json:"storm_ratio_db_bound,omitempty"`
 
 	PendingPeak     int64    `json:"pending_peak"` // ZCARD of the due set, sampled every second
 	RedisStartMB    float64  `json:"redis_used_mb_start"`
@@ -512,7 +515,7 @@ func timersSuite(ctx context.Context, tc timersConfig, stdout, stderr io.Writer)
 		}
 		f.BaselineAfter = b
 	}
-	f.stormRate()
+	f.stormRate(m.NProc)
 	f.SpotCheck = spotCheck(ctx, c, admin, spot)
 	if tc.loadClients > 0 {
 		lf := StepsFigures{Suite: "steps", Clients: tc.loadClients, DurationS: round3(loadRes.measured.Seconds())}
@@ -782,7 +785,7 @@ func spotCheck(ctx context.Context, c *client, token string, ids []string) strin
 
 // stormRate sets the storm's fired/s (fired and committed within storm_done_s) and its ratio to the baseline's
 // raw commits/s; both stay null without a completion time, the ratio without a baseline.
-func (f *TimersFigures) stormRate() {
+func (f *TimersFigures) stormRate(cores int) {
 	if !f.Storm || f.StormDoneS == nil || *f.StormDoneS <= 0 {
 		return
 	}
@@ -796,6 +799,7 @@ func (f *TimersFigures) stormRate() {
 		best = f.BaselineAfter.CommitsPS
 	}
 	f.StormRatio = ratio(*f.StormFiredPerS, best)
+	f.StormRatioDBBound = dbBound(f.FireCPU, cores, best)
 }
 
 // timersTargets are the issue's targets: with fewer than 1M timers (or 100k for the storm) the size target is
@@ -837,6 +841,10 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 				s = append(s, fmt.Sprintf("  baseline (after the storm, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)", a.Clients, a.DurationS, a.Commits, a.CommitsPS, a.Latency.P99))
 			}
 			s = append(s, fmt.Sprintf("  storm_ratio = storm fired/s ÷ the higher raw commits/s = %s (over the first baseline alone: %s)", fmtPtr(f.StormRatio), fmtPtr(f.StormRatioBefore)))
+			if f.StormRatioDBBound != nil {
+				s = append(s, fmt.Sprintf("  limit: at %.3f ms of MariaDB CPU a fire (the load's included), MariaDB alone on all %d cores would reach storm_ratio %s at most (storm_ratio_db_bound)",
+					f.FireCPU.MsPerOp["mysqld"], f.Machine.NProc, fmtPtr(f.StormRatioDBBound)))
+			}
 		}
 	}
 	s = append(s,

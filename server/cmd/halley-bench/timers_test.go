@@ -128,7 +128,7 @@ func TestTimersTargets(t *testing.T) {
 		met, null bool
 	}{{&BaselineFigures{CommitsPS: 5000}, 0.8, false, false}, {&BaselineFigures{CommitsPS: 3000}, 1.333, true, false}, {nil, 0, false, true}} {
 		storm := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0), Baseline: c.base}
-		storm.stormRate()
+		storm.stormRate(2)
 		if storm.StormFiredPerS == nil || *storm.StormFiredPerS != 4000 {
 			t.Errorf("storm fired/s %s, want 4000", fmtPtr(storm.StormFiredPerS))
 		}
@@ -153,11 +153,23 @@ func TestTimersTargets(t *testing.T) {
 	}{{5000, 2500, 0.8, 0.8}, {2500, 5000, 0.8, 1.6}, {4000, 4000, 1, 1}} {
 		storm := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0),
 			Baseline: &BaselineFigures{CommitsPS: c.before}, BaselineAfter: &BaselineFigures{CommitsPS: c.after}}
-		storm.stormRate()
+		storm.stormRate(2)
 		if storm.StormRatio == nil || *storm.StormRatio != c.ratio || storm.StormRatioBefore == nil || *storm.StormRatioBefore != c.ratioOne {
 			t.Errorf("baselines %v then %v: storm_ratio %s, before %s; want %v and %v", c.before, c.after, fmtPtr(storm.StormRatio),
 				fmtPtr(storm.StormRatioBefore), c.ratio, c.ratioOne)
 		}
+	}
+	// The database's bound: 0.4 ms of MariaDB CPU a fire on 2 cores is at most 5,000 fires/s, 1.25 of 4,000 raw
+	// commits/s (the higher baseline); no bound without the CPU figures.
+	bound := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0), Baseline: &BaselineFigures{CommitsPS: 3000},
+		BaselineAfter: &BaselineFigures{CommitsPS: 4000}, FireCPU: &CPUUse{MsPerOp: map[string]float64{"mysqld": 0.4, "halley": 0.2}}}
+	bound.stormRate(2)
+	if bound.StormRatioDBBound == nil || *bound.StormRatioDBBound != 1.25 {
+		t.Errorf("storm_ratio_db_bound %s, want 1.25", fmtPtr(bound.StormRatioDBBound))
+	}
+	bound.FireCPU = nil
+	if bound.stormRate(2); bound.StormRatioDBBound != nil {
+		t.Errorf("storm_ratio_db_bound %s without CPU figures, want none", fmtPtr(bound.StormRatioDBBound))
 	}
 	storm := &TimersFigures{Storm: true}
 	got = map[string]*bool{}
