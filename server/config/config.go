@@ -56,6 +56,7 @@ type Config struct {
 	DBConnMaxLifetime  time.Duration
 	DBTimerConns       int
 	DBStepCache        int
+	DBGroupWorkers     int
 	PluginDir          string
 	// PluginWorkDir holds the plugin runs' working directories (HALLEY_PLUGIN_WORK_DIR, outside the data dir
 	// by default: the sandbox closes the data dir to the plugin uids) and PluginLogDir their logs, in the data
@@ -245,6 +246,7 @@ var settings = []Setting{
 	{"HALLEY_DB_MAX_OPEN_CONNS", "db_max_open_conns", "0", "Connection pool size; 0 = 64 for MySQL, 8 for SQLite.", intSetter(func(c *Config, n int64) { c.DBMaxOpenConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_TIMER_CONNS", "db_timer_conns", "8", "MySQL: connections of the pool kept for firing timers (at most half of it): steps hold the rest, so a timer storm or a step load never makes the other wait for a connection; 0 = none kept apart.", intSetter(func(c *Config, n int64) { c.DBTimerConns = int(n) }, 0, 10000)},
+	{"HALLEY_DB_GROUP_WORKERS", "db_group_workers", "0", "Group-commit transactions that may run at once: concurrent steps of different instances share one transaction, and fewer at once makes larger groups. 0 = one per core Halley may use (GOMAXPROCS), at least 2 and at most 8; more helps only where the database has cores to spare and answers slowly (a remote one).", intSetter(func(c *Config, n int64) { c.DBGroupWorkers = int(n) }, 0, 256)},
 	{"HALLEY_DB_STEP_CACHE", "db_step_cache", "4096", "MySQL: running instances whose rows are kept in memory from their last step, so that their next step skips its lock read; the rows are checked by their revision when written, so several replicas may share the database. About 2-4 KB each (an instance whose rows take more than 64 KB is not kept); 0 = off.", intSetter(func(c *Config, n int64) { c.DBStepCache = int(n) }, 0, 1000000)},
 	{"HALLEY_DB_CONN_MAX_LIFETIME", "db_conn_max_lifetime", "30m", "Recycle connections after this long.", durationSetter(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d }, time.Second)},
 	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "This replica's local cache of plugin files (under sha256/, fetched from the database on first use and checked against their hash; no sharing or backup needed). Plugin files of earlier releases found here (<name>/<version>/<sha256>) are imported into the database at start. Unset = <data_dir>/plugins.", func(c *Config, v string) error {

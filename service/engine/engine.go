@@ -148,6 +148,8 @@ type Options struct {
 	CallbackKey []byte
 	// NoGroupCommit runs every step in a transaction of its own (see group.go).
 	NoGroupCommit bool
+	// GroupWorkers is how many group-commit transactions may run at once (group.go); 0 = DefaultGroupWorkers().
+	GroupWorkers int
 	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
 	NoBatchTimers bool
 	// Observer is told about every step (metrics, traces); none by default.
@@ -210,7 +212,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 	}
 	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
 	if !opts.NoGroupCommit {
-		e.group = &grouper{store: d.Store}
+		e.group = &grouper{store: d.Store, workersMax: opts.groupWorkers()}
 	}
 	return e, nil
 }

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,7 +17,10 @@ import (
 // groupWorkers groups are in flight, its own goroutine starts a group leader, which takes the queued steps (one
 // tenant, distinct instances, at most groupMax) and runs them together. When the database is idle a step runs
 // alone at once, so grouping adds no wait: groups form only from steps that would otherwise have queued for a
-// connection. The outcome of each step is its own: a step whose function fails is left out of the transaction and
+// connection. How many groups may be in flight is the engine's GroupWorkers (DefaultGroupWorkers: one per core
+// Halley may use, two to eight): few leaders make large groups, and on a machine whose cores the steps already
+// fill, more transactions at once only split the same steps into more, smaller ones — each paying its own lock
+// read, statements and commit (docs/engine.md "Group commit"). The outcome of each step is its own: a step whose function fails is left out of the transaction and
 // gets its error; a group whose transaction fails as a whole (a database error, or a step invalid in a way only
 // the write shows) has each of its steps run again alone.
 //
@@ -26,6 +30,8 @@ import (
 // "Group commit").
 
 const (
+	// groupWorkers is the most groups in flight by default (DefaultGroupWorkers), and what a grouper without
+	// workersMax allows.
 	groupWorkers            = 8
 	groupWorkersWhileFiring = 2
 	groupMax                = 64
@@ -52,6 +58,8 @@ var errGroupFailed = errors.New("engine: the group's transaction failed")
 
 type grouper struct {
 	store Store
+	// workersMax is how many groups may be in flight (0: groupWorkers).
+	workersMax int
 
 	// firing counts the timer batches being fired (FireTimers); groups yield to them.
 	firing atomic.Int32
@@ -70,10 +78,34 @@ type grouper struct {
 
 // workers is how many groups may run now.
 func (g *grouper) workers() int {
+	n := g.maxWorkers()
 	if g.firing.Load() > 0 {
-		return groupWorkersWhileFiring
+		return min(n, groupWorkersWhileFiring)
+	}
+	return n
+}
+
+// maxWorkers is how many groups may be in flight when no timer fires.
+func (g *grouper) maxWorkers() int {
+	if g.workersMax > 0 {
+		return g.workersMax
 	}
 	return groupWorkers
+}
+
+// groupWorkers is how many groups the engine lets run at once: GroupWorkers, or DefaultGroupWorkers when unset.
+func (o Options) groupWorkers() int {
+	if o.GroupWorkers > 0 {
+		return o.GroupWorkers
+	}
+	return DefaultGroupWorkers()
+}
+
+// DefaultGroupWorkers is how many group transactions run at once by default: one per core this process may use
+// (GOMAXPROCS), at least two and at most eight. On two cores, two leaders gave steps at 16 clients a third less
+// MariaDB CPU and a fifth less of Halley's per step than eight did (docs/benchmarks.md, "Fewer, larger groups").
+func DefaultGroupWorkers() int {
+	return max(2, min(groupWorkers, runtime.GOMAXPROCS(0)))
 }
 
 // groupStats counts group commits since the engine started (the engine's tests read them).
@@ -125,7 +157,7 @@ func (g *grouper) submit(st *groupStep) {
 // wakeChan is wake, made on first use (called with mu held).
 func (g *grouper) wakeChan() chan struct{} {
 	if g.wake == nil {
-		g.wake = make(chan struct{}, groupWorkers)
+		g.wake = make(chan struct{}, g.maxWorkers())
 	}
 	return g.wake
 }

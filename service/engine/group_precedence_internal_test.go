@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -84,15 +85,17 @@ func submitOneByOne(t *testing.T, g *grouper, hs *heldStore, prefix string, n in
 
 // TestGroupsYieldToFiringTimers: 20 steps of different instances submitted while a timer batch fires run in at most
 // groupWorkersWhileFiring transactions at once (the rest queue and join them); without a fire they take all
-// groupWorkers. Every step completes either way.
+// the grouper's workers (groupWorkers unless set; a limit below groupWorkersWhileFiring holds while firing too).
+// Every step completes either way.
 func TestGroupsYieldToFiringTimers(t *testing.T) {
 	for _, c := range []struct {
-		firing bool
-		want   int
-	}{{true, groupWorkersWhileFiring}, {false, groupWorkers}} {
-		t.Run(fmt.Sprintf("firing=%v", c.firing), func(t *testing.T) {
+		firing     bool
+		workersMax int
+		want       int
+	}{{true, 0, groupWorkersWhileFiring}, {false, 0, groupWorkers}, {false, 2, 2}, {false, 3, 3}, {true, 3, groupWorkersWhileFiring}, {true, 1, 1}} {
+		t.Run(fmt.Sprintf("firing=%v,max=%d", c.firing, c.workersMax), func(t *testing.T) {
 			hs := &heldStore{release: make(chan struct{}), entered: make(chan struct{}, 64)}
-			g := &grouper{store: hs}
+			g := &grouper{store: hs, workersMax: c.workersMax}
 			if c.firing {
 				g.firing.Add(1)
 			}
@@ -171,5 +174,24 @@ func TestLeadersStepBackWhenTimersFire(t *testing.T) {
 	waitFor("every leader ended", func(q, n int) bool { return q == 0 && n == 0 })
 	if p := hs.now.Load(); p != 0 {
 		t.Fatalf("%d transactions still held", p)
+	}
+}
+
+// TestDefaultGroupWorkers: one group transaction per core Halley may use, at least two and at most eight; the
+// engine takes Options.GroupWorkers when set.
+func TestDefaultGroupWorkers(t *testing.T) {
+	prev := runtime.GOMAXPROCS(0)
+	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
+	for procs, want := range map[int]int{1: 2, 2: 2, 3: 3, 8: 8, 64: 8} {
+		runtime.GOMAXPROCS(procs)
+		if got := DefaultGroupWorkers(); got != want {
+			t.Errorf("GOMAXPROCS %d: DefaultGroupWorkers() = %d, want %d", procs, got, want)
+		}
+	}
+	runtime.GOMAXPROCS(3)
+	for set, want := range map[int]int{0: 3, -1: 3, 5: 5, 1: 1} {
+		if got := (Options{GroupWorkers: set}).groupWorkers(); got != want {
+			t.Errorf("Options.GroupWorkers %d: the engine allows %d groups at once, want %d", set, got, want)
+		}
 	}
 }
