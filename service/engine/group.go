@@ -13,16 +13,16 @@ import (
 
 // Group commit. Concurrent steps of different instances share one transaction: one locking read for all of them,
 // one multi-row statement per kind of write and one commit, instead of all of those per step. Starts join too:
-// their new instances are inserted in the group's transaction. A step joins a queue; while fewer than
-// groupWorkers groups are in flight, its own goroutine starts a group leader, which takes the queued steps (one
-// tenant, distinct instances, at most groupMax) and runs them together. When the database is idle a step runs
+// their new instances are inserted in the group's transaction. A step joins a queue; while fewer groups are in
+// flight than may be, its own goroutine starts a group leader, which takes the queued steps (one tenant, distinct
+// instances, at most groupMax) and runs them together. When the database is idle a step runs
 // alone at once, so grouping adds no wait: groups form only from steps that would otherwise have queued for a
 // connection. How many groups may be in flight is the engine's GroupWorkers (DefaultGroupWorkers: one per core
 // Halley may use, two to eight): few leaders make large groups, and on a machine whose cores the steps already
 // fill, more transactions at once only split the same steps into more, smaller ones — each paying its own lock
-// read, statements and commit (docs/engine.md "Group commit"). The outcome of each step is its own: a step whose function fails is left out of the transaction and
-// gets its error; a group whose transaction fails as a whole (a database error, or a step invalid in a way only
-// the write shows) has each of its steps run again alone.
+// read, statements and commit (docs/engine.md "Group commit"). The outcome of each step is its own: a step whose
+// function fails is left out of the transaction and gets its error; a group whose transaction fails as a whole (a
+// database error, or a step invalid in a way only the write shows) has each of its steps run again alone.
 //
 // Timers go first: while the engine fires timers (FireTimers), at most groupWorkersWhileFiring groups run. The
 // steps queued meanwhile go into those groups together — the same steps in fewer, larger transactions — and the
