@@ -103,7 +103,7 @@ func (o Options) groupWorkers() int {
 
 // DefaultGroupWorkers is how many group transactions run at once by default: one per core this process may use
 // (GOMAXPROCS), at least two and at most eight. On two cores, two leaders gave steps at 16 clients a third less
-// MariaDB CPU and a fifth less of Halley's per step than eight did (docs/benchmarks.md, "Fewer, larger groups").
+// MariaDB CPU and a quarter less of Halley's per step than eight did (docs/benchmarks.md, "Fewer, larger groups").
 func DefaultGroupWorkers() int {
 	return max(2, min(groupWorkers, runtime.GOMAXPROCS(0)))
 }
