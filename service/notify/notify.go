@@ -483,7 +483,19 @@ func (s *Service) render(ctx context.Context, v *tenantView, u *model.User, user
 		return &Message{Event: n.event, At: n.at, Lang: d.Lang, Subject: subject, Text: body, Link: d.Link, InstanceID: d.InstanceID, TaskID: d.TaskID,
 			Title: d.Title, Step: d.Step, To: to}
 	}
-	web := msg(false)
+	var web *Message
+	if len(v.settings.Events[n.event]) == 0 {
+		// No channel delivers the event: the notification keeps only the subject (renderSubject).
+		d := d
+		d.Link = n.link(false)
+		subject, err := renderSubject(v.settings.Templates, d)
+		if err != nil {
+			s.log.WarnContext(ctx, "notify: "+err.Error(), "tenant", n.tenant, "event", n.event)
+		}
+		web = &Message{Subject: subject}
+	} else {
+		web = msg(false)
+	}
 	in := &model.Notification{ID: timeOrdered(), TenantID: n.tenant, Username: u.Username, Key: n.key + "/" + n.event, Event: n.event,
 		InstanceID: d.InstanceID, TaskID: d.TaskID, Title: truncate(d.Title, 500), NodeName: truncate(d.Step, 200), Message: web.Subject,
 		Link: n.inApp, At: now}

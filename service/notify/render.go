@@ -177,15 +177,39 @@ func checkTemplates(ts map[string]map[string]model.MessageTemplate) error {
 }
 
 func (c *compiled) render(d Data) (string, string, error) {
-	var s, b bytes.Buffer
-	if err := c.subject.Execute(&s, d); err != nil {
+	subject, err := c.renderSubject(d)
+	if err != nil {
 		return "", "", err
 	}
+	var b bytes.Buffer
 	if err := c.body.Execute(&b, d); err != nil {
 		return "", "", err
 	}
+	return subject, strings.TrimSpace(b.String()), nil
+}
+
+func (c *compiled) renderSubject(d Data) (string, error) {
+	var s bytes.Buffer
+	if err := c.subject.Execute(&s, d); err != nil {
+		return "", err
+	}
 	subject := strings.Join(strings.Fields(s.String()), " ") // one line: it becomes a mail header
-	return truncate(subject, maxSubject), strings.TrimSpace(b.String()), nil
+	return truncate(subject, maxSubject), nil
+}
+
+// renderSubject is render's subject alone, for a notification no channel delivers: only its subject is kept (the
+// in-app message), and a body costs as much again. A tenant's override is rendered whole, as render does, so that
+// one whose body fails still gives way to the built-in subject.
+func renderSubject(overrides map[string]map[string]model.MessageTemplate, d Data) (string, error) {
+	if _, ok := overrides[d.Event][d.Lang]; ok || d.Event == "" {
+		subject, _, err := render(overrides, d)
+		return subject, err
+	}
+	c, err := compileCached(d.Event, builtin[d.Event][d.Lang])
+	if err != nil {
+		return "", err // the built-in templates are tested
+	}
+	return c.renderSubject(d)
 }
 
 // render writes the message of d.Event in d.Lang: the tenant's override when it has one that works, else the

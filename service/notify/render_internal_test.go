@@ -84,3 +84,42 @@ func TestTemplatesParsedOnce(t *testing.T) {
 		t.Errorf("the cache holds %d parsed pairs, more than %d", n, parsedMax)
 	}
 }
+
+// TestSubjectAloneIsTheSubject: a notification no channel delivers renders only its subject; it must be the very
+// subject the whole render gives, for every event and language, for a working override and for one whose body
+// fails (then the built-in subject, and an error to log).
+func TestSubjectAloneIsTheSubject(t *testing.T) {
+	for _, ev := range model.NotifyEvents {
+		for _, lang := range []string{LangZH, LangEN} {
+			d := sample
+			d.Event, d.Lang = ev, lang
+			want, _, werr := render(nil, d)
+			got, gerr := renderSubject(nil, d)
+			if got != want || gerr != nil || werr != nil || got == "" {
+				t.Errorf("%s in %s: subject alone %q (%v), whole render %q (%v)", ev, lang, got, gerr, want, werr)
+			}
+		}
+	}
+	d := sample
+	d.Event, d.Lang = model.NotifyTaskCreated, LangEN
+	builtinSubject, _, _ := render(nil, d)
+	for name, c := range map[string]struct {
+		own     model.MessageTemplate
+		want    string
+		wantErr bool
+	}{
+		"working override":             {model.MessageTemplate{Subject: "To do: {{.Title}}", Body: "{{.Step}}"}, "To do: Leave request", false},
+		"override whose body fails":    {model.MessageTemplate{Subject: "To do: {{.Title}}", Body: "{{.Nope}}"}, builtinSubject, true},
+		"override that does not parse": {model.MessageTemplate{Subject: "{{.Title", Body: "x"}, builtinSubject, true},
+	} {
+		overrides := map[string]map[string]model.MessageTemplate{d.Event: {LangEN: c.own}}
+		got, err := renderSubject(overrides, d)
+		whole, _, _ := render(overrides, d)
+		if got != c.want || got != whole || (err != nil) != c.wantErr {
+			t.Errorf("%s: subject alone %q (%v), whole render %q; want %q", name, got, err, whole, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(50, func() { _, _ = renderSubject(nil, d) }); n > 15 {
+		t.Errorf("the subject alone makes %.0f allocations", n)
+	}
+}
