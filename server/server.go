@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	ginjson "github.com/gin-gonic/gin/codec/json"
 
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/attachments"
@@ -165,7 +164,6 @@ func (s *Server) Handler() http.Handler { return s.router }
 
 func (s *Server) routes() *gin.Engine {
 	gin.SetMode(gin.ReleaseMode)
-	ginjson.API = responseJSON{} // gin's codec is process-wide, like its mode
 	r := gin.New()
 	r.HandleMethodNotAllowed = true
 	// Only listed proxies may set the client IP (IP allow-lists of triggers depend on it).
