@@ -1,7 +1,6 @@
 package notify
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
@@ -88,9 +87,10 @@ const (
 	maxBody    = 4000
 )
 
-// compiled is a parsed template pair.
+// compiled is a parsed template pair, and each as a plain template when it is one (plain.go).
 type compiled struct {
-	subject, body *template.Template
+	subject, body           *template.Template
+	plainSubject, plainBody plain
 }
 
 // parsed keeps the templates compiled so far, by event and text: a notification is rendered in its step, and
@@ -137,7 +137,7 @@ func compile(name string, t model.MessageTemplate) (*compiled, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &compiled{subject: s, body: b}, nil
+	return &compiled{subject: s, body: b, plainSubject: plainOf(s), plainBody: plainOf(b)}, nil
 }
 
 // sample is the data an admin's template is tried with before it is saved.
@@ -181,16 +181,20 @@ func (c *compiled) render(d Data) (string, string, error) {
 	if err != nil {
 		return "", "", err
 	}
-	var b bytes.Buffer
-	if err := c.body.Execute(&b, d); err != nil {
+	var b strings.Builder
+	if c.plainBody != nil {
+		c.plainBody.write(&b, &d)
+	} else if err := c.body.Execute(&b, d); err != nil {
 		return "", "", err
 	}
 	return subject, strings.TrimSpace(b.String()), nil
 }
 
 func (c *compiled) renderSubject(d Data) (string, error) {
-	var s bytes.Buffer
-	if err := c.subject.Execute(&s, d); err != nil {
+	var s strings.Builder
+	if c.plainSubject != nil {
+		c.plainSubject.write(&s, &d)
+	} else if err := c.subject.Execute(&s, d); err != nil {
 		return "", err
 	}
 	subject := strings.Join(strings.Fields(s.String()), " ") // one line: it becomes a mail header

@@ -1,8 +1,10 @@
 package notify
 
 import (
+	"strings"
 	"sync"
 	"testing"
+	"text/template"
 
 	"github.com/halley-bpm/halley/model"
 )
@@ -121,5 +123,60 @@ func TestSubjectAloneIsTheSubject(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(50, func() { _, _ = renderSubject(nil, d) }); n > 15 {
 		t.Errorf("the subject alone makes %.0f allocations", n)
+	}
+}
+
+// TestPlainTemplatesWriteWhatTextTemplateWrites: a template of text and {{.Field}} only is written by
+// concatenation; it must write what text/template writes, for every built-in message and for odd values, and a
+// template that is more than that must stay with text/template.
+func TestPlainTemplatesWriteWhatTextTemplateWrites(t *testing.T) {
+	odd := Data{Event: "e", Lang: "x", Recipient: "{{.Title}}", Title: "<b>&\"审批\"</b>\n\t ", Template: "%s %v", TemplateName: "",
+		Step: "\x00\xff", Initiator: "😀", Actor: "a", Comment: "line\nline", Waiting: "2 h", Link: "https://h/x?a=1&b=2", InstanceID: "i", TaskID: "t", Count: -42}
+	texts := []string{"{{.Count}} of {{.Title}}", "{{ .Title }}{{.Step}}{{.Recipient}}", "{{- .Title -}} , {{.Template}}", "only text", "{{.Waiting}}\n\n{{.Link}}"}
+	for _, byLang := range builtin {
+		for _, m := range byLang {
+			texts = append(texts, m.Subject, m.Body)
+		}
+	}
+	for _, m := range testMessage {
+		texts = append(texts, m.Subject, m.Body)
+	}
+	plains := 0
+	for _, text := range texts {
+		tt, err := template.New("t").Option("missingkey=error").Parse(text)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		p := plainOf(tt)
+		if p == nil {
+			continue
+		}
+		plains++
+		for _, d := range []Data{sample, odd, {}} {
+			var want, got strings.Builder
+			if err := tt.Execute(&want, d); err != nil {
+				t.Fatalf("%q: %v", text, err)
+			}
+			p.write(&got, &d)
+			if got.String() != want.String() {
+				t.Errorf("%q: plain wrote %q, text/template %q", text, got.String(), want.String())
+			}
+		}
+	}
+	if plains < len(texts)-4 {
+		t.Errorf("only %d of %d texts are plain", plains, len(texts))
+	}
+	for _, text := range []string{"{{if .Comment}}x{{end}}", "{{.Title | printf \"%q\"}}", "{{.Nope}}", "{{$x := .Title}}{{$x}}", "{{.}}", "", "{{template \"a\"}}{{define \"a\"}}x{{end}}", "{{len .Title}}"} {
+		tt, err := template.New("t").Option("missingkey=error").Parse(text)
+		if err != nil {
+			t.Fatalf("%q: %v", text, err)
+		}
+		if plainOf(tt) != nil {
+			t.Errorf("%q was taken for a plain template", text)
+		}
+	}
+	c, err := compile(model.NotifyTaskCreated, builtin[model.NotifyTaskCreated][LangZH])
+	if err != nil || c.plainSubject == nil || c.plainBody == nil {
+		t.Fatalf("the built-in task.created message is not plain: %v", err)
 	}
 }
