@@ -191,7 +191,9 @@ func withDatabase(ctx context.Context, cfgPath string, getenv func(string) strin
 	if err != nil {
 		return err
 	}
-	lg := newLogger(cfg, stderr)
+	logOut := newLogBuffer(stderr, logInterval)
+	defer logOut.Close() // after the deferred line below: it is written too
+	lg := newLogger(cfg, logOut)
 	defer func() {
 		if err != nil {
 			lg.Error("halley stopped", "err", err)
