@@ -104,6 +104,7 @@ type Service struct {
 	store     Store
 	now       func() time.Time
 	cache     sync.Map // cacheKey → *Compiled
+	latest    latestVersions
 	listeners []Publisher
 	// secretKey keys the HMAC that trigger secrets are stored as (secrets.go).
 	secretKey []byte
@@ -333,6 +334,7 @@ func (s *Service) Publish(ctx context.Context, actor *model.Principal, key strin
 	}
 	c.Version, c.Name = v.Version, t.Name
 	s.cache.Store(cacheKey{actor.TenantID, key, v.Version}, c)
+	s.latest.put(actor.TenantID, key, v.Version, s.now())
 	for _, p := range s.listeners {
 		p.Published(ctx, actor.TenantID, key, c)
 	}
@@ -370,12 +372,17 @@ func compile(key string, version int, raw json.RawMessage) (*Compiled, error) {
 // the latest. ENOTFOUND for an unknown template or version; EUNPROCESSABLE when a template has no version yet.
 func (s *Service) Compiled(ctx context.Context, tenant, key string, version int) (*Compiled, error) {
 	if version == 0 {
-		latest, err := s.store.LatestVersion(ctx, tenant, key)
-		if err != nil {
-			return nil, err
-		}
-		if latest == 0 {
-			return nil, model.CodedError(model.EUNPROCESSABLE, "not_published", "template %q has no published version yet", key)
+		latest, ok := s.latest.get(tenant, key, s.now())
+		if !ok {
+			read, err := s.store.LatestVersion(ctx, tenant, key)
+			if err != nil {
+				return nil, err
+			}
+			if read == 0 {
+				return nil, model.CodedError(model.EUNPROCESSABLE, "not_published", "template %q has no published version yet", key)
+			}
+			latest = read
+			s.latest.put(tenant, key, latest, s.now())
 		}
 		version = latest
 	}
