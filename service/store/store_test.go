@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"slices"
 	"testing"
 	"time"
@@ -214,6 +215,29 @@ func TestLatestVersion(t *testing.T) {
 			if _, err := s.LatestVersion(ctx, c.tenant, c.key); !model.IsKind(err, model.ENOTFOUND) {
 				t.Fatalf("%s/%s: got %v, want not found", c.tenant, c.key, err)
 			}
+		}
+	})
+}
+
+// TestSaveDraftUnchanged: saving the draft a template already has, at the same instant, succeeds on both backends
+// (MySQL reports no changed row for it); an unknown or hidden template is still ENOTFOUND.
+func TestSaveDraftUnchanged(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		now := time.Now().UTC()
+		def := []byte(`{"nodes":[]}`)
+		if err := s.CreateTemplate(ctx, &model.Template{TenantID: model.DefaultTenant, Key: "leave", Name: "Leave", Draft: def, CreatedBy: "admin"}); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			if err := s.SaveDraft(ctx, model.DefaultTenant, "leave", json.RawMessage(`{"nodes":[{"id":"a"}]}`), now); err != nil {
+				t.Fatalf("save %d of the same draft at the same instant: %v", i+1, err)
+			}
+		}
+		if got, err := s.GetTemplate(ctx, model.DefaultTenant, "leave"); err != nil || string(got.Draft) != `{"nodes":[{"id":"a"}]}` {
+			t.Fatalf("the draft: %s, %v", got.Draft, err)
+		}
+		if err := s.SaveDraft(ctx, model.DefaultTenant, "nope", json.RawMessage(`{}`), now); !model.IsKind(err, model.ENOTFOUND) {
+			t.Fatalf("an unknown template: %v, want not found", err)
 		}
 	})
 }

@@ -139,7 +139,15 @@ func (s *Store) SaveDraft(ctx context.Context, tenant, key string, draft json.Ra
 			return fmt.Errorf("store: unable to save draft of %s: %w", key, res.Error)
 		}
 		if res.RowsAffected == 0 {
-			return model.Errorf(model.ENOTFOUND, "template %q not found", key)
+			// MySQL counts the rows an UPDATE changed: the same draft saved again within the same microsecond
+			// changes none, and is no unknown template.
+			var n int64
+			if err := tx.Model(&templateRow{}).Where("tenant_id = ? AND tkey = ? AND hidden = ?", tenant, key, false).Count(&n).Error; err != nil {
+				return fmt.Errorf("store: unable to save draft of %s: %w", key, err)
+			}
+			if n == 0 {
+				return model.Errorf(model.ENOTFOUND, "template %q not found", key)
+			}
 		}
 		return s.auditIn(ctx, tx, map[string]any{"definition": before}, map[string]any{"definition": model.MaskDefinitionSecrets(draft)})
 	})
