@@ -33,11 +33,11 @@ var dataFields = func() map[string]int {
 
 // plainOf is t as a plain template, or nil when it is not one.
 func plainOf(t *template.Template) plain {
-	if t == nil || t.Tree == nil || t.Tree.Root == nil || len(t.Tree.Root.Nodes) == 0 {
+	if t == nil || t.Tree == nil || t.Root == nil || len(t.Root.Nodes) == 0 {
 		return nil // text/template's own answer (an empty template is an error when executed)
 	}
-	p := make(plain, 0, len(t.Tree.Root.Nodes))
-	for _, n := range t.Tree.Root.Nodes {
+	p := make(plain, 0, len(t.Root.Nodes))
+	for _, n := range t.Root.Nodes {
 		switch n := n.(type) {
 		case *parse.TextNode:
 			p = append(p, plainPart{text: string(n.Text), field: -1})
