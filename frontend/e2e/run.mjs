@@ -938,16 +938,18 @@ try {
   // ---- issue 26: notifications ----
   await step('people hear of their work: the bell counts the unread ones and opens the request; the phone inbox too', async () => {
     await login('alice', 'alice-own-pw-2')
-    const badge = page.locator('[data-test=notification-badge] .el-badge__content')
+    const aliceToken = (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token
+    const unread = (await call('GET', '/notifications', aliceToken)).unread
+    expect(unread >= 1, `alice's unread notifications: ${unread}`)
+    // The badge shows what the server counts (it is read after the sign-in; wait for it, never for a guess).
+    const badge = page.locator('[data-test=notification-badge] .el-badge__content', { hasText: new RegExp(`^${unread}$`) })
     await badge.waitFor()
-    const unread = Number(await badge.innerText())
-    expect(unread >= 1, `alice's badge: ${unread}`)
     await page.click('[data-test=notification-bell]')
     const item = page.locator('[data-test=notification-item]', { hasText: 'Request approved' }).first()
     await item.waitFor()
     await item.click()
     await page.waitForURL(/\/instances\/[^/]+$/) // her newest approved request
-    const after = (await call('GET', '/notifications', (await call('POST', '/auth/login', undefined, { username: 'alice', password: 'alice-own-pw-2' })).token))
+    const after = await call('GET', '/notifications', aliceToken)
     expect(after.unread === unread - 1, `unread after opening one: ${after.unread}, before ${unread}`)
     await login('bob', 'bob-pw-123', { viewport: { width: 390, height: 844 } })
     await page.waitForURL(/\/m\/inbox/)

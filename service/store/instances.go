@@ -704,12 +704,17 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, revs map[string]in
 				written[r.ID] = r
 			}
 		}
-		q, args := checkedUpdate(ws[0].Instance.TenantID, rows, revs)
+		q, args, upsert := checkedUpsert(rows, revs)
+		want := int64(2 * len(rows))
+		if !upsert {
+			q, args = checkedUpdate(ws[0].Instance.TenantID, rows, revs)
+			want = int64(len(rows))
+		}
 		res, err := c.ExecContext(tx.Statement.Context, q, args...)
 		if err != nil {
 			return fmt.Errorf("store: unable to write instances: %w", err)
 		}
-		if n, err := res.RowsAffected(); err != nil || n != int64(len(rows)) {
+		if n, err := res.RowsAffected(); err != nil || n != want {
 			return errStaleCache
 		}
 	} else if len(ws) > 0 {

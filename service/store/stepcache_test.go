@@ -244,3 +244,109 @@ func TestStepCacheLeavesOutHugeInstances(t *testing.T) {
 		}
 	}
 }
+
+// TestStepCacheDeletedMeanwhile: an instance deleted by another replica (archived) after this replica cached its
+// row is not found by the next step here, and the step's checked write does not bring it back.
+func TestStepCacheDeletedMeanwhile(t *testing.T) {
+	rs := replicas(t, 0, 2)
+	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	for _, id := range []string{"sc-del", "sc-keep"} {
+		w := newWork(id, model.DefaultTenant, at)
+		w.Instance.Context = json.RawMessage(`{"n":0}`)
+		if err := rs[0].CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, id := range []string{"sc-del", "sc-keep"} {
+		if err := rs[0].UpdateInstance(ctx, model.DefaultTenant, id, counted(0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := rs[1].DB().Exec("DELETE FROM instances WHERE id = ?", "sc-del").Error; err != nil {
+		t.Fatal(err)
+	}
+	before := rs[0].StepCacheStats()
+	out, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, []string{"sc-del", "sc-keep"}, counted(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(out["sc-del"], model.ErrNoInstance) || out["sc-keep"] != nil {
+		t.Fatalf("outcomes %v: want sc-del not found and sc-keep stepped", out)
+	}
+	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
+		t.Fatalf("stats %+v → %+v: want one run on cached rows found stale", before, st)
+	}
+	var n int64
+	if err := rs[1].DB().Raw("SELECT COUNT(*) FROM instances WHERE id = ?", "sc-del").Scan(&n).Error; err != nil || n != 0 {
+		t.Fatalf("%d rows of the deleted instance (%v): the checked write must not insert it again", n, err)
+	}
+	inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, "sc-keep")
+	if err != nil || string(inst.Context) != `{"n":2}` || inst.Rev != 2 {
+		t.Fatalf("sc-keep: %+v, %v: want n = 2, rev 2", inst, err)
+	}
+}
+
+// TestStepCacheChecksEveryRowOfAGroup: one transaction steps three instances on cached rows. When another replica
+// stepped one of them meanwhile, nothing of the transaction's cached run is kept: every instance is stepped once,
+// on what the other replica left. A step that raises the rev by more than one is checked as well.
+func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
+	rs := replicas(t, 0, 2)
+	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	ids := []string{"sc-g1", "sc-g2", "sc-g3"}
+	for _, id := range ids {
+		w := newWork(id, model.DefaultTenant, at)
+		w.Instance.Context = json.RawMessage(`{"n":0}`)
+		if err := rs[0].CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(0)); err != nil {
+		t.Fatal(err)
+	}
+	// The other replica's step leaves a row this replica's step would not write (n = 10).
+	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, "sc-g2", func(w *model.Work) error {
+		w.Instance.Context = json.RawMessage(`{"n":10}`)
+		w.Instance.Rev++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before := rs[0].StepCacheStats()
+	out, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if out[id] != nil {
+			t.Fatalf("%s: %v", id, out[id])
+		}
+	}
+	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
+		t.Fatalf("stats %+v → %+v: want the cached run found stale and run again on a locked read", before, st)
+	}
+	for id, n := range map[string][2]int{"sc-g1": {2, 2}, "sc-g2": {11, 3}, "sc-g3": {2, 2}} {
+		inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, id)
+		var c struct{ N int }
+		if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != n[0] || inst.Rev != int64(n[1]) {
+			t.Fatalf("%s: context %s rev %d (%v): want n = %d, rev %d", id, inst.Context, inst.Rev, err, n[0], n[1])
+		}
+	}
+	// Now all three are cached as written; a step raising each rev by two writes through the same check.
+	before = rs[0].StepCacheStats()
+	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, func(w *model.Work) error {
+		w.Instance.Rev++
+		return counted(-1)(w)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale {
+		t.Fatalf("stats %+v → %+v: want a run on cached rows that holds", before, st)
+	}
+	for id, n := range map[string][2]int{"sc-g1": {3, 4}, "sc-g2": {12, 5}, "sc-g3": {3, 4}} {
+		inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, id)
+		var c struct{ N int }
+		if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != n[0] || inst.Rev != int64(n[1]) {
+			t.Fatalf("%s: context %s rev %d (%v): want n = %d, rev %d", id, inst.Context, inst.Rev, err, n[0], n[1])
+		}
+	}
+}
