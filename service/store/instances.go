@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -704,18 +705,15 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, revs map[string]in
 				written[r.ID] = r
 			}
 		}
-		q, args, upsert := checkedUpsert(rows, revs)
-		want := int64(2 * len(rows))
-		if !upsert {
-			q, args = checkedUpdate(ws[0].Instance.TenantID, rows, revs)
-			want = int64(len(rows))
-		}
-		res, err := c.ExecContext(tx.Statement.Context, q, args...)
-		if err != nil {
-			return fmt.Errorf("store: unable to write instances: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil || n != want {
-			return errStaleCache
+		for part := range slices.Chunk(rows, checkedRows) {
+			q, args := checkedUpdate(ws[0].Instance.TenantID, part, revs)
+			res, err := c.ExecContext(tx.Statement.Context, q, args...)
+			if err != nil {
+				return fmt.Errorf("store: unable to write instances: %w", err)
+			}
+			if n, err := res.RowsAffected(); err != nil || n != int64(len(part)) {
+				return errStaleCache
+			}
 		}
 	} else if len(ws) > 0 {
 		// The locked rows of every work in one statement: an upsert whose insert never happens (the rows exist

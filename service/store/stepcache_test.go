@@ -286,14 +286,17 @@ func TestStepCacheDeletedMeanwhile(t *testing.T) {
 	}
 }
 
-// TestStepCacheChecksEveryRowOfAGroup: one transaction steps three instances on cached rows. When another replica
-// stepped one of them meanwhile, nothing of the transaction's cached run is kept: every instance is stepped once,
-// on what the other replica left. A step that raises the rev by more than one is checked as well.
+// TestStepCacheChecksEveryRowOfAGroup: one transaction steps 40 instances on cached rows (two checked writes: a
+// write checks at most 32 rows). When another replica stepped one of them meanwhile — one the second write
+// checks — nothing of the transaction's cached run is kept: every instance is stepped once, on what the other
+// replica left. A step that raises the rev by more than one is checked as well.
 func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 	rs := replicas(t, 0, 2)
 	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
-	ids := []string{"sc-g1", "sc-g2", "sc-g3"}
-	for _, id := range ids {
+	var ids []string
+	for i := range 40 {
+		id := fmt.Sprintf("sc-g%02d", i)
+		ids = append(ids, id)
 		w := newWork(id, model.DefaultTenant, at)
 		w.Instance.Context = json.RawMessage(`{"n":0}`)
 		if err := rs[0].CreateInstance(ctx, w); err != nil {
@@ -304,12 +307,23 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The other replica's step leaves a row this replica's step would not write (n = 10).
-	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, "sc-g2", func(w *model.Work) error {
+	const other = "sc-g35"
+	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, other, func(w *model.Work) error {
 		w.Instance.Context = json.RawMessage(`{"n":10}`)
 		w.Instance.Rev++
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+	check := func(step string, n, rev func(id string) int) {
+		t.Helper()
+		for _, id := range ids {
+			inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, id)
+			var c struct{ N int }
+			if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != n(id) || inst.Rev != int64(rev(id)) {
+				t.Fatalf("after %s, %s: context %s rev %d (%v): want n = %d, rev %d", step, id, inst.Context, inst.Rev, err, n(id), rev(id))
+			}
+		}
 	}
 	before := rs[0].StepCacheStats()
 	out, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(-1))
@@ -324,14 +338,16 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
 		t.Fatalf("stats %+v → %+v: want the cached run found stale and run again on a locked read", before, st)
 	}
-	for id, n := range map[string][2]int{"sc-g1": {2, 2}, "sc-g2": {11, 3}, "sc-g3": {2, 2}} {
-		inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, id)
-		var c struct{ N int }
-		if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != n[0] || inst.Rev != int64(n[1]) {
-			t.Fatalf("%s: context %s rev %d (%v): want n = %d, rev %d", id, inst.Context, inst.Rev, err, n[0], n[1])
+	pick := func(theOther, rest int) func(string) int {
+		return func(id string) int {
+			if id == other {
+				return theOther
+			}
+			return rest
 		}
 	}
-	// Now all three are cached as written; a step raising each rev by two writes through the same check.
+	check("the group step", pick(11, 2), pick(3, 2))
+	// Now all are cached as written; a step raising each rev by two writes through the same check.
 	before = rs[0].StepCacheStats()
 	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, func(w *model.Work) error {
 		w.Instance.Rev++
@@ -342,11 +358,5 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale {
 		t.Fatalf("stats %+v → %+v: want a run on cached rows that holds", before, st)
 	}
-	for id, n := range map[string][2]int{"sc-g1": {3, 4}, "sc-g2": {12, 5}, "sc-g3": {3, 4}} {
-		inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, id)
-		var c struct{ N int }
-		if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != n[0] || inst.Rev != int64(n[1]) {
-			t.Fatalf("%s: context %s rev %d (%v): want n = %d, rev %d", id, inst.Context, inst.Rev, err, n[0], n[1])
-		}
-	}
+	check("the step raising the rev by two", pick(12, 3), pick(5, 4))
 }
