@@ -705,14 +705,24 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, revs map[string]in
 				written[r.ID] = r
 			}
 		}
-		for part := range slices.Chunk(rows, checkedRows) {
-			q, args := checkedUpdate(ws[0].Instance.TenantID, part, revs)
+		if q, args, ok := checkedUpsert(rows, revs); ok {
 			res, err := c.ExecContext(tx.Statement.Context, q, args...)
 			if err != nil {
 				return fmt.Errorf("store: unable to write instances: %w", err)
 			}
-			if n, err := res.RowsAffected(); err != nil || n != int64(len(part)) {
+			if n, err := res.RowsAffected(); err != nil || n != int64(2*len(rows)) {
 				return errStaleCache
+			}
+		} else {
+			for part := range slices.Chunk(rows, checkedRows) {
+				q, args := checkedUpdate(ws[0].Instance.TenantID, part, revs)
+				res, err := c.ExecContext(tx.Statement.Context, q, args...)
+				if err != nil {
+					return fmt.Errorf("store: unable to write instances: %w", err)
+				}
+				if n, err := res.RowsAffected(); err != nil || n != int64(len(part)) {
+					return errStaleCache
+				}
 			}
 		}
 	} else if len(ws) > 0 {

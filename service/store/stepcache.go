@@ -20,9 +20,10 @@ import (
 //
 // A cached row is checked, not trusted: the step's first write is
 //
-//	UPDATE instances SET ... WHERE id IN (...) AND tenant_id = ? AND CASE id WHEN ? THEN rev = ? ... END
+//	INSERT INTO instances (...) VALUES (...), ... ON DUPLICATE KEY UPDATE
+//	    state = IF(rev = VALUES(rev) - 1 AND tenant_id = VALUES(tenant_id), VALUES(state), state), ..., rev = IF(...)
 //
-// with each instance's cached rev. Every committed change to an instance row raises its rev (a step: newStep's
+// which changes a row only when its rev is the cached one (a step raises it by one; see checkedUpsert). Every committed change to an instance row raises its rev (a step: newStep's
 // Rev++; SwapContext), and its open tasks are written only by steps of the instance, so a row whose rev is the
 // cached one is the row, and its open tasks are the cached ones. When the update finds fewer rows than the step
 // has (another process's step, an archived instance), the transaction is rolled back, the entries dropped, and the
@@ -195,16 +196,54 @@ func cachedWorks(cws []*cachedWork) ([]*model.Work, error) {
 	return ws, nil
 }
 
+// checkedRows is the most rows one checked update writes: at 256 rows MariaDB spent 84-88 us of CPU a row on the
+// statement, at 32 rows 46-54 (docs/benchmarks.md, "The checked write without CASE").
+const checkedRows = 32
+
+// checkedUpsert is the statement that writes the instance rows of works that ran on cached rows, each only if its
+// rev is still the cached one, and its arguments; ok is false unless every row's rev is its cached rev plus one
+// (revs: instance id → cached rev), the case checkedUpdate serves. One statement for all of them: rows affected is
+// 2 for each row changed, 0 for a row left as it was (its rev is not the cached one) and 1 for a row inserted (it
+// was deleted: archived meanwhile); so every row was as cached exactly when it is twice the rows. The insert of
+// a deleted row is rolled back with the transaction. Rows are written in id order, as the lock read locks them.
+//
+// It does what checkedUpdate does for less: MariaDB spent 16-30 us of CPU a row on it alone against 38-56 for the
+// CASE update, whose CASE per column walks its WHEN list for every row, and Halley sends 15 arguments a row, not
+// 20 (docs/benchmarks.md, "The checked write without CASE").
+func checkedUpsert(rows []instanceRow, revs map[string]int64) (q string, args []any, ok bool) {
+	for i := range rows {
+		if rows[i].Rev != revs[rows[i].ID]+1 {
+			return "", nil, false
+		}
+	}
+	args = make([]any, 0, len(rows)*instanceColsN)
+	for i := range rows {
+		args = append(args, instanceArgs(&rows[i])...)
+	}
+	return checkedUpsertSQL(len(rows)), args, true
+}
+
+// checkedUpsertSQL is checkedUpsert's statement for n rows.
+func checkedUpsertSQL(n int) string {
+	const cond = "rev = VALUES(rev) - 1 AND tenant_id = VALUES(tenant_id)"
+	var b strings.Builder
+	b.WriteString("INSERT INTO instances (" + instanceCols + ") VALUES " + rowsOf(n, instanceColsN) + " ON DUPLICATE KEY UPDATE ")
+	// rev last: each assignment sees the ones before it, and every other one asks for the stored rev.
+	for _, col := range []string{"title", "title_i18n", "status", "context", "state", "updated_at", "ended_at", "correlation_id", "rev"} {
+		if col != "title" {
+			b.WriteString(", ")
+		}
+		b.WriteString(col + " = IF(" + cond + ", VALUES(" + col + "), " + col + ")")
+	}
+	return b.String()
+}
+
 // checkedUpdate is the statement that writes the instance rows of works that ran on cached rows, each only if its
 // rev is still the cached one (revs: instance id → cached rev), and its arguments. One statement for all of them:
 // rows affected tells whether every row was as cached.
 //
 // Each CASE walks its WHEN list for every row, so a statement's cost grows with the square of its rows: a group
 // writes its rows checkedRows at a time, a statement (and round trip) each.
-// checkedRows is the most rows one checked update writes. At 256 rows MariaDB spent 84-88 us of CPU a row on the
-// statement, at 32 46-54 (docs/benchmarks.md, "The checked write in parts").
-const checkedRows = 32
-
 func checkedUpdate(tenant string, rows []instanceRow, revs map[string]int64) (string, []any) {
 	cols := []string{"title", "title_i18n", "status", "context", "state", "rev", "updated_at", "ended_at", "correlation_id"}
 	var b strings.Builder

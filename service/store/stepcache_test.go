@@ -359,4 +359,23 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 		t.Fatalf("stats %+v → %+v: want a run on cached rows that holds", before, st)
 	}
 	check("the step raising the rev by two", pick(12, 3), pick(5, 4))
+	// The same check, by the other statement (a rev raised by two), finds a stale row in its second part.
+	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, other, func(w *model.Work) error {
+		w.Instance.Context = json.RawMessage(`{"n":20}`)
+		w.Instance.Rev++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	before = rs[0].StepCacheStats()
+	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, func(w *model.Work) error {
+		w.Instance.Rev++
+		return counted(-1)(w)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
+		t.Fatalf("stats %+v → %+v: want the cached run found stale and run again on a locked read", before, st)
+	}
+	check("a step raising the rev by two on a stale row", pick(21, 4), pick(8, 6))
 }
