@@ -306,14 +306,38 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(0)); err != nil {
 		t.Fatal(err)
 	}
-	// The other replica's step leaves a row this replica's step would not write (n = 10).
+	// The other replica's step leaves a row this replica's step would not write (n = 10, 20).
 	const other = "sc-g35"
-	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, other, func(w *model.Work) error {
-		w.Instance.Context = json.RawMessage(`{"n":10}`)
-		w.Instance.Rev++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	otherStep := func(n int) {
+		t.Helper()
+		if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, other, func(w *model.Work) error {
+			w.Instance.Context = json.RawMessage(fmt.Sprintf(`{"n":%d}`, n))
+			w.Instance.Rev++
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// groupStep steps every instance in one transaction, which runs on cached rows and is found stale or not.
+	groupStep := func(fn func(w *model.Work) error, stale bool) {
+		t.Helper()
+		before := rs[0].StepCacheStats()
+		out, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, fn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if out[id] != nil {
+				t.Fatalf("%s: %v", id, out[id])
+			}
+		}
+		want := before.Stale
+		if stale {
+			want++
+		}
+		if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != want {
+			t.Fatalf("stats %+v → %+v: want a run on cached rows, found stale: %v", before, st, stale)
+		}
 	}
 	check := func(step string, n, rev func(id string) int) {
 		t.Helper()
@@ -325,19 +349,6 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 			}
 		}
 	}
-	before := rs[0].StepCacheStats()
-	out, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(-1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range ids {
-		if out[id] != nil {
-			t.Fatalf("%s: %v", id, out[id])
-		}
-	}
-	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
-		t.Fatalf("stats %+v → %+v: want the cached run found stale and run again on a locked read", before, st)
-	}
 	pick := func(theOther, rest int) func(string) int {
 		return func(id string) int {
 			if id == other {
@@ -346,36 +357,18 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 			return rest
 		}
 	}
+	byTwo := func(w *model.Work) error {
+		w.Instance.Rev++
+		return counted(-1)(w)
+	}
+	otherStep(10)
+	groupStep(counted(-1), true)
 	check("the group step", pick(11, 2), pick(3, 2))
-	// Now all are cached as written; a step raising each rev by two writes through the same check.
-	before = rs[0].StepCacheStats()
-	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, func(w *model.Work) error {
-		w.Instance.Rev++
-		return counted(-1)(w)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale {
-		t.Fatalf("stats %+v → %+v: want a run on cached rows that holds", before, st)
-	}
+	// Now all are cached as written; a step raising each rev by two writes through the other statement.
+	groupStep(byTwo, false)
 	check("the step raising the rev by two", pick(12, 3), pick(5, 4))
-	// The same check, by the other statement (a rev raised by two), finds a stale row in its second part.
-	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, other, func(w *model.Work) error {
-		w.Instance.Context = json.RawMessage(`{"n":20}`)
-		w.Instance.Rev++
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	before = rs[0].StepCacheStats()
-	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, func(w *model.Work) error {
-		w.Instance.Rev++
-		return counted(-1)(w)
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
-		t.Fatalf("stats %+v → %+v: want the cached run found stale and run again on a locked read", before, st)
-	}
+	// That statement finds a stale row in its second part as well.
+	otherStep(20)
+	groupStep(byTwo, true)
 	check("a step raising the rev by two on a stale row", pick(21, 4), pick(8, 6))
 }
