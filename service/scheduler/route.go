@@ -116,7 +116,13 @@ func Route(rows TimerRows, hs Handlers) (Handler, error) {
 type PendingTimerRows interface {
 	// PendingTimers pages through pending timers by id.
 	PendingTimers(ctx context.Context, afterID string, limit int) ([]*model.Timer, error)
+	// PendingTimersCreated pages through the pending timers created in [from, to) by (created_at, id), after the
+	// row (afterCreated, afterID); a zero time and "" start at from.
+	PendingTimersCreated(ctx context.Context, from, to, afterCreated time.Time, afterID string, limit int) ([]*model.Timer, error)
 }
+
+// rearmPage is how many rows a re-arm reads at a time.
+const rearmPage = 2000
 
 // Rearm makes sure every pending timer row is in the scheduler (after a start, or when Redis lost its data).
 // Timers the scheduler holds already, or has leased to a handler, are left alone. Rows armed less than grace ago
@@ -127,12 +133,9 @@ func Rearm(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.D
 	cutoff := time.Now().Add(-grace) // the store stamps created_at with the wall clock
 	added, after := 0, ""
 	for {
-		page, err := rows.PendingTimers(ctx, after, 2000)
-		if err != nil {
+		page, err := rows.PendingTimers(ctx, after, rearmPage)
+		if err != nil || len(page) == 0 {
 			return added, err
-		}
-		if len(page) == 0 {
-			return added, nil
 		}
 		items := make([]Item, 0, len(page))
 		for _, t := range page {
@@ -141,15 +144,48 @@ func Rearm(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.D
 			}
 			items = append(items, Item{ID: t.ID, Due: t.DueAt})
 		}
-		if len(items) > 0 {
-			n, err := s.Ensure(ctx, items...)
-			if err != nil {
-				return added, err
-			}
-			added += n
+		n, err := ensure(ctx, s, items)
+		added += n
+		if err != nil {
+			return added, err
 		}
 		after = page[len(page)-1].ID
 	}
+}
+
+// RearmCreated makes sure every pending timer row armed (or re-armed) in [from, to) is in the scheduler, and returns
+// how many it added. It reads the rows of that window only, through the index on created_at: the periodic re-arm
+// (the rearm-timers housekeeping job) checks what was armed since its last pass with it, at a cost that follows
+// the rate timers are armed at, not the number pending — a pass over a million pending timers read every row and
+// checked each in Redis, seconds of both, every five minutes (docs/benchmarks.md). What can go missing is what was
+// armed lately: a failover of Redis loses its last writes, not old ones; a Redis that lost everything is seen by
+// the sentinel (WatchLoss) and re-armed whole, and Rearm checks every row once an hour.
+func RearmCreated(ctx context.Context, rows PendingTimerRows, s Scheduler, from, to time.Time) (int, error) {
+	added, afterAt, afterID := 0, time.Time{}, ""
+	for {
+		page, err := rows.PendingTimersCreated(ctx, from, to, afterAt, afterID, rearmPage)
+		if err != nil || len(page) == 0 {
+			return added, err
+		}
+		items := make([]Item, len(page))
+		for i, t := range page {
+			items[i] = Item{ID: t.ID, Due: t.DueAt}
+		}
+		n, err := ensure(ctx, s, items)
+		added += n
+		if err != nil {
+			return added, err
+		}
+		last := page[len(page)-1]
+		afterAt, afterID = last.CreatedAt, last.ID
+	}
+}
+
+func ensure(ctx context.Context, s Scheduler, items []Item) (int, error) {
+	if len(items) == 0 {
+		return 0, nil
+	}
+	return s.Ensure(ctx, items...)
 }
 
 // Recover is the timer-recovery worker: it re-arms every pending timer row when it starts (the in-process heap

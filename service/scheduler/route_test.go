@@ -169,3 +169,59 @@ func TestRecoverRearmsAtStart(t *testing.T) {
 		t.Fatal("Recover did not return after its context ended")
 	}
 }
+
+// TestRearmCreated: the periodic re-arm adds the pending timers armed in its window that the scheduler lacks — not
+// those armed before or after it, nor fired ones, nor ones it holds — and pages through a window of more rows than
+// a page, ties of created_at across the page's end included; the full Rearm adds the rest. On SQLite and MySQL.
+func TestRearmCreated(t *testing.T) {
+	storetest.Each(t, func(t *testing.T, s *store.Store) {
+		ctx := context.Background()
+		base := time.Now().Add(-time.Hour).Truncate(time.Second)
+		save := func(id string, at time.Time) {
+			t.Helper()
+			s.SetNow(func() time.Time { return at })
+			if err := s.SaveTimer(ctx, &model.Timer{ID: id, TenantID: model.DefaultTenant, Kind: model.TimerCrontab,
+				DueAt: base.Add(2 * time.Hour), Status: model.TimerPending}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		from, to := base.Add(10*time.Minute), base.Add(20*time.Minute)
+		var inWindow []string
+		for i := range 2100 { // more than a page (2,000); 300 rows share each created_at
+			id := fmt.Sprintf("w%05d", i)
+			save(id, from.Add(time.Duration(i/300)*time.Second))
+			inWindow = append(inWindow, id)
+		}
+		save("before", from.Add(-time.Microsecond))
+		save("at-to", to)
+		save("fired", from.Add(time.Minute))
+		if ok, err := s.MarkTimerFired(ctx, "fired", base); err != nil || !ok {
+			t.Fatalf("mark fired: %v %v", ok, err)
+		}
+		sched := scheduler.NewMemory(scheduler.Options{})
+		defer sched.Close()
+		if err := sched.Schedule(ctx, scheduler.Item{ID: "w00007", Due: base.Add(3 * time.Hour)}); err != nil {
+			t.Fatal(err)
+		}
+		n, err := scheduler.RearmCreated(ctx, s, sched, from, to)
+		if err != nil || n != len(inWindow)-1 {
+			t.Fatalf("RearmCreated added %d (%v), want %d: the window's pending timers but the one held", n, err, len(inWindow)-1)
+		}
+		for _, id := range []string{"before", "at-to", "fired"} {
+			if added, err := sched.Ensure(ctx, scheduler.Item{ID: id, Due: base}); err != nil || added != 1 {
+				t.Fatalf("%s: RearmCreated armed it (Ensure added %d, %v)", id, added, err)
+			}
+			if err := sched.Cancel(ctx, id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, id := range inWindow {
+			if added, err := sched.Ensure(ctx, scheduler.Item{ID: id, Due: base}); err != nil || added != 0 {
+				t.Fatalf("%s: not armed by RearmCreated (Ensure added %d, %v)", id, added, err)
+			}
+		}
+		if n, err := scheduler.Rearm(ctx, s, sched, 0); err != nil || n != 2 {
+			t.Fatalf("Rearm added %d (%v), want 2: before and at-to", n, err)
+		}
+	})
+}

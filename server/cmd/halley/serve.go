@@ -447,15 +447,33 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 	return hs
 }
 
+// The periodic re-arm (scheduler.RearmCreated): every rearmEvery it checks the timers armed since its last pass
+// plus rearmOverlap, skipping those armed less than rearmGrace ago; once an hour it checks every pending timer.
+const (
+	rearmEvery   = 5 * time.Minute
+	rearmOverlap = 2 * time.Minute
+	rearmGrace   = time.Minute
+)
+
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
 func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, notifier *notify.Service,
 	auditLog *audit.Recorder, metrics *telemetry.Metrics, gauges telemetry.Source, files *attachments.Service, lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
 	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
 	return []scheduler.Job{
-		{Name: "rearm-timers", Every: 5 * time.Minute, Run: func(ctx context.Context) error {
+		{Name: "rearm-timers", Every: rearmEvery, Run: func(ctx context.Context) error {
+			// The timers armed since the last pass (and a margin: a pass may run late or on another replica).
 			// Rows younger than a minute are skipped: their outbox row is most likely still on its way.
-			n, err := scheduler.Rearm(ctx, st, sched, time.Minute)
+			now := time.Now() // the store stamps created_at with the wall clock
+			n, err := scheduler.RearmCreated(ctx, st, sched, now.Add(-rearmEvery-rearmOverlap-rearmGrace), now.Add(-rearmGrace))
+			if n > 0 {
+				lg.Warn("re-armed timers missing from the scheduler", "count", n)
+			}
+			return err
+		}},
+		{Name: "rearm-all-timers", Every: time.Hour, Run: func(ctx context.Context) error {
+			// Every pending row, for whatever the pass above cannot see (a key deleted by hand, an eviction).
+			n, err := scheduler.Rearm(ctx, st, sched, rearmGrace)
 			if n > 0 {
 				lg.Warn("re-armed timers missing from the scheduler", "count", n)
 			}

@@ -1,0 +1,82 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// TestRearmReadsThroughItsIndexes EXPLAINs the two reads of the re-arm on MySQL over a table whose timers are
+// mostly fired, as a deployment's is (fired rows stay for the retention period): the full pass pages through
+// idx_timers_pending (status, id), reading pending rows alone — through the primary key it walked the fired ones
+// too, and a ref of the status alone started every page at the first pending timer — and the periodic pass through
+// idx_timers_created, reading the rows armed in its window alone.
+func TestRearmReadsThroughItsIndexes(t *testing.T) {
+	s := storetest.Open(t, store.MySQL)
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const n = 3000
+	var args []any
+	for i := range n {
+		status, fired := model.TimerFired, any(base.Add(time.Duration(i)*time.Minute+time.Hour))
+		if i%10 == 0 {
+			status, fired = model.TimerPending, nil
+		}
+		at := base.Add(time.Duration(i) * time.Minute)
+		args = append(args, fmt.Sprintf("t%05d", i), model.DefaultTenant, fmt.Sprintf("i%05d", i), "d", fmt.Sprintf("i%05d.d", i), model.TimerDelay,
+			at.Add(time.Hour), status, "{}", at, fired)
+	}
+	for start := 0; start < n; start += 500 {
+		q := "INSERT INTO timers (id, tenant_id, instance_id, node_id, node_instance_id, kind, due_at, status, payload, created_at, fired_at) VALUES "
+		for i := range 500 {
+			if i > 0 {
+				q += ", "
+			}
+			q += "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+		}
+		if err := s.DB().Exec(q, args[start*11:(start+500)*11]...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DB().Exec("ANALYZE TABLE timers").Error; err != nil {
+		t.Fatal(err)
+	}
+	from := base.Add(100 * time.Minute)
+	for _, c := range []struct {
+		name, sql, key string
+		args           []any
+	}{
+		{"every pending timer", store.PendingTimersSQL(store.MySQL), "idx_timers_pending", []any{model.TimerPending, "t00100", 2000}},
+		{"timers armed lately", store.PendingTimersCreatedSQL(store.MySQL), "idx_timers_created", []any{from, from.Add(10 * time.Minute), from, from, "", model.TimerPending, 2000}},
+	} {
+		var plan struct {
+			Type string
+			Key  *string
+			Rows int64
+		}
+		if err := s.DB().Raw("EXPLAIN "+c.sql, c.args...).Scan(&plan).Error; err != nil {
+			t.Fatalf("%s: EXPLAIN: %v", c.name, err)
+		}
+		key := "<none>"
+		if plan.Key != nil {
+			key = *plan.Key
+		}
+		if plan.Type != "range" || key != c.key {
+			t.Errorf("%s: access %q through %s, want a range of %s\n  %s", c.name, plan.Type, key, c.key, c.sql)
+		}
+		t.Logf("%-22s %-6s %s rows=%d", c.name, plan.Type, key, plan.Rows)
+	}
+	pending, err := s.PendingTimers(ctx, "", 1000)
+	if err != nil || len(pending) != n/10 {
+		t.Fatalf("PendingTimers: %d rows, %v; want %d", len(pending), err, n/10)
+	}
+	recent, err := s.PendingTimersCreated(ctx, from, from.Add(10*time.Minute), time.Time{}, "", 1000)
+	if err != nil || len(recent) != 1 || recent[0].ID != "t00100" {
+		t.Fatalf("PendingTimersCreated: %v, %v; want t00100 alone", recent, err)
+	}
+}
