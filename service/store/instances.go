@@ -911,7 +911,7 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 	// Closed after the inserts: a bookmark may be opened and closed in one step.
 	//
 	// The WHERE clauses of the updates below name only the node visits or ids: a condition on closed_at or status
-	// there lets the optimizer pick idx_bookmarks_closed or idx_timers_due and walk every open bookmark or pending
+	// there lets the optimizer pick idx_bookmarks_closed or idx_timers_pending and walk every open bookmark or pending
 	// timer of the table once per statement (a storm of 30,000 fires read 3.5 million bookmark rows that way). The
 	// conditions are in SET instead, so that a row already closed, fired or cancelled keeps its values; the rows are
 	// those of the locked instances, so no other step waits on them.
