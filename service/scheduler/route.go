@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 )
 
 // TimerHandler fires due timers of the kinds it was given in Handlers: pending rows, each id once. It returns
@@ -130,6 +131,39 @@ const rearmPage = 2000
 // false "missing" (the periodic job passes a minute; at start-up, 0 re-arms everything). It returns how many
 // timers it added.
 func Rearm(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.Duration) (int, error) {
+	return rearmAll(ctx, rows, s, grace, nil)
+}
+
+// RearmPaced is Rearm for a pass nothing waits for (the hourly rearm-all-timers job): after each page it waits
+// until the pages so far took at most duty of the time since the pass began, so that a pass over a million pending
+// timers — ~10 s of Redis scripts, database reads and row decoding — runs beside the timers that fall due instead of
+// ahead of them (docs/benchmarks.md "The re-arm pass"). duty is in (0, 1]; 1 does not wait.
+func RearmPaced(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.Duration, duty float64, clk clock.Clock) (int, error) {
+	if duty <= 0 || duty > 1 {
+		return 0, fmt.Errorf("scheduler: re-arm duty %v is not in (0, 1]", duty)
+	}
+	if clk == nil {
+		clk = clock.Real{}
+	}
+	began := clk.Now()
+	pageBegan, worked := began, time.Duration(0)
+	return rearmAll(ctx, rows, s, grace, func() error {
+		now := clk.Now()
+		worked += now.Sub(pageBegan)
+		if wait := began.Add(time.Duration(float64(worked) / duty)).Sub(now); wait > 0 {
+			select {
+			case <-clk.After(wait):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		pageBegan = clk.Now()
+		return nil
+	})
+}
+
+// rearmAll pages through every pending row; pace, when set, is called after each page.
+func rearmAll(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.Duration, pace func() error) (int, error) {
 	cutoff := time.Now().Add(-grace) // the store stamps created_at with the wall clock
 	added, after := 0, ""
 	for {
@@ -150,6 +184,11 @@ func Rearm(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.D
 			return added, err
 		}
 		after = page[len(page)-1].ID
+		if pace != nil {
+			if err := pace(); err != nil {
+				return added, err
+			}
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/halley-bpm/halley/model"
+	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/scheduler"
 	"github.com/halley-bpm/halley/service/store"
 	"github.com/halley-bpm/halley/service/store/storetest"
@@ -224,4 +225,95 @@ func TestRearmCreated(t *testing.T) {
 			t.Fatalf("Rearm added %d (%v), want 2: before and at-to", n, err)
 		}
 	})
+}
+
+// pagedRows serves pending timers from memory and advances a fake clock by took for each page read: the time a
+// page of the database would take.
+type pagedRows struct {
+	clk    *clock.Fake
+	took   time.Duration
+	timers []*model.Timer // in id order
+	mu     sync.Mutex
+	reads  int
+}
+
+func (p *pagedRows) PendingTimers(_ context.Context, after string, limit int) ([]*model.Timer, error) {
+	p.mu.Lock()
+	p.reads++
+	p.mu.Unlock()
+	p.clk.Advance(p.took)
+	var out []*model.Timer
+	for _, t := range p.timers {
+		if t.ID > after && len(out) < limit {
+			out = append(out, t)
+		}
+	}
+	return out, nil
+}
+
+func (p *pagedRows) PendingTimersCreated(context.Context, time.Time, time.Time, time.Time, string, int) ([]*model.Timer, error) {
+	return nil, errors.New("not read by RearmPaced")
+}
+
+func (p *pagedRows) pagesRead() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.reads
+}
+
+// TestRearmPaced: the hourly pass over every pending timer waits after each page until its pages took at most the
+// duty of the time since it began (pages of 100 ms at a quarter: 300 ms after each), re-arms every timer, and does
+// not wait at a duty of 1.
+func TestRearmPaced(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(t0)
+	rows := &pagedRows{clk: clk, took: 100 * time.Millisecond}
+	for i := range 4500 { // three pages of at most 2,000
+		rows.timers = append(rows.timers, &model.Timer{ID: fmt.Sprintf("p%05d", i), DueAt: t0.Add(time.Hour)})
+	}
+	sched := scheduler.NewMemory(scheduler.Options{})
+	defer sched.Close()
+	if _, err := scheduler.RearmPaced(ctx, rows, sched, 0, 0, clk); err == nil {
+		t.Fatal("a duty of 0 was accepted")
+	}
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := scheduler.RearmPaced(ctx, rows, sched, 0, 0.25, clk)
+		done <- result{n, err}
+	}()
+	for page := 1; page <= 3; page++ {
+		parked := make(chan struct{})
+		go func() { clk.BlockUntil(1); close(parked) }()
+		select {
+		case <-parked:
+		case r := <-done:
+			t.Fatalf("the pass ended after page %d without waiting (added %d, %v)", page, r.n, r.err)
+		case <-time.After(10 * time.Second): // a guard against a hung test, not a wait for time to pass
+			t.Fatalf("the pass neither waited nor ended after page %d", page)
+		}
+		if got := rows.pagesRead(); got != page {
+			t.Fatalf("waiting after page %d: %d pages read", page, got)
+		}
+		clk.Advance(299 * time.Millisecond)
+		if got := rows.pagesRead(); got != page || clk.Waiters() != 1 {
+			t.Fatalf("page %d: the pass went on %v before its wait was over (%d pages read)", page, 299*time.Millisecond, got)
+		}
+		clk.Advance(time.Millisecond)
+	}
+	r := <-done
+	if r.err != nil || r.n != len(rows.timers) {
+		t.Fatalf("RearmPaced added %d (%v), want %d", r.n, r.err, len(rows.timers))
+	}
+	if d := clk.Now().Sub(t0); d != 4*100*time.Millisecond+3*300*time.Millisecond {
+		t.Fatalf("the pass took %v of the fake clock, want 1.3 s (4 reads, 3 waits)", d)
+	}
+	// At a duty of 1 nothing waits: the pass returns without the clock being moved by the test.
+	if n, err := scheduler.RearmPaced(ctx, rows, sched, 0, 1, clk); err != nil || n != 0 {
+		t.Fatalf("a second pass at duty 1: %d, %v; want 0 (all held)", n, err)
+	}
 }

@@ -448,11 +448,15 @@ func timerHandlers(eng *engine.Engine, triggers *trigger.Service) scheduler.Hand
 }
 
 // The periodic re-arm (scheduler.RearmCreated): every rearmEvery it checks the timers armed since its last pass
-// plus rearmOverlap, skipping those armed less than rearmGrace ago; once an hour it checks every pending timer.
+// plus rearmOverlap, skipping those armed less than rearmGrace ago; once an hour it checks every pending timer,
+// paced (scheduler.RearmPaced).
 const (
 	rearmEvery   = 5 * time.Minute
 	rearmOverlap = 2 * time.Minute
 	rearmGrace   = time.Minute
+	// rearmAllDuty is the share of the time the hourly pass works: at a million pending timers ~10 s of work
+	// spread over ~40.
+	rearmAllDuty = 0.25
 )
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
@@ -472,8 +476,9 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 			return err
 		}},
 		{Name: "rearm-all-timers", Every: time.Hour, Run: func(ctx context.Context) error {
-			// Every pending row, for whatever the pass above cannot see (a key deleted by hand, an eviction).
-			n, err := scheduler.Rearm(ctx, st, sched, rearmGrace)
+			// Every pending row, for whatever the pass above cannot see (a key deleted by hand, an eviction); paced,
+			// so that the timers falling due meanwhile do not wait behind it.
+			n, err := scheduler.RearmPaced(ctx, st, sched, rearmGrace, rearmAllDuty, clock.Real{})
 			if n > 0 {
 				lg.Warn("re-armed timers missing from the scheduler", "count", n)
 			}
