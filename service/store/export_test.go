@@ -1,5 +1,19 @@
 package store
 
+import (
+	"gorm.io/gorm"
+
+	"github.com/halley-bpm/halley/model"
+)
+
+// ListInstancesSQL is the statement ListInstances sends for f, for the EXPLAIN test (listpages_test.go).
+func (s *Store) ListInstancesSQL(f model.InstanceFilter) string {
+	return s.db.ToSQL(func(tx *gorm.DB) *gorm.DB {
+		var rows []instanceRow
+		return s.instancesQuery(tx, f).Find(&rows)
+	})
+}
+
 // The statements of the re-arm, for the EXPLAIN test (timers_test.go).
 var (
 	PendingTimersSQL        = pendingTimersSQL

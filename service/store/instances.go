@@ -1080,7 +1080,41 @@ func (s *Store) GetInstance(ctx context.Context, tenant, id string) (*model.Inst
 
 // ListInstances lists instances newest first (ids are time-ordered UUIDv7).
 func (s *Store) ListInstances(ctx context.Context, f model.InstanceFilter) ([]*model.Instance, string, error) {
-	q := s.db.WithContext(ctx).Omit("state").Where("tenant_id = ?", f.TenantID)
+	var rows []instanceRow
+	if err := s.instancesQuery(s.db.WithContext(ctx), f).Find(&rows).Error; err != nil {
+		return nil, "", fmt.Errorf("store: unable to list instances: %w", err)
+	}
+	next := ""
+	if len(rows) > f.Page.Limit {
+		rows = rows[:f.Page.Limit]
+		next = rows[len(rows)-1].ID
+	}
+	out := make([]*model.Instance, len(rows))
+	for i := range rows {
+		out[i], _ = rows[i].toModel(false)
+	}
+	return out, next, nil
+}
+
+// instancesQuery is ListInstances' query. On MySQL it names the index of its most selective equality filter whose
+// index ends in the id (initiator, template, then status): MariaDB otherwise reads such an index by its equality
+// prefix alone (a ref), from the newest entry down to the cursor, so that a page deep in a long list read every
+// entry before it — in a table of 200,000 instances, 50,020 entries and their rows for a page of 21 in the middle
+// (docs/benchmarks.md "The re-arm pass"). No hint with a correlation id (its index is more selective than any of
+// them) or for a user's own view (VisibleTo: its subqueries may drive the read through the primary key).
+func (s *Store) instancesQuery(db *gorm.DB, f model.InstanceFilter) *gorm.DB {
+	q := db.Omit("state")
+	if s.dialect == MySQL && f.CorrelationID == "" && f.VisibleTo == "" {
+		switch {
+		case f.Initiator != "":
+			q = q.Table(useIndex(s.dialect, "instances", "idx_instances_initiator"))
+		case f.Template != "":
+			q = q.Table(useIndex(s.dialect, "instances", "idx_instances_template"))
+		case f.Status != "":
+			q = q.Table(useIndex(s.dialect, "instances", "idx_instances_status"))
+		}
+	}
+	q = q.Where("tenant_id = ?", f.TenantID)
 	if f.Status != "" {
 		q = q.Where("status = ?", string(f.Status))
 	}
@@ -1100,20 +1134,7 @@ func (s *Store) ListInstances(ctx context.Context, f model.InstanceFilter) ([]*m
 	if f.Page.Cursor != "" {
 		q = q.Where("id < ?", f.Page.Cursor)
 	}
-	var rows []instanceRow
-	if err := q.Order("id DESC").Limit(f.Page.Limit + 1).Find(&rows).Error; err != nil {
-		return nil, "", fmt.Errorf("store: unable to list instances: %w", err)
-	}
-	next := ""
-	if len(rows) > f.Page.Limit {
-		rows = rows[:f.Page.Limit]
-		next = rows[len(rows)-1].ID
-	}
-	out := make([]*model.Instance, len(rows))
-	for i := range rows {
-		out[i], _ = rows[i].toModel(false)
-	}
-	return out, next, nil
+	return q.Order("id DESC").Limit(f.Page.Limit + 1)
 }
 
 // instanceOfTask returns the instance id in a task id (<instance id>.t<n>), or "".
