@@ -35,19 +35,9 @@ func TestListInstancesDeepPagesReadTheirIndexRange(t *testing.T) {
 	} {
 		c.f.TenantID, c.f.Page = model.DefaultTenant, page
 		q := s.ListInstancesSQL(c.f)
-		var plan struct {
-			Type string
-			Key  *string
-		}
-		if err := s.DB().Raw("EXPLAIN " + q).Scan(&plan).Error; err != nil {
-			t.Fatalf("%s: EXPLAIN: %v", c.name, err)
-		}
-		key := "<none>"
-		if plan.Key != nil {
-			key = *plan.Key
-		}
-		if plan.Type != "range" || key != c.key {
-			t.Errorf("%s: access %q through %s, want a range of %s\n  %s", c.name, plan.Type, key, c.key, q)
+		typ, key := explain(t, s, q)
+		if typ != "range" || key != c.key {
+			t.Errorf("%s: access %q through %s, want a range of %s\n  %s", c.name, typ, key, c.key, q)
 		}
 		// The rows the statement read, on one connection: about a page, not the thousands before the cursor.
 		var read int64
@@ -80,6 +70,6 @@ func TestListInstancesDeepPagesReadTheirIndexRange(t *testing.T) {
 		if read > 1000 {
 			t.Errorf("%s: a page of %d read %d index entries", c.name, page.Limit, read)
 		}
-		t.Logf("%-20s %-6s %-24s read %d", c.name, plan.Type, key, read)
+		t.Logf("%-20s %-6s %-24s read %d", c.name, typ, key, read)
 	}
 }

@@ -26,11 +26,7 @@ func (s *Store) GetTimers(ctx context.Context, ids []string) ([]*model.Timer, er
 	if err := s.db.WithContext(ctx).Where("id IN ?", ids).Find(&rows).Error; err != nil {
 		return nil, fmt.Errorf("store: unable to load timers: %w", err)
 	}
-	out := make([]*model.Timer, len(rows))
-	for i := range rows {
-		out[i] = rows[i].toModel()
-	}
-	return out, nil
+	return timerModels(rows), nil
 }
 
 // pendingTimersSQL pages through the pending timers by id: a range of idx_timers_pending (status, id), which holds

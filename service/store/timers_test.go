@@ -54,22 +54,11 @@ func TestRearmReadsThroughItsIndexes(t *testing.T) {
 		{"every pending timer", store.PendingTimersSQL(store.MySQL), "idx_timers_pending", []any{model.TimerPending, "t00100", 2000}},
 		{"timers armed lately", store.PendingTimersCreatedSQL(store.MySQL), "idx_timers_created", []any{from, from.Add(10 * time.Minute), from, from, "", model.TimerPending, 2000}},
 	} {
-		var plan struct {
-			Type string
-			Key  *string
-			Rows int64
+		typ, key := explain(t, s, c.sql, c.args...)
+		if typ != "range" || key != c.key {
+			t.Errorf("%s: access %q through %s, want a range of %s\n  %s", c.name, typ, key, c.key, c.sql)
 		}
-		if err := s.DB().Raw("EXPLAIN "+c.sql, c.args...).Scan(&plan).Error; err != nil {
-			t.Fatalf("%s: EXPLAIN: %v", c.name, err)
-		}
-		key := "<none>"
-		if plan.Key != nil {
-			key = *plan.Key
-		}
-		if plan.Type != "range" || key != c.key {
-			t.Errorf("%s: access %q through %s, want a range of %s\n  %s", c.name, plan.Type, key, c.key, c.sql)
-		}
-		t.Logf("%-22s %-6s %s rows=%d", c.name, plan.Type, key, plan.Rows)
+		t.Logf("%-22s %-6s %s", c.name, typ, key)
 	}
 	pending, err := s.PendingTimers(ctx, "", 1000)
 	if err != nil || len(pending) != n/10 {
@@ -79,4 +68,20 @@ func TestRearmReadsThroughItsIndexes(t *testing.T) {
 	if err != nil || len(recent) != 1 || recent[0].ID != "t00100" {
 		t.Fatalf("PendingTimersCreated: %v, %v; want t00100 alone", recent, err)
 	}
+}
+
+// explain returns the access type and the index ("<none>" when none) of MySQL's plan for the statement's table.
+func explain(t *testing.T, s *store.Store, sql string, args ...any) (access, key string) {
+	t.Helper()
+	var plan struct {
+		Type string
+		Key  *string
+	}
+	if err := s.DB().Raw("EXPLAIN "+sql, args...).Scan(&plan).Error; err != nil {
+		t.Fatalf("EXPLAIN %s: %v", sql, err)
+	}
+	if plan.Key == nil {
+		return plan.Type, "<none>"
+	}
+	return plan.Type, *plan.Key
 }
