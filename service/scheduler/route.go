@@ -139,27 +139,11 @@ func Rearm(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.D
 // timers — ~10 s of Redis scripts, database reads and row decoding — runs beside the timers that fall due instead of
 // ahead of them (docs/benchmarks.md "The re-arm pass"). duty is in (0, 1]; 1 does not wait.
 func RearmPaced(ctx context.Context, rows PendingTimerRows, s Scheduler, grace time.Duration, duty float64, clk clock.Clock) (int, error) {
-	if duty <= 0 || duty > 1 {
-		return 0, fmt.Errorf("scheduler: re-arm duty %v is not in (0, 1]", duty)
+	pacer, err := clock.NewPacer(clk, duty)
+	if err != nil {
+		return 0, fmt.Errorf("scheduler: re-arm: %w", err)
 	}
-	if clk == nil {
-		clk = clock.Real{}
-	}
-	began := clk.Now()
-	pageBegan, worked := began, time.Duration(0)
-	return rearmAll(ctx, rows, s, grace, func() error {
-		now := clk.Now()
-		worked += now.Sub(pageBegan)
-		if wait := began.Add(time.Duration(float64(worked) / duty)).Sub(now); wait > 0 {
-			select {
-			case <-clk.After(wait):
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		pageBegan = clk.Now()
-		return nil
-	})
+	return rearmAll(ctx, rows, s, grace, func() error { return pacer.Wait(ctx) })
 }
 
 // rearmAll pages through every pending row; pace, when set, is called after each page.

@@ -19,3 +19,13 @@ var (
 	PendingTimersSQL        = pendingTimersSQL
 	PendingTimersCreatedSQL = pendingTimersCreatedSQL
 )
+
+// CountInstancesSQL is the page statement of CountInstancesByStatus, for the EXPLAIN test (metrics_test.go).
+var CountInstancesSQL = countInstancesSQL
+
+// SetCountPage sets how many index entries a page of CountInstancesByStatus reads, until the test ends.
+func SetCountPage(t interface{ Cleanup(func()) }, n int) {
+	old := countPage
+	countPage = n
+	t.Cleanup(func() { countPage = old })
+}

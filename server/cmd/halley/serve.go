@@ -107,7 +107,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	sweeper, errSweeper := retentionSweeper(cfg, st, lg) // archives and deletes ended instances, one replica at a time
 	files, errAttachments := attachments.New(st, attachments.Config{Storage: cfg.AttachmentStorage, Dir: cfg.AttachmentDir, MaxSize: cfg.AttachmentMaxSize, Clock: clk})
 	triggerLimit, errLimit := triggerLimiter(cfg, rdb, lg) // per client IP, shared by every replica through Redis
-	gauges := metricsSource(st, sched)
+	gauges := &queryGauges{st: st, sched: sched}
 	hk, errHousekeeper := scheduler.NewHousekeeper(rdb, cfg.RedisPrefix, scheduler.HousekeeperOptions{Logger: lg}, housekeeping(cfg, st, sched, subs, notifier, auditLog, metrics, gauges, files, lg)...)
 	srv, errServer := server.New(server.Deps{Identity: ids, Templates: templates, Engine: eng, Triggers: triggers, Plugins: st,
 		PluginMaxSize: cfg.PluginMaxSize, PluginSandbox: sandbox, Subscriptions: subs, Notify: notifier, TrustedProxies: cfg.TrustedProxies, Idempotency: st,
@@ -125,7 +125,8 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	if err := subs.Refresh(ctx); err != nil {
 		return fmt.Errorf("load event subscriptions: %w", err)
 	}
-	if err := metrics.Refresh(ctx, gauges); err != nil { // the query gauges from the first scrape on
+	// The query gauges from the first scrape on: one count unpaced, before this replica serves.
+	if err := metrics.Refresh(ctx, func(ctx context.Context) (telemetry.Snapshot, error) { return gauges.read(ctx, false) }); err != nil {
 		lg.Warn("unable to refresh the metrics of instances, timers and the outbox; the refresh-metrics job tries again", "err", err)
 	}
 	err = lifecycle.Run(ctx, cfg.ShutdownTimeout, lg,
@@ -391,24 +392,51 @@ func timerOutbox(s scheduler.Scheduler) (arm, cancel outbox.Handler) {
 // timers pending).
 const metricsRefresh = 30 * time.Second
 
-// metricsSource reads the query gauges from the database and the scheduler. Counting the instances by status walks
-// an index entry per instance: it is paced to at most 5 % of the time (seconds at millions of instances; the
-// gauge is then up to twenty times its query's duration old), the cheap gauges are read at every refresh.
-func metricsSource(st *store.Store, sched scheduler.Scheduler) telemetry.Source {
-	instances := telemetry.Paced(st.CountInstancesByStatus, 0.05, clock.Real{})
-	return func(ctx context.Context) (telemetry.Snapshot, error) {
-		var s telemetry.Snapshot
-		var err error
-		if s.Instances, err = instances(ctx); err != nil {
-			return s, err
-		}
-		if s.OutboxPending, s.OutboxOldest, err = st.OutboxBacklog(ctx); err != nil {
-			return s, err
-		}
-		due, leased, err := sched.Len(ctx)
-		s.TimersPending = int64(due + leased)
+// queryGauges reads the query gauges from the database and the scheduler. Counting the instances by status walks
+// an index entry per instance (a second or more of the database at millions): the count goes a page at a time,
+// paced (countDuty), so that it never takes a core from the timers falling due for its whole length
+// (docs/benchmarks.md "The instance gauge"); the cheap gauges are read after it, as fresh as the refresh.
+type queryGauges struct {
+	st       *store.Store
+	sched    scheduler.Scheduler
+	lastWork time.Duration // what the last count worked; one refresh at a time reads and sets it
+}
+
+// read reads the gauges, counting unpaced when paced is false (a replica's first refresh, before it serves).
+func (g *queryGauges) read(ctx context.Context, paced bool) (telemetry.Snapshot, error) {
+	var s telemetry.Snapshot
+	duty := 1.0
+	if paced {
+		duty = countDuty(g.lastWork)
+	}
+	pacer, err := clock.NewPacer(clock.Real{}, duty)
+	if err != nil {
 		return s, err
 	}
+	if s.Instances, err = g.st.CountInstancesByStatus(ctx, pacer.Wait); err != nil {
+		return s, err
+	}
+	g.lastWork = pacer.Worked()
+	if s.OutboxPending, s.OutboxOldest, err = g.st.OutboxBacklog(ctx); err != nil {
+		return s, err
+	}
+	due, leased, err := g.sched.Len(ctx)
+	s.TimersPending = int64(due + leased)
+	return s, err
+}
+
+// The count of the instances by status works at most countMinDuty of its time, and more when that would make it
+// last longer than countSpread: a pass must end within the refresh-metrics job's period and its lock, and its
+// gauge stay fresh. At ~1 s of work (about a million instances on the 2-core machine of docs/benchmarks.md) it
+// spreads over 20 s; a count that worked 4 s spreads over 20 s at a fifth of a core.
+const (
+	countMinDuty = 0.05
+	countSpread  = 20 * time.Second
+)
+
+// countDuty is the duty of a count whose last pass worked w.
+func countDuty(w time.Duration) float64 {
+	return min(1, max(countMinDuty, float64(w)/float64(countSpread)))
 }
 
 // webhookFailures counts the webhook deliveries the subscription service gave up (halley_deliveries_failed_total
@@ -461,7 +489,7 @@ const (
 
 // housekeeping lists the periodic jobs; with Redis each runs on one replica at a time.
 func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler, subs *subscription.Service, notifier *notify.Service,
-	auditLog *audit.Recorder, metrics *telemetry.Metrics, gauges telemetry.Source, files *attachments.Service, lg *slog.Logger) []scheduler.Job {
+	auditLog *audit.Recorder, metrics *telemetry.Metrics, gauges *queryGauges, files *attachments.Service, lg *slog.Logger) []scheduler.Job {
 	retention := time.Duration(cfg.RetentionDays) * 24 * time.Hour
 	legacyLogs := &plugin.LogStore{Dir: cfg.PluginLogDir} // run logs of earlier releases, on this replica's disk
 	return []scheduler.Job{
@@ -531,7 +559,7 @@ func housekeeping(cfg *config.Config, st *store.Store, sched scheduler.Scheduler
 		}},
 		{Name: "refresh-metrics", Every: metricsRefresh, Run: func(ctx context.Context) error {
 			// The query gauges: one replica at a time counts (the job's lock), the others stop exporting them.
-			return metrics.Refresh(ctx, gauges)
+			return metrics.Refresh(ctx, func(ctx context.Context) (telemetry.Snapshot, error) { return gauges.read(ctx, true) })
 		}},
 		{Name: "purge-idempotency-keys", Every: time.Hour, Run: func(ctx context.Context) error {
 			_, err := st.PurgeIdempotent(ctx, time.Now().Add(-server.IdempotencyWindow))

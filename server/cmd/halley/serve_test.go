@@ -58,3 +58,17 @@ func TestTimerOutbox(t *testing.T) {
 	default:
 	}
 }
+
+// TestCountDuty: the count of the instances by status works 5 % of its time while its work is at most a second
+// (a pass of at most 20 s), and spreads any longer work over 20 s, up to working all the time.
+func TestCountDuty(t *testing.T) {
+	for _, c := range []struct {
+		work time.Duration
+		want float64
+	}{{0, 0.05}, {300 * time.Millisecond, 0.05}, {time.Second, 0.05}, {2 * time.Second, 0.1}, {4 * time.Second, 0.2},
+		{20 * time.Second, 1}, {time.Minute, 1}} {
+		if got := countDuty(c.work); got != c.want {
+			t.Errorf("countDuty(%v) = %v, want %v", c.work, got, c.want)
+		}
+	}
+}
