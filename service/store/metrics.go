@@ -29,8 +29,8 @@ func countInstancesSQL(dialect string) string {
 // idx_instances_status a page at a time — an index entry per instance, seconds of the database at millions in one
 // statement — and calls pace, when set, after each page: the composition root paces the pass so that the count
 // runs beside the timers falling due instead of taking a core from them for its whole length (docs/benchmarks.md
-// "The instance gauge"). The pass is not one snapshot: an instance that changes status while it runs may be
-// counted under both statuses or neither, as a gauge of moving data is.
+// "Nanoseconds, and the instance gauge"). The pass is not one snapshot: an instance that changes status while it
+// runs may be counted under both statuses or neither, as a gauge of moving data is.
 func (s *Store) CountInstancesByStatus(ctx context.Context, pace func(context.Context) error) (map[model.InstanceStatus]int64, error) {
 	out := make(map[model.InstanceStatus]int64)
 	var tenant, status, id string // the cursor: the last entry counted

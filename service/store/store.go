@@ -235,7 +235,7 @@ func ParseURL(raw, dataDir string) (dialect, dsn string, err error) {
 		// Times go to the server as text; Go's carry nanoseconds, and a DATETIME(6) compared with a literal of more
 		// than six fractional digits is not read as a range: MariaDB scanned the whole index instead (the re-arm's
 		// "timers armed in the last minutes", a few rows, read ~1M index entries at a million timers:
-		// docs/benchmarks.md "Nanoseconds"). The server keeps microseconds, so nothing is lost.
+		// docs/benchmarks.md "Nanoseconds, and the instance gauge"). The server keeps microseconds, so nothing is lost.
 		if err := c.Apply(mysqldriver.TimeTruncate(time.Microsecond)); err != nil {
 			return "", "", fmt.Errorf("database URL: %w", err)
 		}

@@ -394,29 +394,26 @@ const metricsRefresh = 30 * time.Second
 
 // queryGauges reads the query gauges from the database and the scheduler. Counting the instances by status walks
 // an index entry per instance (a second or more of the database at millions): the count goes a page at a time,
-// paced (countDuty), so that it never takes a core from the timers falling due for its whole length
-// (docs/benchmarks.md "The instance gauge"); the cheap gauges are read after it, as fresh as the refresh.
+// paced (countDuty, countAgain), so that it never takes a core from the timers falling due for its whole length
+// (docs/benchmarks.md "Nanoseconds, and the instance gauge"); the cheap gauges are read after it, as fresh as the
+// refresh.
 type queryGauges struct {
-	st       *store.Store
-	sched    scheduler.Scheduler
-	lastWork time.Duration // what the last count worked; one refresh at a time reads and sets it
+	st    *store.Store
+	sched scheduler.Scheduler
+	// The last count, what it worked and when the next may begin; one refresh at a time reads and sets them.
+	counts    map[model.InstanceStatus]int64
+	lastWork  time.Duration
+	nextCount time.Time
 }
 
 // read reads the gauges, counting unpaced when paced is false (a replica's first refresh, before it serves).
 func (g *queryGauges) read(ctx context.Context, paced bool) (telemetry.Snapshot, error) {
 	var s telemetry.Snapshot
-	duty := 1.0
-	if paced {
-		duty = countDuty(g.lastWork)
-	}
-	pacer, err := clock.NewPacer(clock.Real{}, duty)
-	if err != nil {
+	if err := g.count(ctx, paced); err != nil {
 		return s, err
 	}
-	if s.Instances, err = g.st.CountInstancesByStatus(ctx, pacer.Wait); err != nil {
-		return s, err
-	}
-	g.lastWork = pacer.Worked()
+	s.Instances = g.counts
+	var err error
 	if s.OutboxPending, s.OutboxOldest, err = g.st.OutboxBacklog(ctx); err != nil {
 		return s, err
 	}
@@ -425,14 +422,44 @@ func (g *queryGauges) read(ctx context.Context, paced bool) (telemetry.Snapshot,
 	return s, err
 }
 
-// The count of the instances by status works at most countMinDuty of its time, and more when that would make it
-// last longer than countSpread: a pass must end within the refresh-metrics job's period and its lock, and its
-// gauge stay fresh. At ~1 s of work (about a million instances on the 2-core machine of docs/benchmarks.md) it
-// spreads over 20 s; a count that worked 4 s spreads over 20 s at a fifth of a core.
+// count counts the instances by status, unless the last count is recent for what it cost (countAgain).
+func (g *queryGauges) count(ctx context.Context, paced bool) error {
+	began := time.Now()
+	if paced && g.counts != nil && began.Before(g.nextCount) {
+		return nil
+	}
+	duty := 1.0
+	if paced {
+		duty = countDuty(g.lastWork)
+	}
+	pacer, err := clock.NewPacer(clock.Real{}, duty)
+	if err != nil {
+		return err
+	}
+	counts, err := g.st.CountInstancesByStatus(ctx, pacer.Wait)
+	if err != nil {
+		return err
+	}
+	g.counts, g.lastWork = counts, pacer.Worked()
+	g.nextCount = countAgain(began, g.lastWork)
+	return nil
+}
+
+// The count of the instances by status takes at most countMinDuty of the time on average: a count that worked w
+// is not begun again sooner than w / countMinDuty after the last one began (the refreshes in between give its
+// result again). Within a count, its pages are paced so that it lasts at most countSpread — at countMinDuty while
+// it works at most a second (about a million instances on the 2-core machine of docs/benchmarks.md), a larger
+// share beyond — so that a count ends within the refresh-metrics job's period and lock. A count that worked 4 s
+// spreads over 20 s at a fifth of a core, and the next begins 80 s after it.
 const (
 	countMinDuty = 0.05
 	countSpread  = 20 * time.Second
 )
+
+// countAgain is when a count that began at began and worked w may be begun again.
+func countAgain(began time.Time, w time.Duration) time.Time {
+	return began.Add(time.Duration(float64(w) / countMinDuty))
+}
 
 // countDuty is the duty of a count whose last pass worked w.
 func countDuty(w time.Duration) float64 {

@@ -60,7 +60,8 @@ func TestTimerOutbox(t *testing.T) {
 }
 
 // TestCountDuty: the count of the instances by status works 5 % of its time while its work is at most a second
-// (a pass of at most 20 s), and spreads any longer work over 20 s, up to working all the time.
+// (a pass of at most 20 s), and spreads any longer work over 20 s, up to working all the time; whatever its share
+// within a count, the next count begins no sooner than 20 × its work after it began (5 % on average).
 func TestCountDuty(t *testing.T) {
 	for _, c := range []struct {
 		work time.Duration
@@ -69,6 +70,13 @@ func TestCountDuty(t *testing.T) {
 		{20 * time.Second, 1}, {time.Minute, 1}} {
 		if got := countDuty(c.work); got != c.want {
 			t.Errorf("countDuty(%v) = %v, want %v", c.work, got, c.want)
+		}
+	}
+	began := time.Date(2026, 11, 30, 11, 0, 0, 0, time.UTC)
+	for _, c := range []struct{ work, after time.Duration }{{0, 0}, {10 * time.Millisecond, 200 * time.Millisecond},
+		{time.Second, 20 * time.Second}, {4 * time.Second, 80 * time.Second}} {
+		if got := countAgain(began, c.work); !got.Equal(began.Add(c.after)) {
+			t.Errorf("countAgain after %v of work = %v after it began, want %v", c.work, got.Sub(began), c.after)
 		}
 	}
 }
