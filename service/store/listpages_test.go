@@ -52,17 +52,9 @@ func TestListInstancesDeepPagesReadTheirIndexRange(t *testing.T) {
 			if len(got) == 0 || fmt.Sprint(got[0]["id"]) >= page.Cursor {
 				t.Errorf("%s: %d rows, want ids older than %s", c.name, len(got), page.Cursor)
 			}
-			var st []struct {
-				VariableName string `gorm:"column:Variable_name"`
-				Value        int64
-			}
-			if err := tx.Raw("SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_prev', 'Handler_read_next')").Scan(&st).Error; err != nil {
-				return err
-			}
-			for _, v := range st {
-				read += v.Value
-			}
-			return nil
+			var err error
+			read, err = entriesRead(tx)
+			return err
 		})
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)

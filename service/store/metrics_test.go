@@ -173,17 +173,9 @@ func TestCountInstancesPagesReadTheirRange(t *testing.T) {
 		if n != 500 {
 			t.Errorf("page of %d entries, want 500", n)
 		}
-		var st []struct {
-			VariableName string `gorm:"column:Variable_name"`
-			Value        int64
-		}
-		if err := tx.Raw("SHOW SESSION STATUS WHERE Variable_name IN ('Handler_read_prev', 'Handler_read_next')").Scan(&st).Error; err != nil {
-			return err
-		}
-		for _, v := range st {
-			entries += v.Value
-		}
-		return nil
+		var err error
+		entries, err = entriesRead(tx)
+		return err
 	})
 	if err != nil {
 		t.Fatal(err)
