@@ -705,7 +705,12 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, revs map[string]in
 				written[r.ID] = r
 			}
 		}
-		if q, args, ok := checkedUpsert(rows, revs); ok {
+		if q, args, ok := checkedUpsert(rows, revs); ok && s.dialect == MySQL && !checksRuns(ws) {
+			// With the rest of the step's writes and its commit: one round trip, the guard after it failing the
+			// batch (and so the commit) unless every row was as cached.
+			b.add(q, args...)
+			b.add(checkedGuardSQL, 2*len(rows))
+		} else if ok {
 			res, err := c.ExecContext(tx.Statement.Context, q, args...)
 			if err != nil {
 				return fmt.Errorf("store: unable to write instances: %w", err)
@@ -987,6 +992,9 @@ func (s *Store) writeWorks(ctx context.Context, tx *gorm.DB, c conn, b *batch, w
 		b.commit = h // nothing below: the writes and the commit go together
 	}
 	if err := b.exec(ctx, c); err != nil {
+		if isGuardFailed(err) {
+			return errStaleCache
+		}
 		if len(fences) > 0 && isDuplicate(err) {
 			if taken, ferr := s.fencesTaken(ctx, c, fences); ferr == nil && taken {
 				return model.ErrIdempotencyCommitted

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
 	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/halley-bpm/halley/model"
@@ -221,6 +222,35 @@ func checkedUpsert(rows []instanceRow, revs map[string]int64) (q string, args []
 		args = append(args, instanceArgs(&rows[i])...)
 	}
 	return checkedUpsertSQL(len(rows)), args, true
+}
+
+// checkedGuardSQL follows checkedUpsert's statement in the batch that carries the rest of the step's writes and
+// its COMMIT, its argument twice the rows written: it fails with "subquery returns more than 1 row" unless the
+// upsert affected that many rows (ROW_COUNT(), the session's count for its previous statement), and MySQL stops a
+// multi-statement round trip at its first failing statement, so the commit does not run and the transaction is
+// rolled back (isGuardFailed: errStaleCache). The upsert's rows affected read by the driver cost a round trip of
+// its own; this costs none. SET, not DO: MariaDB's DO does not report the subquery's error.
+const checkedGuardSQL = "SET @halley_checked = (SELECT 1 UNION ALL SELECT 1 FROM DUAL WHERE ROW_COUNT() <> ?)"
+
+// isGuardFailed reports the error of checkedGuardSQL: MySQL's ER_SUBQUERY_NO_1_ROW, which no other statement of a
+// step's batch can raise (none has a scalar subquery).
+func isGuardFailed(err error) bool {
+	var me *mysqldriver.MySQLError
+	return errors.As(err, &me) && me.Number == 1242
+}
+
+// checksRuns reports whether a work's writes check plugin runs (RunUpdates that must find their run still
+// running): those run before the batch, so the instance rows are written — and locked — on their own first, to
+// keep the lock order of instance, then run.
+func checksRuns(ws []*model.Work) bool {
+	for _, w := range ws {
+		for _, u := range w.RunUpdates {
+			if !u.Close {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // checkedUpsertSQL is checkedUpsert's statement for n rows.

@@ -372,3 +372,64 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 	groupStep(byTwo, true)
 	check("a step raising the rev by two on a stale row", pick(21, 4), pick(8, 6))
 }
+
+// TestStepCacheStaleGroupWithStarts: the checked write travels in the round trip of the group's other writes and
+// its commit, the guard after it failing that round trip when a row was not as cached. A group that steps a stale
+// instance and starts new ones in that round trip commits nothing of it: it runs again on a locked read, the starts
+// are inserted once (a start left committed by the failed round trip would make the second one a duplicate), and
+// the history rows of the steps are written once.
+func TestStepCacheStaleGroupWithStarts(t *testing.T) {
+	rs := replicas(t, 0, 2)
+	at := time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
+	ids := []string{"sc-s1", "sc-s2", "sc-s3"}
+	for _, id := range ids {
+		w := newWork(id, model.DefaultTenant, at)
+		w.Instance.Context = json.RawMessage(`{"n":0}`)
+		if err := rs[0].CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(0)); err != nil {
+		t.Fatal(err)
+	}
+	// Another replica steps sc-s2: this replica's cached row of it is stale.
+	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, "sc-s2", counted(1)); err != nil {
+		t.Fatal(err)
+	}
+	step := func(w *model.Work) error {
+		var c struct{ N int }
+		if err := json.Unmarshal(w.Instance.Context, &c); err != nil {
+			return err
+		}
+		w.History = append(w.History, model.HistoryEvent{At: at, Actor: "bob", Action: "task.approved", Comment: fmt.Sprintf("from %d", c.N)})
+		return counted(-1)(w)
+	}
+	starts := []*model.Work{newWork("sc-new1", model.DefaultTenant, at), newWork("sc-new2", model.DefaultTenant, at)}
+	before := rs[0].StepCacheStats()
+	out, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, step, starts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		if out[id] != nil {
+			t.Fatalf("%s: %v", id, out[id])
+		}
+	}
+	if st := rs[0].StepCacheStats(); st.Hits != before.Hits+1 || st.Stale != before.Stale+1 {
+		t.Fatalf("stats %+v → %+v: want one run on cached rows found stale", before, st)
+	}
+	for id, n := range map[string]int{"sc-s1": 2, "sc-s2": 3, "sc-s3": 2, "sc-new1": 1, "sc-new2": 1} {
+		inst, _, err := rs[1].GetInstance(ctx, model.DefaultTenant, id)
+		var c struct{ N int }
+		if err != nil || json.Unmarshal(inst.Context, &c) != nil || c.N != n {
+			t.Fatalf("%s: %+v (%v): want n = %d", id, inst, err, n)
+		}
+	}
+	var hist []string
+	if err := rs[1].DB().Raw("SELECT h.comment FROM history h WHERE h.action = 'task.approved' ORDER BY h.comment").Scan(&hist).Error; err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"from 1", "from 1", "from 2"}; !reflect.DeepEqual(hist, want) {
+		t.Fatalf("history of the group: %q, want %q (once each, decided on the locked rows)", hist, want)
+	}
+}
