@@ -56,6 +56,22 @@ func counted(want int) func(w *model.Work) error {
 	}
 }
 
+// createCached creates instances with these ids (n = 0) on s and steps them once together (n = 1, rev 1), which
+// leaves their rows in s's step cache.
+func createCached(t *testing.T, s *store.Store, at time.Time, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		w := newWork(id, model.DefaultTenant, at)
+		w.Instance.Context = json.RawMessage(`{"n":0}`)
+		if err := s.CreateInstance(ctx, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.UpdateInstances(ctx, model.DefaultTenant, ids, counted(0)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestStepCacheGivesWhatTheLockReadGives: a step on cached rows gets the work a locked read gives — the instance
 // with its state and every open task, times as stored — and a step whose fn fails on cached rows runs again on
 // a locked read, which is how this test sees both.
@@ -295,17 +311,9 @@ func TestStepCacheChecksEveryRowOfAGroup(t *testing.T) {
 	at := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
 	var ids []string
 	for i := range 40 {
-		id := fmt.Sprintf("sc-g%02d", i)
-		ids = append(ids, id)
-		w := newWork(id, model.DefaultTenant, at)
-		w.Instance.Context = json.RawMessage(`{"n":0}`)
-		if err := rs[0].CreateInstance(ctx, w); err != nil {
-			t.Fatal(err)
-		}
+		ids = append(ids, fmt.Sprintf("sc-g%02d", i))
 	}
-	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(0)); err != nil {
-		t.Fatal(err)
-	}
+	createCached(t, rs[0], at, ids...)
 	// The other replica's step leaves a row this replica's step would not write (n = 10, 20).
 	const other = "sc-g35"
 	otherStep := func(n int) {
@@ -382,16 +390,7 @@ func TestStepCacheStaleGroupWithStarts(t *testing.T) {
 	rs := replicas(t, 0, 2)
 	at := time.Date(2026, 11, 30, 13, 0, 0, 0, time.UTC)
 	ids := []string{"sc-s1", "sc-s2", "sc-s3"}
-	for _, id := range ids {
-		w := newWork(id, model.DefaultTenant, at)
-		w.Instance.Context = json.RawMessage(`{"n":0}`)
-		if err := rs[0].CreateInstance(ctx, w); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := rs[0].UpdateInstances(ctx, model.DefaultTenant, ids, counted(0)); err != nil {
-		t.Fatal(err)
-	}
+	createCached(t, rs[0], at, ids...)
 	// Another replica steps sc-s2: this replica's cached row of it is stale.
 	if err := rs[1].UpdateInstance(ctx, model.DefaultTenant, "sc-s2", counted(1)); err != nil {
 		t.Fatal(err)
