@@ -21,6 +21,8 @@
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
+#   BENCH_WATCH=1      run scripts/stallwatch.py beside Halley: probes every 200 ms, and goroutines, processlist and
+#                      InnoDB status captured while a probe waits > BENCH_WATCH_TRIGGER s (0.7), into BENCH_OUT/watch
 #   BENCH_MYSQL_TUNE   1 (default): size MySQL as docs/benchmarks.md "Reproduce" says, SET GLOBAL, and set it back
 #                      at the end: innodb_buffer_pool_size 8 GiB (at most half the memory) for timers of 200,000 or
 #                      more or a storm of 50,000 or more; innodb_log_file_size 2 GiB (MariaDB 10.9+) for the timers;
@@ -75,6 +77,7 @@ CLAIM_KEY="halley-bench:claim"
 CLAIM_TOKEN="$STAMP-$$-$RANDOM$RANDOM"
 HALLEY_PID=""
 SUITE_PID=""
+WATCH_PID=""
 WATCHDOG=""
 RESTORE_MYSQL="" # SET GLOBAL statements that put back what tune_mysql changed
 START=$(date +%s)
@@ -91,6 +94,7 @@ cleanup() {
 	trap - EXIT INT TERM
 	set +e
 	[ -n "$WATCHDOG" ] && kill -TERM "$WATCHDOG" 2>/dev/null
+	[ -n "$WATCH_PID" ] && kill -TERM "$WATCH_PID" 2>/dev/null
 	if [ -n "$SUITE_PID" ]; then
 		# timeout(1) passes the signal on to halley-bench, which stops its loops and exits.
 		kill -TERM "$SUITE_PID" 2>/dev/null
@@ -235,6 +239,13 @@ for i in $(seq 1 120); do
 	sleep 0.5
 done
 log "Halley is ready (pid $HALLEY_PID)"
+if [ "${BENCH_WATCH:-0}" = 1 ]; then
+	python3 scripts/stallwatch.py --halley-port "$PORT" --pprof-port "$PPROF_PORT" --pid "$HALLEY_PID" --out "$OUT/watch" \
+		--mysql-host "$MYSQL_HOST" --mysql-port "$MYSQL_PORT" --mysql-user "$MYSQL_USER" --redis-host "$REDIS_HOST" \
+		--redis-port "$REDIS_PORT" --trigger "${BENCH_WATCH_TRIGGER:-0.7}" >"$OUT/watch.log" 2>&1 &
+	WATCH_PID=$!
+	log "stallwatch (pid $WATCH_PID) into $OUT/watch: probes.log lists slow probes and captures"
+fi
 
 {
 	echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
