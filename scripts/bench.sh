@@ -24,7 +24,8 @@
 #   BENCH_WATCH=1      run scripts/stallwatch.py beside Halley: probes every 200 ms, and goroutines, processlist and
 #                      InnoDB status captured while a probe waits > BENCH_WATCH_TRIGGER s (0.7), into BENCH_OUT/watch
 #   BENCH_MYSQL_TUNE   1 (default): size MySQL as docs/benchmarks.md "Reproduce" says, SET GLOBAL, and set it back
-#                      at the end: innodb_buffer_pool_size 8 GiB (at most half the memory) for timers of 200,000 or
+#                      at the end: max_connections (room for a baseline's clients beside Halley's pool),
+#                      innodb_buffer_pool_size 8 GiB (at most half the memory) for timers of 200,000 or
 #                      more or a storm of 50,000 or more; innodb_log_file_size 2 GiB (MariaDB 10.9+) for the timers;
 #                      0: leave MySQL as it is (warnings only)
 #   MYSQL_HOST/MYSQL_PORT/MYSQL_USER (127.0.0.1/3306/root, no password), REDIS_HOST/REDIS_PORT (127.0.0.1/6379)
@@ -173,6 +174,18 @@ case " $SUITES " in *" timers "*) [ "$TIMERS_N" -ge 200000 ] && large=1 redo=1 ;
 case " $SUITES " in *" storm "*) [ "$STORM_N" -ge 50000 ] && large=1 ;; esac
 if [ "$large" = 1 ] && [ "${BENCH_MYSQL_TUNE:-1}" = 1 ]; then
 	tune_mysql "$redo"
+fi
+# A raw-commit baseline opens BENCH_CLIENTS connections of its own while Halley keeps up to 64: at MariaDB's default
+# max_connections of 151 the storm's first baseline was refused 2,135 times ("Too many connections", error 1040) and
+# measured half the commit rate (docs/benchmarks.md, "A slow VM, and a watch for the stall"). Room for both.
+if [ "${BENCH_MYSQL_TUNE:-1}" = 1 ]; then
+	conns=$(my -N -e 'SELECT @@max_connections')
+	want_conns=$((CLIENTS + 64 + 16 + 100))
+	if [ "$conns" -lt "$want_conns" ]; then
+		my -e "SET GLOBAL max_connections = $want_conns" || die "unable to set max_connections (BENCH_MYSQL_TUNE=0 runs without)"
+		RESTORE_MYSQL="$RESTORE_MYSQL SET GLOBAL max_connections = $conns;"
+		log "max_connections $conns -> $want_conns for this run"
+	fi
 fi
 
 log "building bin/halley-bench and the server under test"

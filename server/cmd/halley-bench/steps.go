@@ -242,11 +242,17 @@ func fillSteps(f *StepsFigures, res loadResult, d time.Duration) {
 
 // stepsTargets are the targets for the steps suite.
 func stepsTargets(f *StepsFigures) []Target {
-	return []Target{
+	ts := []Target{
 		atLeast("ratio", f.Ratio, 0.5),
 		atMost("latency_ratio", f.LatRatio, 2),
 		atMost("errors", ptr(float64(f.Errors)), 0),
 	}
+	if b := f.Baseline; b != nil {
+		// A commit the server refused (too many connections, say) is not in the yardstick: the ratio over it
+		// would read better than it is.
+		ts = append(ts, atMost("baseline_errors", ptr(float64(b.Latency.Errors)), 0))
+	}
+	return ts
 }
 
 func fmtPtr(f *float64) string {

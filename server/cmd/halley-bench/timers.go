@@ -74,6 +74,8 @@ type TimersFigures struct {
 	// StormRatioDBBound is the highest storm_ratio MariaDB's CPU per fire (the load's share included) allows on
 	// this machine (dbBound).
 	StormRatioDBBound *float64 `json:"storm_ratio_db_bound,omitempty"`
+	// StormBaselineErrors counts the failed commits of the baseline storm_ratio is taken over (the higher one).
+	StormBaselineErrors *float64 `json:"storm_baseline_errors,omitempty"`
 
 	PendingPeak     int64    `json:"pending_peak"` // ZCARD of the due set, sampled every second
 	RedisStartMB    float64  `json:"redis_used_mb_start"`
@@ -794,10 +796,11 @@ func (f *TimersFigures) stormRate(cores int) {
 		return
 	}
 	f.StormRatioBefore = ratio(*f.StormFiredPerS, f.Baseline.CommitsPS)
-	best := f.Baseline.CommitsPS
+	best, errs := f.Baseline.CommitsPS, f.Baseline.Latency.Errors
 	if f.BaselineAfter != nil && f.BaselineAfter.CommitsPS > best {
-		best = f.BaselineAfter.CommitsPS
+		best, errs = f.BaselineAfter.CommitsPS, f.BaselineAfter.Latency.Errors
 	}
+	f.StormBaselineErrors = ptr(float64(errs))
 	f.StormRatio = ratio(*f.StormFiredPerS, best)
 	f.StormRatioDBBound = dbBound(f.FireCPU, cores, best)
 }
@@ -808,6 +811,9 @@ func timersTargets(f *TimersFigures) []Target {
 	ts := []Target{}
 	if f.Storm {
 		ts = append(ts, atLeast("storm_timers", ptr(float64(f.Armed)), 100000), atLeast("storm_ratio", f.StormRatio, 1.1))
+		if f.StormBaselineErrors != nil {
+			ts = append(ts, atMost("baseline_errors", f.StormBaselineErrors, 0)) // a refused commit is not in the yardstick
+		}
 	} else {
 		ts = append(ts, atLeast("pending_peak", ptr(float64(f.PendingPeak)), 1000000),
 			atMost("lateness_p99_ms", ptr(f.LateP99), 50), atMost("lateness_max_ms", ptr(f.LateMax), 500))
@@ -836,9 +842,9 @@ func timersSummary(f *TimersFigures, tc timersConfig) []string {
 	if f.Storm {
 		s = append(s, fmt.Sprintf("  storm: every timer fired and committed %s s after the due second (last fired_at at %s s) = %s fired/s", fmtPtr(f.StormDoneS), fmtPtr(f.StormLastS), fmtPtr(f.StormFiredPerS)))
 		if b := f.Baseline; b != nil {
-			s = append(s, fmt.Sprintf("  baseline (before arming, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)", b.Clients, b.DurationS, b.Commits, b.CommitsPS, b.Latency.P99))
+			s = append(s, fmt.Sprintf("  baseline (before arming, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)%s", b.Clients, b.DurationS, b.Commits, b.CommitsPS, b.Latency.P99, failedNote(b)))
 			if a := f.BaselineAfter; a != nil {
-				s = append(s, fmt.Sprintf("  baseline (after the storm, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)", a.Clients, a.DurationS, a.Commits, a.CommitsPS, a.Latency.P99))
+				s = append(s, fmt.Sprintf("  baseline (after the storm, alone): %d clients, %.0f s: %d one-row commits = %.1f commits/s (p99 %.1f ms)%s", a.Clients, a.DurationS, a.Commits, a.CommitsPS, a.Latency.P99, failedNote(a)))
 			}
 			s = append(s, fmt.Sprintf("  storm_ratio = storm fired/s ÷ the higher raw commits/s = %s (over the first baseline alone: %s)", fmtPtr(f.StormRatio), fmtPtr(f.StormRatioBefore)))
 			if f.StormRatioDBBound != nil {
@@ -888,4 +894,12 @@ func histString(h []Bucket) string {
 		parts[i] = fmt.Sprintf("%s %d", b.Le, b.Count)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// failedNote says how many of a baseline's commits failed, and why, if any did.
+func failedNote(b *BaselineFigures) string {
+	if b.Latency.Errors == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; %d commits FAILED %v: the rate understates the server", b.Latency.Errors, b.Latency.Kinds)
 }

@@ -159,6 +159,33 @@ func TestTimersTargets(t *testing.T) {
 				fmtPtr(storm.StormRatioBefore), c.ratio, c.ratioOne)
 		}
 	}
+	// A baseline with refused commits: the storm's target fails when the baseline the ratio is over had them, not
+	// when only the other (lower) one did; the steps suite's likewise.
+	for _, c := range []struct {
+		beforeErrs, afterErrs int64
+		met                   bool
+	}{{2135, 0, true}, {0, 7, false}, {0, 0, true}} {
+		storm := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0),
+			Baseline:      &BaselineFigures{CommitsPS: 2222, Latency: Latency{Errors: c.beforeErrs}},
+			BaselineAfter: &BaselineFigures{CommitsPS: 4396, Latency: Latency{Errors: c.afterErrs}}}
+		storm.stormRate(2)
+		got = map[string]*bool{}
+		for _, tg := range timersTargets(storm) {
+			got[tg.Name] = tg.Met
+		}
+		if r := got["baseline_errors"]; r == nil || *r != c.met {
+			t.Errorf("baseline errors %d then %d: baseline_errors target %v, want met=%v", c.beforeErrs, c.afterErrs, r, c.met)
+		}
+	}
+	for _, errs := range []int64{0, 3} {
+		got = map[string]*bool{}
+		for _, tg := range stepsTargets(&StepsFigures{Baseline: &BaselineFigures{CommitsPS: 1000, Latency: Latency{Errors: errs}}}) {
+			got[tg.Name] = tg.Met
+		}
+		if r := got["baseline_errors"]; r == nil || *r != (errs == 0) {
+			t.Errorf("steps with %d baseline errors: baseline_errors target %v", errs, r)
+		}
+	}
 	// The database's bound: 0.4 ms of MariaDB CPU a fire on 2 cores is at most 5,000 fires/s, 1.25 of 4,000 raw
 	// commits/s (the higher baseline); no bound without the CPU figures.
 	bound := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0), Baseline: &BaselineFigures{CommitsPS: 3000},
