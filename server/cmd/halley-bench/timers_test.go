@@ -186,6 +186,20 @@ func TestTimersTargets(t *testing.T) {
 			t.Errorf("steps with %d baseline errors: baseline_errors target %v", errs, r)
 		}
 	}
+	// The steps ratio wanted: 0.7 at 100 clients, 0.5 at 16.
+	for _, c := range []struct {
+		clients int
+		ratio   float64
+		met     bool
+	}{{100, 0.65, false}, {100, 0.74, true}, {16, 0.55, true}, {16, 0.45, false}} {
+		got = map[string]*bool{}
+		for _, tg := range stepsTargets(&StepsFigures{Clients: c.clients, Ratio: ptr(c.ratio)}) {
+			got[tg.Name] = tg.Met
+		}
+		if r := got["ratio"]; r == nil || *r != c.met {
+			t.Errorf("steps at %d clients, ratio %v: target met %v, want %v", c.clients, c.ratio, r, c.met)
+		}
+	}
 	// The database's bound: 0.4 ms of MariaDB CPU a fire on 2 cores is at most 5,000 fires/s, 1.25 of 4,000 raw
 	// commits/s (the higher baseline); no bound without the CPU figures.
 	bound := &TimersFigures{Storm: true, Armed: 100000, Fired: 100000, StormDoneS: ptr(25.0), Baseline: &BaselineFigures{CommitsPS: 3000},
