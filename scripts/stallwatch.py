@@ -6,8 +6,9 @@ Four probes run side by side, each as often as every 200 ms: Halley's /healthz (
 Every second it writes a sample of the machine (disk, pressure, memory, CPU) and of InnoDB's counters (LSN,
 pending fsyncs, checkpoint age, free pages, threads running) to samples.log. When a probe has been waiting for
 longer than --trigger seconds, it captures — while the stall lasts, up to four times a second apart — Halley's
-goroutines (its pprof address), MySQL's processlist and InnoDB status, Redis INFO, and the busiest threads, into
-stall-<time>-<n>/. probes.log lists every probe slower than 200 ms and every capture.
+goroutines (its pprof address), MySQL's processlist and InnoDB status, Redis INFO, the busiest threads, and where
+the threads of Halley, MariaDB and Redis wait in the kernel (kernel.txt: states, wait channels, the kernel stacks
+of threads not sleeping interruptibly; the stacks need root), into stall-<time>-<n>/. probes.log lists every probe slower than 200 ms and every capture.
 
 It only reads; it stops when Halley's process is gone or on SIGTERM. Standard library and the mysql client only.
 """
@@ -161,6 +162,34 @@ class Watch:
             f.write(("# %s, answered in %.3f s: %s\n" % (stamp(t0), time.time() - t0, " ".join(cmd))).encode())
             f.write(data)
 
+    def kernel(self, path):
+        """Where the threads of Halley, MariaDB and Redis are in the kernel: per process the count of threads in each
+        state and each wait channel, and the kernel stack of every thread not sleeping interruptibly (D: a page
+        fault, a disk wait) — what a stall in which every process waits on the kernel looks like."""
+        t0 = time.time()
+        pids = [(self.a.pid, "halley")]
+        for d in os.listdir("/proc"):
+            if d.isdigit() and read("/proc/%s/comm" % d).strip() in ("mariadbd", "mysqld", "redis-server"):
+                pids.append((int(d), read("/proc/%s/comm" % d).strip()))
+        out = []
+        for pid, name in pids:
+            tasks = sorted(os.listdir("/proc/%d/task" % pid)) if os.path.isdir("/proc/%d/task" % pid) else []
+            states, chans, stacks = {}, {}, []
+            for tid in tasks:
+                stat = read("/proc/%d/task/%s/stat" % (pid, tid))
+                state = stat.rsplit(")", 1)[-1].split()[0] if ")" in stat else "?"
+                chan = read("/proc/%d/task/%s/wchan" % (pid, tid)).strip("\0") or "-"
+                states[state] = states.get(state, 0) + 1
+                chans[chan] = chans.get(chan, 0) + 1
+                if state not in ("S", "I"):
+                    stacks.append("  thread %s (%s) state %s wchan %s\n%s" % (
+                        tid, read("/proc/%d/task/%s/comm" % (pid, tid)).strip(), state, chan,
+                        read("/proc/%d/task/%s/stack" % (pid, tid))))
+            out.append("%s (pid %d): %d threads, states %s\n  wait channels %s\n%s" % (
+                name, pid, len(tasks), states, sorted(chans.items(), key=lambda kv: -kv[1]), "".join(stacks)))
+        with open(path, "w") as f:
+            f.write("# %s, read in %.3f s\n%s" % (stamp(t0), time.time() - t0, "\n".join(out)))
+
     def capture(self, folder):
         os.makedirs(folder, exist_ok=True)
         pprof = "http://127.0.0.1:%d/debug/pprof/goroutine" % self.a.pprof_port if self.a.pprof_port else ""
@@ -173,6 +202,7 @@ class Watch:
             jobs += [("goroutines.txt", ["curl", "-sS", "--max-time", "20", pprof + "?debug=1"]),
                      ("goroutines-full.txt", ["curl", "-sS", "--max-time", "20", pprof + "?debug=2"])]
         threads = [threading.Thread(target=self.run_to, args=(os.path.join(folder, n), c)) for n, c in jobs]
+        threads.append(threading.Thread(target=self.kernel, args=(os.path.join(folder, "kernel.txt"),)))
         for t in threads:
             t.start()
         for t in threads:

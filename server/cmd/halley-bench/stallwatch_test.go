@@ -90,6 +90,7 @@ func TestStallWatch(t *testing.T) {
 		"mysql.txt":           "INNODB MONITOR OUTPUT",
 		"redis.txt":           "redis_version:",
 		"threads.txt":         "PID",
+		"kernel.txt":          "halley (pid ",
 	}
 	var folder string
 	deadline := time.Now().Add(20 * time.Second)
