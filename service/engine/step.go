@@ -65,6 +65,14 @@ func (e *Engine) newStep(ctx context.Context, w *model.Work, c *template.Compile
 	w.Instance.UpdatedAt = now
 	w.Instance.Rev++
 	s := &step{e: e, ctx: ctx, w: w, c: c, inst: w.Instance, now: now, actor: actor, observed: e.observed}
+	// Room for what a step of an approval records (the decision, the node completed, the next node and its
+	// task), allocated once rather than grown by appending.
+	if s.observed {
+		s.moves = make([]Moved, 0, 8)
+	}
+	if w.History == nil {
+		w.History = make([]model.HistoryEvent, 0, 4)
+	}
 	s.upgradeEdges()
 	return s
 }

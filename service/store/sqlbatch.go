@@ -40,6 +40,8 @@ type batch struct {
 	stmts   []string
 	args    [][]any
 	size    int
+	// qsize and nargs are the statements' bytes and arguments in all: exec sizes its buffers once.
+	qsize, nargs int
 	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with
 	// its COMMIT (in the same round trip as the last writes).
 	commit *hotConn
@@ -51,6 +53,8 @@ func (b *batch) add(query string, args ...any) {
 	b.stmts = append(b.stmts, query)
 	b.args = append(b.args, args)
 	b.size += len(query)
+	b.qsize += len(query) + 2
+	b.nargs += len(args)
 	for _, a := range args {
 		if s, ok := a.(string); ok {
 			b.size += len(s)
@@ -102,6 +106,12 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 	}
 	if b.commit != nil {
 		b.add("COMMIT")
+	}
+	if b.size <= maxBatchBytes {
+		// One round trip (the common case): the text and the arguments in buffers of their final size. Grown by
+		// appending, they were a tenth of the bytes Halley allocates a step.
+		sb.Grow(b.qsize)
+		args = make([]any, 0, b.nargs)
 	}
 	for i, q := range b.stmts {
 		sz := len(q)
