@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
 """stallwatch — catch a stall of Halley, MariaDB or Redis in the act (BENCH_WATCH=1 make bench starts it).
 
-Four probes run side by side, each as often as every 200 ms: Halley's /healthz (the process answers) and /readyz
-(it reaches its database and Redis), `SELECT 1` on a kept MySQL connection, and PING on a kept Redis connection.
+Five probes run side by side, each as often as every 200 ms: Halley's /healthz (the process answers) and /readyz
+(it reaches its database and Redis), `SELECT 1` on a kept MySQL connection, a one-row autocommit UPDATE on another
+(a commit: it waits where Halley's writes wait — the redo log, its fsync, free pages — which SELECT 1 never does;
+in a table of its own, in a schema `halley_stallwatch_<pid>` dropped at the end), and PING on a kept Redis
+connection.
 Every second it writes a sample of the machine (disk, pressure, memory, CPU) and of InnoDB's counters (LSN,
 pending fsyncs, checkpoint age, free pages, threads running) to samples.log. When a probe has been waiting for
 longer than --trigger seconds, it captures — while the stall lasts, up to four times a second apart — Halley's
@@ -10,7 +13,7 @@ goroutines (its pprof address), MySQL's processlist and InnoDB status, Redis INF
 the threads of Halley, MariaDB and Redis wait in the kernel (kernel.txt: states, wait channels, the kernel stacks
 of threads not sleeping interruptibly; the stacks need root), into stall-<time>-<n>/. probes.log lists every probe slower than 200 ms and every capture.
 
-It only reads; it stops when Halley's process is gone or on SIGTERM. Standard library and the mysql client only.
+It only reads (but for its own probe table); it stops when Halley's process is gone or on SIGTERM. Standard library and the mysql client only.
 """
 import argparse
 import os
@@ -84,6 +87,7 @@ class Watch:
         self.lock = threading.Lock()
         self.inflight = {}  # probe name -> when it was sent
         self.done = threading.Event()
+        self.schema = "halley_stallwatch_%d" % os.getpid()
 
     def log_probe(self, line):
         with self.lock:
@@ -108,6 +112,21 @@ class Watch:
             if took > 0.2 or outcome != "ok":
                 self.log_probe("%s %s %.3f s %s" % (stamp(t0), name, took, outcome))
             self.done.wait(max(0.0, 0.2 - took))
+
+    def commit_conn(self):
+        """A kept client whose probe is a commit, on a one-row table of the watch's own."""
+        c = MySQL(self.a)
+        c.query("CREATE DATABASE IF NOT EXISTS %s" % self.schema)
+        c.query("CREATE TABLE IF NOT EXISTS %s.probe (id INT NOT NULL PRIMARY KEY, n BIGINT NOT NULL) ENGINE=InnoDB"
+                % self.schema)
+        c.query("INSERT IGNORE INTO %s.probe VALUES (1, 0)" % self.schema)
+        return c
+
+    def drop_schema(self):
+        try:
+            MySQL(self.a).query("DROP DATABASE IF EXISTS %s" % self.schema)
+        except Exception:  # noqa: BLE001 — best effort at exit
+            pass
 
     def http(self, path):
         url = "http://127.0.0.1:%d%s" % (self.a.halley_port, path)
@@ -235,6 +254,8 @@ class Watch:
             ("halley_healthz", lambda: None, self.http("/healthz")),
             ("halley_readyz", lambda: None, self.http("/readyz")),
             ("mysql_select1", lambda: MySQL(self.a), lambda c: c.query("SELECT 1")),
+            ("mysql_commit", self.commit_conn,
+             lambda c: c.query("UPDATE %s.probe SET n = n + 1 WHERE id = 1" % self.schema)),
             ("redis_ping", lambda: Redis(self.a.redis_host, self.a.redis_port), lambda c: c.ping()),
         ]
         for name, make, fn in probes:
@@ -243,6 +264,7 @@ class Watch:
         threading.Thread(target=self.innodb, daemon=True).start()
         self.trigger()
         self.done.wait()
+        self.drop_schema()
 
 
 def main():

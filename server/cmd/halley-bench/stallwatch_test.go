@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -36,10 +37,15 @@ func TestStallWatch(t *testing.T) {
 		}
 	}
 
-	release := make(chan struct{})
+	release, stall := make(chan struct{}), make(chan struct{})
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte("ok")) })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-stall:
+		default:
+			return // ready until the stall begins
+		}
 		select { // a stall: the readiness probe waits until the test ends
 		case <-release:
 		case <-r.Context().Done():
@@ -69,7 +75,7 @@ func TestStallWatch(t *testing.T) {
 	watch := exec.Command("python3", filepath.Join("..", "..", "..", "scripts", "stallwatch.py"),
 		"--halley-port", port, "--pprof-port", port, "--pid", strconv.Itoa(target.Process.Pid), "--out", out,
 		"--mysql-host", mysqlURL.Hostname(), "--mysql-port", myPort, "--mysql-user", mysqlURL.User.Username(),
-		"--redis-host", redisURL.Hostname(), "--redis-port", redisPort, "--trigger", "0.3", "--quiet", "60")
+		"--redis-host", redisURL.Hostname(), "--redis-port", redisPort, "--trigger", "0.3", "--quiet", "0.5", "--max-events", "3")
 	watch.Env = os.Environ()
 	if pw, ok := mysqlURL.User.Password(); ok {
 		watch.Env = append(watch.Env, "MYSQL_PWD="+pw)
@@ -82,6 +88,40 @@ func TestStallWatch(t *testing.T) {
 	exited := make(chan error, 1)
 	go func() { exited <- watch.Wait() }()
 	defer func() { _ = watch.Process.Kill() }()
+
+	// A write stall as well: the commit probe's row locked by a transaction of the test's (SELECT 1 would not
+	// wait for it; a commit does).
+	mysqlArgs := []string{"-h", mysqlURL.Hostname(), "-P", myPort, "-u", mysqlURL.User.Username(), "-N", "-B"}
+	schema := "halley_stallwatch_" + strconv.Itoa(watch.Process.Pid)
+	sqlOut := func(q string) string {
+		cmd := exec.Command("mysql", append(mysqlArgs, "-e", q)...)
+		cmd.Env = watch.Env
+		b, _ := cmd.CombinedOutput()
+		return strings.TrimSpace(string(b))
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if n := sqlOut("SELECT n FROM " + schema + ".probe WHERE id = 1"); n != "" && !strings.Contains(n, "ERROR") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the commit probe's table %s.probe was not made in 10 s:\n%s", schema, stderr.String())
+		}
+	}
+	locker := exec.Command("mysql", mysqlArgs...)
+	locker.Env = watch.Env
+	lockIn, err := locker.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := locker.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = locker.Process.Kill(); _ = locker.Wait() }()
+	if _, err := io.WriteString(lockIn, "BEGIN; SELECT n FROM "+schema+".probe WHERE id = 1 FOR UPDATE;\n"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(300 * time.Millisecond) // the lock taken: the next commit probe waits on it
+	close(stall)
 
 	// The capture: every file written, each with what it must hold.
 	want := map[string]string{
@@ -117,10 +157,26 @@ func TestStallWatch(t *testing.T) {
 	if !strings.Contains(string(mysqlTxt), "PROCESSLIST") && !strings.Contains(string(mysqlTxt), "\tUser\t") {
 		t.Errorf("mysql.txt has no processlist:\n%.500s", mysqlTxt)
 	}
-	probes, _ := os.ReadFile(filepath.Join(out, "probes.log"))
-	if !strings.Contains(string(probes), "CAPTURE waiting={'halley_readyz'") {
-		t.Errorf("probes.log does not name the waiting probe:\n%s", probes)
+	// Both stalls are named by a capture: the second event comes half a second after the first.
+	var probes []byte
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
+		probes, _ = os.ReadFile(filepath.Join(out, "probes.log"))
+		named := map[string]bool{}
+		for _, line := range strings.Split(string(probes), "\n") {
+			if strings.Contains(line, "CAPTURE waiting={") {
+				named["readyz"] = named["readyz"] || strings.Contains(line, "'halley_readyz'")
+				named["commit"] = named["commit"] || strings.Contains(line, "'mysql_commit'")
+			}
+		}
+		if named["readyz"] && named["commit"] {
+			break
+		}
 	}
+	if !strings.Contains(string(probes), "'halley_readyz'") || !strings.Contains(string(probes), "'mysql_commit'") {
+		t.Errorf("probes.log does not name both waiting probes (readyz and the commit):\n%s", probes)
+	}
+	_ = lockIn.Close() // the locking transaction ends with its client
+	_ = locker.Wait()
 
 	// The samples: InnoDB's counters and the machine, every second.
 	var samples string
@@ -144,5 +200,8 @@ func TestStallWatch(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatalf("stallwatch still runs 10 s after the watched process ended")
+	}
+	if got := sqlOut("SHOW DATABASES LIKE '" + schema + "'"); got != "" {
+		t.Errorf("the watch left its schema behind: %q", got)
 	}
 }
