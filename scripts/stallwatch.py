@@ -5,7 +5,9 @@ Five probes run side by side, each as often as every 200 ms: Halley's /healthz (
 (it reaches its database and Redis), `SELECT 1` on a kept MySQL connection, a one-row autocommit UPDATE on another
 (a commit: it waits where Halley's writes wait — the redo log, its fsync, free pages — which SELECT 1 never does;
 in a table of its own, in a schema `halley_stallwatch_<pid>` dropped at the end), and PING on a kept Redis
-connection.
+connection. And the oldest statement MySQL is running for anyone else (information_schema.PROCESSLIST's TIME_MS,
+every 200 ms): a stall of some writes only — a latch on one index, say — leaves all five probes quick while
+Halley's statements wait; one running longer than --trigger counts as a waiting probe, `mysql_statement`.
 Every second it writes a sample of the machine (disk, pressure, memory, CPU) and of InnoDB's counters (LSN,
 pending fsyncs, checkpoint age, free pages, threads running) to samples.log. When a probe has been waiting for
 longer than --trigger seconds, it captures — while the stall lasts, up to four times a second apart — Halley's
@@ -112,6 +114,31 @@ class Watch:
             if took > 0.2 or outcome != "ok":
                 self.log_probe("%s %s %.3f s %s" % (stamp(t0), name, took, outcome))
             self.done.wait(max(0.0, 0.2 - took))
+
+    def statements(self):
+        """The age of the oldest statement running in MySQL (not the watch's own) counts as a probe waiting."""
+        sql = ("SELECT COALESCE(MAX(TIME_MS), 0) FROM information_schema.PROCESSLIST WHERE COMMAND = 'Query' "
+               "AND ID <> CONNECTION_ID() AND INFO NOT LIKE '%halley_stallwatch%' AND INFO NOT LIKE 'SHOW %'")
+        conn, logged = None, 0.0
+        while not self.done.wait(0.2):
+            try:
+                conn = conn or MySQL(self.a)
+                rows = conn.query(sql)
+                age = float(rows[0]) / 1000 if rows else 0.0
+            except Exception as e:  # noqa: BLE001 — reported, then made anew
+                self.log_probe("%s mysql_statement error: %s" % (stamp(time.time()), str(e)[:100]))
+                conn, age = None, 0.0
+            now = time.time()
+            with self.lock:
+                if age > self.a.trigger:
+                    self.inflight["mysql_statement"] = now - age
+                else:
+                    self.inflight.pop("mysql_statement", None)
+            if age > 0.2 and (age > logged + 0.5 or age < logged):
+                self.log_probe("%s mysql_statement running %.3f s" % (stamp(now), age))
+                logged = age
+            elif age <= 0.2:
+                logged = 0.0
 
     def commit_conn(self):
         """A kept client whose probe is a commit, on a one-row table of the watch's own."""
@@ -262,6 +289,7 @@ class Watch:
             threading.Thread(target=self.probe, args=(name, make, fn), daemon=True).start()
         threading.Thread(target=self.sample, daemon=True).start()
         threading.Thread(target=self.innodb, daemon=True).start()
+        threading.Thread(target=self.statements, daemon=True).start()
         self.trigger()
         self.done.wait()
         self.drop_schema()

@@ -75,7 +75,7 @@ func TestStallWatch(t *testing.T) {
 	watch := exec.Command("python3", filepath.Join("..", "..", "..", "scripts", "stallwatch.py"),
 		"--halley-port", port, "--pprof-port", port, "--pid", strconv.Itoa(target.Process.Pid), "--out", out,
 		"--mysql-host", mysqlURL.Hostname(), "--mysql-port", myPort, "--mysql-user", mysqlURL.User.Username(),
-		"--redis-host", redisURL.Hostname(), "--redis-port", redisPort, "--trigger", "0.3", "--quiet", "0.5", "--max-events", "3")
+		"--redis-host", redisURL.Hostname(), "--redis-port", redisPort, "--trigger", "0.3", "--quiet", "0.5", "--max-events", "4")
 	watch.Env = os.Environ()
 	if pw, ok := mysqlURL.User.Password(); ok {
 		watch.Env = append(watch.Env, "MYSQL_PWD="+pw)
@@ -107,6 +107,16 @@ func TestStallWatch(t *testing.T) {
 			t.Fatalf("the commit probe's table %s.probe was not made in 10 s:\n%s", schema, stderr.String())
 		}
 	}
+	// First a statement of someone else's that runs long (as a write of Halley's waiting on a latch would): the
+	// first capture names it.
+	sleeper := exec.Command("mysql", append(mysqlArgs, "-e", "SELECT SLEEP(3)")...)
+	sleeper.Env = watch.Env
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sleeper.Process.Kill(); _ = sleeper.Wait() }()
+	time.Sleep(time.Second)
+
 	locker := exec.Command("mysql", mysqlArgs...)
 	locker.Env = watch.Env
 	lockIn, err := locker.StdinPipe()
@@ -157,7 +167,7 @@ func TestStallWatch(t *testing.T) {
 	if !strings.Contains(string(mysqlTxt), "PROCESSLIST") && !strings.Contains(string(mysqlTxt), "\tUser\t") {
 		t.Errorf("mysql.txt has no processlist:\n%.500s", mysqlTxt)
 	}
-	// Both stalls are named by a capture: the second event comes half a second after the first.
+	// Every stall is named by a capture: the next event comes half a second after one ends.
 	var probes []byte
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(200 * time.Millisecond) {
 		probes, _ = os.ReadFile(filepath.Join(out, "probes.log"))
@@ -166,14 +176,17 @@ func TestStallWatch(t *testing.T) {
 			if strings.Contains(line, "CAPTURE waiting={") {
 				named["readyz"] = named["readyz"] || strings.Contains(line, "'halley_readyz'")
 				named["commit"] = named["commit"] || strings.Contains(line, "'mysql_commit'")
+				named["statement"] = named["statement"] || strings.Contains(line, "'mysql_statement'")
 			}
 		}
-		if named["readyz"] && named["commit"] {
+		if named["readyz"] && named["commit"] && named["statement"] {
 			break
 		}
 	}
-	if !strings.Contains(string(probes), "'halley_readyz'") || !strings.Contains(string(probes), "'mysql_commit'") {
-		t.Errorf("probes.log does not name both waiting probes (readyz and the commit):\n%s", probes)
+	for _, probe := range []string{"'halley_readyz'", "'mysql_commit'", "'mysql_statement'"} {
+		if !strings.Contains(string(probes), probe) {
+			t.Errorf("no capture names %s (readyz, the commit and the long statement all wait):\n%s", probe, probes)
+		}
 	}
 	_ = lockIn.Close() // the locking transaction ends with its client
 	_ = locker.Wait()
