@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"gorm.io/gorm"
@@ -128,11 +129,33 @@ func (s *Store) DispatchOutbox(ctx context.Context, limit int, fn func(ctx conte
 		if err := fn(withTx(ctx, tx), items); err != nil {
 			return err
 		}
-		if err := tx.Where("seq IN ?", seqs).Delete(&outboxRow{}).Error; err != nil {
+		if err := s.deleteOutbox(tx, seqs); err != nil {
 			return fmt.Errorf("store: unable to delete dispatched outbox rows: %w", err)
 		}
 		n = len(rows)
 		return nil
 	})
 	return n, err
+}
+
+// deleteOutbox deletes the claimed rows by their keys. On MySQL a plain DELETE … WHERE seq IN (…) is planned as a
+// scan of the whole table when the list is a large part of it — the usual case, the outbox being drained — and a
+// scan in a locking statement waits on every row another dispatcher claimed, so two replicas' deletes deadlock
+// (each holds rows the other's scan reaches). Joining the keys first, in that order, makes every row an eq_ref
+// lookup of the primary key: the delete touches only its own rows.
+func (s *Store) deleteOutbox(tx *gorm.DB, seqs []int64) error {
+	if s.dialect != MySQL {
+		return tx.Where("seq IN ?", seqs).Delete(&outboxRow{}).Error
+	}
+	keys := make([]byte, 0, 2+8*len(seqs))
+	keys = append(keys, '[')
+	for i, seq := range seqs {
+		if i > 0 {
+			keys = append(keys, ',')
+		}
+		keys = strconv.AppendInt(keys, seq, 10)
+	}
+	keys = append(keys, ']')
+	return tx.Exec("DELETE o FROM JSON_TABLE(?, '$[*]' COLUMNS (seq BIGINT PATH '$')) AS k STRAIGHT_JOIN outbox AS o ON o.seq = k.seq",
+		string(keys)).Error
 }
