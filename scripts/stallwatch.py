@@ -19,6 +19,7 @@ It only reads (but for its own probe table); it stops when Halley's process is g
 """
 import argparse
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -247,6 +248,29 @@ class Watch:
         if pprof:
             jobs += [("goroutines.txt", ["curl", "-sS", "--max-time", "20", pprof + "?debug=1"]),
                      ("goroutines-full.txt", ["curl", "-sS", "--max-time", "20", pprof + "?debug=2"])]
+        # What each InnoDB thread waits on, when MariaDB runs with the performance schema (a diagnostic run: see
+        # docs/benchmarks.md): the latch, mutex or file of every thread's current wait.
+        jobs.append(("mysql-waits.txt", self.a.mysql_cmd + ["-e",
+            "SELECT IF(@@performance_schema, 'performance_schema on', 'performance_schema off: start MariaDB with "
+            "--performance-schema=ON to see the waits') AS note; "
+            "SELECT t.PROCESSLIST_ID AS id, t.NAME AS thread, w.EVENT_NAME, w.SOURCE, ROUND(w.TIMER_WAIT / 1e9, 3) AS "
+            "wait_ms, IF(w.END_EVENT_ID IS NULL, 'waiting', 'done') AS state, w.OBJECT_NAME, w.OPERATION "
+            "FROM performance_schema.events_waits_current w JOIN performance_schema.threads t USING (THREAD_ID) "
+            "WHERE @@performance_schema ORDER BY state DESC, w.TIMER_WAIT DESC; "
+            # Who read pages in the last 5 s, and of which table — with the events_waits_history_long consumer on.
+            "SELECT t.NAME AS thread, t.PROCESSLIST_ID AS id, h.OBJECT_NAME AS file, h.OPERATION, COUNT(*) AS n, "
+            "ROUND(SUM(h.TIMER_WAIT) / 1e9, 1) AS ms FROM performance_schema.events_waits_history_long h "
+            "JOIN performance_schema.threads t USING (THREAD_ID) WHERE @@performance_schema "
+            "AND h.EVENT_NAME LIKE 'wait/io/file/innodb/%' AND h.TIMER_START > "
+            "(SELECT MAX(TIMER_START) FROM performance_schema.events_waits_history_long) - 5e12 "
+            "GROUP BY 1, 2, 3, 4 ORDER BY n DESC LIMIT 40"]))
+        # The user-space stacks of MariaDB's threads (eu-stack, from elfutils, when installed): which of them sleep
+        # on the same lock. It stops MariaDB for a fraction of a second; only the first capture of a stall takes it.
+        if folder.endswith("-0") and shutil.which("eu-stack"):
+            for d in os.listdir("/proc"):
+                if d.isdigit() and read("/proc/%s/comm" % d).strip() in ("mariadbd", "mysqld"):
+                    jobs.append(("mariadb-stacks.txt", ["eu-stack", "-p", d]))
+                    break
         threads = [threading.Thread(target=self.run_to, args=(os.path.join(folder, n), c)) for n, c in jobs]
         threads.append(threading.Thread(target=self.kernel, args=(os.path.join(folder, "kernel.txt"),)))
         for t in threads:

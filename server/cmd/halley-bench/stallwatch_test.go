@@ -141,6 +141,7 @@ func TestStallWatch(t *testing.T) {
 		"redis.txt":           "redis_version:",
 		"threads.txt":         "PID",
 		"kernel.txt":          "halley (pid ",
+		"mysql-waits.txt":     "performance_schema o", // on: the waits; off: how to turn it on
 	}
 	var folder string
 	deadline := time.Now().Add(20 * time.Second)
