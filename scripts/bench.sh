@@ -288,7 +288,17 @@ case " $SUITES " in *" timers "*)
 	if [ "$TIMERS_N" -ge 200000 ] && [ "$REDO_MB" -lt 1024 ]; then
 		log "WARNING: innodb_log_file_size is ${REDO_MB} MiB; with TIMERS_N=$TIMERS_N page write-back for the redo log limits firing" \
 			"(SET GLOBAL innodb_log_file_size = 2147483648 on MariaDB 10.9+, as in docs/benchmarks.md)"
-	fi ;;
+	fi
+	# MariaDB before 11.8 stops every write for 1-4 s now and then once its buffer pool is full, on the path of its
+	# doublewrite buffer (docs/benchmarks.md, "The stall is the doublewrite path of MariaDB 10.11"): the timers'
+	# maximum then measures MariaDB. halley doctor warns too.
+	MARIA=$(my -N -e "SELECT CONCAT(VERSION(), ' ', @@innodb_doublewrite)")
+	case "$MARIA" in
+	*MariaDB*" OFF" | *MariaDB*" 0") ;;
+	10.*MariaDB* | 11.[0-7].*MariaDB*)
+		log "WARNING: MariaDB ${MARIA%%-*} with innodb_doublewrite on stalls writes for 1-4 s once the buffer pool is full;" \
+			"the timers' maximum measures that (MariaDB 11.8 or innodb_doublewrite=OFF did not: docs/benchmarks.md)" ;;
+	esac ;;
 esac
 # The same for a storm of 100,000 (0.88 pages read from disk per fire at 128 MiB, none at 8 GiB: docs/benchmarks.md,
 # "Index choice under a storm").

@@ -234,10 +234,12 @@ func mysqlVars(ctx context.Context, st *store.Store, names ...string) map[string
 }
 
 func (d *doctor) mysql(ctx context.Context, st *store.Store) {
-	v := mysqlVars(ctx, st, "version", "version_comment", "session.transaction_isolation", "session.tx_isolation", "global.max_connections",
+	v := mysqlVars(ctx, st, "version", "version_comment", "global.innodb_doublewrite", "session.transaction_isolation", "session.tx_isolation", "global.max_connections",
 		"global.innodb_buffer_pool_size", "global.innodb_log_file_size", "global.innodb_log_files_in_group", "global.innodb_redo_log_capacity", "session.sql_mode", "session.time_zone", "global.time_zone", "system_time_zone",
 		"character_set_server", "character_set_database", "collation_database", "session.character_set_connection")
 	d.add("database", checkOK, "", "MySQL/MariaDB %s (%s)", v["version"], v["version_comment"])
+	vStatus, vFix, vDetail := versionCheck(v["version"], v["global.innodb_doublewrite"])
+	d.add("database version", vStatus, vFix, "%s", vDetail)
 
 	iso := v["session.transaction_isolation"]
 	if iso == "" {
@@ -715,6 +717,59 @@ func writable(dir string) error {
 	name := f.Name()
 	_ = f.Close() // empty: created only to see that it may be
 	return os.Remove(name)
+}
+
+// versionCheck judges the server's version. Halley's queue claims need FOR UPDATE SKIP LOCKED and the outbox's
+// batch delete JSON_TABLE: MySQL 8.0.4+, MariaDB 10.6+. MariaDB before 11.8 with the doublewrite buffer on was
+// measured to stop every write for 1–4 s now and then once its buffer pool is full (docs/benchmarks.md, "The
+// stall is the doublewrite path of MariaDB 10.11"); 11.8 ran the same load without.
+func versionCheck(version, doublewrite string) (status, fix, detail string) {
+	mariadb := strings.Contains(strings.ToLower(version), "mariadb")
+	switch doublewrite {
+	case "", "1":
+		doublewrite = "ON" // "": the default of every MariaDB, unread; 1: how 10.x reports a boolean
+	case "0":
+		doublewrite = "OFF"
+	}
+	num := version
+	if mariadb {
+		num = strings.TrimPrefix(num, "5.5.5-") // the replication-era prefix some MariaDB builds still report
+	}
+	if i := strings.IndexFunc(num, func(r rune) bool { return r != '.' && (r < '0' || r > '9') }); i >= 0 {
+		num = num[:i]
+	}
+	var ver [3]int
+	parts := strings.Split(num, ".")
+	for i := 0; i < len(ver) && i < len(parts); i++ {
+		ver[i], _ = strconv.Atoi(parts[i])
+	}
+	atLeast := func(major, minor, patch int) bool {
+		if ver[0] != major {
+			return ver[0] > major
+		}
+		if ver[1] != minor {
+			return ver[1] > minor
+		}
+		return ver[2] >= patch
+	}
+	const need = "Halley's queue claims need FOR UPDATE SKIP LOCKED and its outbox JSON_TABLE"
+	switch {
+	case len(parts) < 2 || ver[0] == 0:
+		return checkWarn, "run MySQL 8.0.4+ or MariaDB 10.6+", fmt.Sprintf("%q: not a version Halley knows how to read", version)
+	case mariadb && !atLeast(10, 6, 0):
+		return checkFail, "upgrade to MariaDB 10.6 or later (11.8 LTS recommended)", fmt.Sprintf("MariaDB %s: %s (MariaDB 10.6+)", num, need)
+	case !mariadb && !atLeast(8, 0, 4):
+		return checkFail, "upgrade to MySQL 8.0.4 or later", fmt.Sprintf("MySQL %s: %s (MySQL 8.0.4+)", num, need)
+	case mariadb && !atLeast(11, 8, 0) && !strings.EqualFold(doublewrite, "OFF"):
+		return checkWarn, "upgrade to MariaDB 11.8 LTS (the same load ran there without a stall), or keep the buffer pool larger than the rows Halley works on; " +
+				"innodb_doublewrite = OFF only where the storage writes 16 KiB pages atomically",
+			fmt.Sprintf("MariaDB %s with innodb_doublewrite %s: once the buffer pool is full, MariaDB 10.11 was measured to stop every write for 1–4 s now and then (steps and timers wait it out; nothing is lost)", num, doublewrite)
+	}
+	flavor := "MySQL"
+	if mariadb {
+		flavor = "MariaDB"
+	}
+	return checkOK, "", fmt.Sprintf("%s %s", flavor, num)
 }
 
 // redoLogSize is the server's redo log capacity: innodb_redo_log_capacity (MySQL 8.0.30+), else

@@ -148,6 +148,9 @@ func TestDoctorMySQLRedis(t *testing.T) {
 	wantCheck(t, checks, "character set", checkOK, "utf8mb4")
 	wantCheck(t, checks, "redis", checkOK, "Redis ")
 	wantCheck(t, checks, "redis latency", checkOK, "PINGs")
+	if c := checks["database version"]; c.Status == checkFail || (!strings.Contains(c.Found, "Maria") && !strings.Contains(c.Found, "MySQL")) {
+		t.Fatalf("the test server's version: %+v", c)
+	}
 	for _, name := range []string{"isolation level", "max_connections", "innodb_buffer_pool_size", "innodb redo log", "sql_mode", "time_zone", "redis persistence", "redis maxmemory-policy"} {
 		if _, ok := checks[name]; !ok {
 			t.Fatalf("no check %q", name)
@@ -294,6 +297,40 @@ func TestDoctorRedoLog(t *testing.T) {
 	} {
 		if got := redoLogSize(c.v); got != c.want {
 			t.Errorf("redoLogSize(%v) = %d, want %d", c.v, got, c.want)
+		}
+	}
+}
+
+// TestDoctorDatabaseVersion: servers without FOR UPDATE SKIP LOCKED or JSON_TABLE fail; MariaDB before 11.8 with
+// the doublewrite buffer on is a WARN naming the stall and the way out; 11.8, MySQL 8 and a MariaDB without the
+// doublewrite buffer pass; a version string Halley cannot read is a WARN, never a pass.
+func TestDoctorDatabaseVersion(t *testing.T) {
+	for _, c := range []struct {
+		version, doublewrite string
+		want                 string
+		found, fix           string
+	}{
+		{"10.11.19-MariaDB-0+deb12u1", "ON", checkWarn, "MariaDB 10.11.19 with innodb_doublewrite ON", "MariaDB 11.8 LTS"},
+		{"10.11.19-MariaDB-0+deb12u1", "", checkWarn, "innodb_doublewrite ON", "innodb_doublewrite = OFF only where"},
+		{"10.11.19-MariaDB-0+deb12u1", "OFF", checkOK, "MariaDB 10.11.19", ""},
+		{"10.6.21-MariaDB", "1", checkWarn, "MariaDB 10.6.21 with innodb_doublewrite ON", "11.8"},
+		{"10.11.6-MariaDB", "0", checkOK, "MariaDB 10.11.6", ""},
+		{"11.4.5-MariaDB-log", "ON", checkWarn, "MariaDB 11.4.5", "11.8"},
+		{"11.8.9-MariaDB-0+deb13u1", "ON", checkOK, "MariaDB 11.8.9", ""},
+		{"12.1.2-MariaDB", "fast", checkOK, "MariaDB 12.1.2", ""},
+		{"5.5.5-10.5.27-MariaDB", "ON", checkFail, "MariaDB 10.5.27", "MariaDB 10.6 or later"},
+		{"10.3.39-MariaDB-0+deb10u2", "ON", checkFail, "SKIP LOCKED", "MariaDB 10.6 or later"},
+		{"8.0.3-rc-log", "ON", checkFail, "MySQL 8.0.3", "MySQL 8.0.4 or later"},
+		{"5.7.44-log", "ON", checkFail, "MySQL 5.7.44", "MySQL 8.0.4"},
+		{"8.0.36", "ON", checkOK, "MySQL 8.0.36", ""},
+		{"8.4.3", "DETECT_AND_RECOVER", checkOK, "MySQL 8.4.3", ""},
+		{"9.1.0-commercial", "ON", checkOK, "MySQL 9.1.0", ""},
+		{"", "", checkWarn, "not a version", "MySQL 8.0.4+ or MariaDB 10.6+"},
+		{"unknown", "ON", checkWarn, "not a version", "MySQL 8.0.4+"},
+	} {
+		status, fix, found := versionCheck(c.version, c.doublewrite)
+		if status != c.want || !strings.Contains(found, c.found) || !strings.Contains(fix, c.fix) || (status == checkOK) != (fix == "") {
+			t.Errorf("versionCheck(%q, %q) = %s, fix %q, found %q; want %s with %q and fix %q", c.version, c.doublewrite, status, fix, found, c.want, c.found, c.fix)
 		}
 	}
 }
