@@ -24,16 +24,17 @@ import (
 // function fails is left out of the transaction and gets its error; a group whose transaction fails as a whole (a
 // database error, or a step invalid in a way only the write shows) has each of its steps run again alone.
 //
-// Timers go first: while the engine fires timers (FireTimers), at most groupWorkersWhileFiring groups run. The
-// steps queued meanwhile go into those groups together — the same steps in fewer, larger transactions — and the
+// Timers go first: while the engine fires timers (FireTimers), at most groupWorkersWhileFiring groups run — one.
+// The steps queued meanwhile go into that group together — the same steps in fewer, larger transactions — and the
 // database's CPU goes to the fires first, so that a step load does not make due timers late (docs/engine.md
-// "Group commit").
+// "Group commit"). Two groups beside the fires (the limit before) left the timers of a saturated 2-core machine
+// twice as late at p99 (docs/benchmarks.md, "One group while timers fire").
 
 const (
 	// groupWorkers is the most groups in flight by default (DefaultGroupWorkers), and what a grouper without
 	// workersMax allows.
 	groupWorkers            = 8
-	groupWorkersWhileFiring = 2
+	groupWorkersWhileFiring = 1
 	groupMax                = 64
 	// groupIdle is how long a leader waits for a step before its goroutine exits.
 	groupIdle = 10 * time.Second

@@ -84,15 +84,15 @@ func submitOneByOne(t *testing.T, g *grouper, hs *heldStore, prefix string, n in
 }
 
 // TestGroupsYieldToFiringTimers: 20 steps of different instances submitted while a timer batch fires run in at most
-// groupWorkersWhileFiring transactions at once (the rest queue and join them); without a fire they take all
-// the grouper's workers (groupWorkers unless set; a limit below groupWorkersWhileFiring holds while firing too).
+// one transaction at once (the rest queue and join it); without a fire they take all the grouper's workers
+// (groupWorkers unless set).
 // Every step completes either way.
 func TestGroupsYieldToFiringTimers(t *testing.T) {
 	for _, c := range []struct {
 		firing     bool
 		workersMax int
 		want       int
-	}{{true, 0, groupWorkersWhileFiring}, {false, 0, groupWorkers}, {false, 2, 2}, {false, 3, 3}, {true, 3, groupWorkersWhileFiring}, {true, 1, 1}} {
+	}{{true, 0, 1}, {false, 0, groupWorkers}, {false, 2, 2}, {false, 3, 3}, {true, 2, 1}, {true, 3, 1}, {true, 1, 1}} {
 		t.Run(fmt.Sprintf("firing=%v,max=%d", c.firing, c.workersMax), func(t *testing.T) {
 			hs := &heldStore{release: make(chan struct{}), entered: make(chan struct{}, 64)}
 			g := &grouper{store: hs, workersMax: c.workersMax}
@@ -124,7 +124,7 @@ func TestGroupsYieldToFiringTimers(t *testing.T) {
 }
 
 // TestLeadersStepBackWhenTimersFire: leaders running when a timer batch starts firing finish their group and then
-// leave the queue to groupWorkersWhileFiring of them: the first six to finish take nothing more.
+// leave the queue to one of them: the first seven to finish take nothing more.
 func TestLeadersStepBackWhenTimersFire(t *testing.T) {
 	hs := &heldStore{release: make(chan struct{}), entered: make(chan struct{}, 256)}
 	g := &grouper{store: hs}
@@ -151,7 +151,7 @@ func TestLeadersStepBackWhenTimersFire(t *testing.T) {
 		}
 	}
 	waitFor("40 steps queued", func(q, _ int) bool { return q == 40 })
-	for i := range groupWorkers - groupWorkersWhileFiring {
+	for i := range groupWorkers - 1 {
 		hs.release <- struct{}{} // one held transaction ends
 		want := groupWorkers - 1 - i
 		waitFor(fmt.Sprintf("leader %d stepped back", i+1), func(q, n int) bool { return n == want })
@@ -162,7 +162,7 @@ func TestLeadersStepBackWhenTimersFire(t *testing.T) {
 			t.Fatalf("a leader took queued steps while timers fired and %d leaders ran (%d left queued)", want+1, queued)
 		}
 	}
-	// The two left take the queue in groups; everything completes and every leader ends.
+	// The one left takes the queue in groups; everything completes and every leader ends.
 	go func() {
 		for range hs.entered {
 		}
