@@ -18,6 +18,8 @@
 #   SQLSTEP_FLAGS      flags of the sqlstep suite (BENCH_CLIENTS clients; e.g. "--read cached --n 3000"): the steps
 #                      suite's SQL alone, no Halley (docs/benchmarks.md, "A step without its lock read")
 #   BENCH_HALLEY_GOGC  GOGC of the Halley under test only (unset: Go's default, 100); the bench client keeps its own
+#   BENCH_REDO_MB      redo log the bench sets for the timers suite at TIMERS_N >= 200000 (2048 MiB; MariaDB 10.9+)
+#   BENCH_HALLEY_GOMAXPROCS  GOMAXPROCS of the Halley under test only (unset: Go's default, the cores it may use)
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
@@ -150,7 +152,7 @@ tune_mysql() { # redo: 1 to size the redo log too
 	mem_b=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
 	want_pool=$((8 << 30))
 	[ "$want_pool" -gt $((mem_b / 2)) ] && want_pool=$((mem_b / 2))
-	want_redo=$((2 << 30))
+	want_redo=$((${BENCH_REDO_MB:-2048} << 20))
 	if [ "$pool" -lt "$want_pool" ]; then
 		my -e "SET GLOBAL innodb_buffer_pool_size = $want_pool" || die "unable to set innodb_buffer_pool_size (BENCH_MYSQL_TUNE=0 runs without)"
 		restore="SET GLOBAL innodb_buffer_pool_size = $pool;"
@@ -243,7 +245,7 @@ log "starting Halley on 127.0.0.1:$PORT (MySQL database $DB, Redis db $REDIS_DB,
 HALLEY_ADDR="127.0.0.1:$PORT" HALLEY_DATA_DIR="$WORK/data" HALLEY_DATABASE_URL="$MYSQL_URL" HALLEY_REDIS_URL="$REDIS_URL" \
 	HALLEY_ADMIN_PASSWORD="$PW" HALLEY_PLUGIN_WORKERS="$WORKERS" HALLEY_LOG_LEVEL="${HALLEY_LOG_LEVEL:-info}" \
 	HALLEY_BENCH_PPROF="127.0.0.1:$PPROF_PORT" HALLEY_TRIGGER_RATE_LIMIT="${HALLEY_TRIGGER_RATE_LIMIT:-0}" \
-	env ${BENCH_HALLEY_GOGC:+GOGC="$BENCH_HALLEY_GOGC"} "$OUT/halley-under-test" serve >"$OUT/halley.log" 2>&1 &
+	env ${BENCH_HALLEY_GOGC:+GOGC="$BENCH_HALLEY_GOGC"} ${BENCH_HALLEY_GOMAXPROCS:+GOMAXPROCS="$BENCH_HALLEY_GOMAXPROCS"} "$OUT/halley-under-test" serve >"$OUT/halley.log" 2>&1 &
 HALLEY_PID=$!
 for i in $(seq 1 120); do
 	curl -fsS --max-time 2 "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
