@@ -95,6 +95,9 @@ type InstanceState struct {
 	Pins map[string]int `json:"pins,omitempty"`
 	// UrgedAt is when the instance was last urged (催办): the next urge is refused until UrgeInterval later.
 	UrgedAt *time.Time `json:"urged_at,omitempty"`
+	// Awaited is set on an instance a sync start waits for: its end is published to the other replicas (the end
+	// bus), where the wait may be; the ends of the others are not (nobody waits for them).
+	Awaited bool `json:"awaited,omitempty"`
 }
 
 // NodeVisit is one node of an instance at its current visit.

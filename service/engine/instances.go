@@ -138,6 +138,7 @@ type startOptions struct {
 	actor   string         // who started it, when not the initiator (an API token on behalf of a user)
 	info    map[string]any // added to the data of the instance.started history item
 	secrets bool           // the answer shows signed URLs (callback URLs): for admins and API tokens
+	awaited bool           // a sync start waits for its end (model.InstanceState.Awaited)
 }
 
 // LinearParams are what a dynamic linear process is started with (POST /instances/linear).
@@ -200,6 +201,7 @@ func (e *Engine) startCompiled(ctx context.Context, id, tenant, initiator string
 		now := e.clock.Now().UTC()
 		inst := &model.Instance{ID: id, TenantID: tenant, Template: c.Key, Version: c.Version, Title: title, TitleI18n: titles,
 			Initiator: initiator, CorrelationID: corr, Context: doc, CreatedAt: now}
+		inst.State.Awaited = opts.awaited
 		w := &model.Work{Instance: inst}
 		s := e.newStep(ctx, w, c, actor)
 		err := s.start(started)
@@ -240,7 +242,7 @@ func (e *Engine) StartCompiledAndWait(ctx context.Context, tenant, initiator str
 	id := uuid.Must(uuid.NewV7()).String()
 	x, cancel := e.ended(id)
 	defer cancel()
-	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title, startOptions{})
+	v, err := e.startCompiled(ctx, id, tenant, initiator, c, doc, corr, title, startOptions{awaited: wait > 0})
 	if err != nil {
 		return nil, nil, err
 	}

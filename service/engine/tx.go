@@ -208,13 +208,16 @@ func (e *Engine) committed(w *model.Work) {
 		e.inStep.Committed(w)
 	}
 	if w.Instance.Ended() {
-		if e.ends != nil {
-			e.ends.Publish(w.Instance.ID) // a sync start may wait for it on another replica
-		}
 		e.mu.Lock()
 		ws := e.waiters[w.Instance.ID]
 		delete(e.waiters, w.Instance.ID)
 		e.mu.Unlock()
+		if len(ws) == 0 && w.Instance.State.Awaited && e.ends != nil {
+			// Its sync start waits on another replica. Nobody waits for an instance that is not awaited, nor on
+			// another replica for one whose wait is here (a start waits where it was taken): those ends are not
+			// published, which saves every replica a Redis message an end.
+			e.ends.Publish(w.Instance.ID)
+		}
 		if len(ws) > 0 {
 			end := *w.Instance // as committed; the waiters only read it
 			for _, x := range ws {

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"testing"
 	"time"
 
@@ -140,3 +141,96 @@ func TestWaitHearsOtherReplica(t *testing.T) {
 }
 
 const waitPollFirst = 250 * time.Millisecond
+
+// TestEndsPublishedForWaitsElsewhere (Redis): the end bus carries only the ends a wait on another replica needs —
+// those of instances a sync start waits for, committed by a replica other than the wait's. An instance started
+// without a wait, or ended where its wait is, costs no Redis message. Pub/sub keeps one publisher's order, so the
+// one message a subscriber hears first is the first end that was published.
+func TestEndsPublishedForWaitsElsewhere(t *testing.T) {
+	s := storetest.Open(t, store.SQLite)
+	h := newHarness(t, s)
+	h.users("bob")
+	h.publish("wait", waitDef)
+	c, err := h.tpl.Compiled(h.ctx, model.DefaultTenant, "wait", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := redis.ParseURL(storetest.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb := redis.NewClient(o)
+	t.Cleanup(func() { rdb.Close() })
+	var b [6]byte
+	rand.Read(b[:])
+	prefix := "halley-test:" + hex.EncodeToString(b[:]) + ":"
+	replica := func(bus engine.EndBus) *engine.Engine {
+		tpl := template.New(s, template.Options{Clock: h.clk})
+		d := enginetest.Deps(t, s, tpl, s)
+		d.Ends = bus
+		e, err := engine.New(d, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests"), Logger: testkit.Quiet()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	busB := runBus(t, rdb, prefix)
+	a, bEng := replica(runBus(t, rdb, prefix)), replica(busB)
+	sub := rdb.Subscribe(h.ctx, busB.Channel())
+	t.Cleanup(func() { sub.Close() })
+	if _, err := sub.Receive(h.ctx); err != nil { // the subscription's confirmation
+		t.Fatal(err)
+	}
+
+	// Not awaited, ended on B: no message.
+	plain := h.start("alice", "wait", `{}`)
+	if _, err := bEng.Approve(h.ctx, as("bob"), h.task(plain, "lead", "bob").ID, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	// Awaited on A, ended on A: A's wait hears it in process; no message.
+	waitOn := func(e *engine.Engine, corr string) (string, <-chan error) {
+		ch := make(chan error, 1)
+		go func() {
+			_, inst, err := e.StartCompiledAndWait(h.ctx, model.DefaultTenant, "alice", c, json.RawMessage(`{}`), corr, "", time.Minute)
+			if err == nil && (inst == nil || inst.Status != model.StatusCompleted) {
+				err = errors.New("the wait did not see the end")
+			}
+			ch <- err
+		}()
+		var id string
+		if !testkit.Eventually(10*time.Second, 5*time.Millisecond, func() bool {
+			got, _, err := s.ListInstances(h.ctx, model.InstanceFilter{TenantID: model.DefaultTenant, CorrelationID: corr, Page: model.Page{Limit: 5}})
+			if err == nil && len(got) == 1 {
+				id = got[0].ID
+			}
+			return id != ""
+		}) {
+			t.Fatalf("instance %s never started", corr)
+		}
+		return id, ch
+	}
+	here, ch := waitOn(a, "here")
+	if _, err := a.Approve(h.ctx, as("bob"), h.task(here, "lead", "bob").ID, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	// Awaited on A, ended on B: the one message.
+	there, ch := waitOn(a, "there")
+	if _, err := bEng.Approve(h.ctx, as("bob"), h.task(there, "lead", "bob").ID, "", nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ch; err != nil {
+		t.Fatal(err)
+	}
+	rctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
+	defer cancel()
+	msg, err := sub.ReceiveMessage(rctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if msg.Payload != there {
+		t.Fatalf("first end published: %s; want %s (awaited elsewhere), not %s (not awaited) nor %s (awaited where it ended)", msg.Payload, there, plain, here)
+	}
+}
