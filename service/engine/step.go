@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/tidwall/gjson"
 	"github.com/tidwall/sjson"
 
@@ -97,7 +98,7 @@ func instanceOf(id string) string {
 func (s *step) history(action, nodeID, taskID, comment string, data any) {
 	var raw json.RawMessage
 	if data != nil {
-		raw, _ = json.Marshal(data)
+		raw, _ = gojson.Marshal(data) // as encoding/json writes it (server/jsoncodec.go), at half the CPU
 	}
 	s.w.History = append(s.w.History, model.HistoryEvent{At: s.now, Actor: s.actor, Action: action, NodeID: nodeID, TaskID: taskID, Comment: comment, Data: raw})
 }
