@@ -29,3 +29,8 @@ func SetCountPage(t interface{ Cleanup(func()) }, n int) {
 	countPage = n
 	t.Cleanup(func() { countPage = old })
 }
+
+// Blocks reports whether the store sends a batch as one compound statement (MariaDB); SetBlocks turns it on or
+// off, so that tests run the plain multi-statement path of MySQL too.
+func (s *Store) Blocks() bool      { return s.blocks }
+func (s *Store) SetBlocks(on bool) { s.blocks = on }

@@ -34,10 +34,19 @@ func rawTx(tx *gorm.DB) (conn, error) {
 // on MariaDB, 64 MiB on MySQL 8).
 const maxBatchBytes = 1 << 20
 
+// blockBegin opens a MariaDB compound statement. MariaDB answers each statement of a multi-statement round trip
+// with a packet of its own, a send and a wake-up on both sides a statement; the statements of a compound statement
+// (BEGIN NOT ATOMIC ... END) run as they would one by one — the first error stops them, with its own error number —
+// and are answered once. A step's round trip of seven statements cost MariaDB 380 and the client 230 us of CPU as a
+// multi-statement, 315 and 100 as one block (docs/benchmarks.md, "One answer a round trip").
+const blockBegin = "BEGIN NOT ATOMIC\n"
+
 // batch collects write statements whose results are not inspected, to send them together.
 type batch struct {
 	dialect string
-	stmts   []string
+	// block: send each round trip as one MariaDB compound statement (Store.blocks).
+	block bool
+	stmts []string
 	args    [][]any
 	size    int
 	// qsize and nargs are the statements' bytes and arguments in all: exec sizes its buffers once.
@@ -91,17 +100,21 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 		return nil
 	}
 	var (
-		sb   strings.Builder
-		args []any
-		n    int
+		sb    strings.Builder
+		args  []any
+		n     int
+		stmts int // in sb
 	)
 	flush := func() error {
-		if sb.Len() == 0 {
+		if stmts == 0 {
 			return nil
+		}
+		if b.block {
+			sb.WriteString(";\nEND")
 		}
 		_, err := c.ExecContext(ctx, sb.String(), args...)
 		sb.Reset()
-		args, n = args[:0], 0
+		args, n, stmts = args[:0], 0, 0
 		return err
 	}
 	if b.commit != nil {
@@ -110,7 +123,7 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 	if b.size <= maxBatchBytes {
 		// One round trip (the common case): the text and the arguments in buffers of their final size. Grown by
 		// appending, they were a tenth of the bytes Halley allocates a step.
-		sb.Grow(b.qsize)
+		sb.Grow(b.qsize + len(blockBegin) + len(beginStmt) + len(";\nEND"))
 		args = make([]any, 0, b.nargs)
 	}
 	for i, q := range b.stmts {
@@ -125,12 +138,20 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 				return err
 			}
 		}
-		if sb.Len() > 0 {
+		switch {
+		case stmts > 0:
 			sb.WriteString(";\n")
+		case b.block:
+			sb.WriteString(blockBegin)
+			if h, ok := c.(*hotConn); ok && !h.began {
+				sb.WriteString(beginStmt) // inside the block: one answer for the transaction's start, writes and commit
+				h.began = true
+			}
 		}
 		sb.WriteString(q)
 		args = append(args, b.args[i]...)
 		n += sz
+		stmts++
 	}
 	if err := flush(); err != nil {
 		return err

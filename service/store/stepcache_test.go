@@ -29,6 +29,9 @@ func replicas(t *testing.T, cache int, n int) []*store.Store {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
+		if plainBatches {
+			s.SetBlocks(false)
+		}
 		if i == 0 {
 			if _, err := s.Migrate(context.Background()); err != nil {
 				t.Fatal(err)
@@ -37,6 +40,35 @@ func replicas(t *testing.T, cache int, n int) []*store.Store {
 		out[i] = s
 	}
 	return out
+}
+
+// plainBatches has replicas send their batches as plain multi-statements, as on MySQL, even on MariaDB
+// (TestStepCachePlainBatches).
+var plainBatches bool
+
+// TestStepCachePlainBatches runs the step cache's tests of stale rows with batches sent as plain multi-statements,
+// MySQL's way; on MariaDB the others run them as compound statements (sqlbatch.go, blockBegin), which the store
+// chooses for MariaDB.
+func TestStepCachePlainBatches(t *testing.T) {
+	rs := replicas(t, 0, 1)
+	var version string
+	if err := rs[0].DB().Raw("SELECT VERSION()").Scan(&version).Error; err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Contains(version, "MariaDB"); rs[0].Blocks() != want {
+		t.Fatalf("server %s: blocks %v, want %v", version, rs[0].Blocks(), want)
+	}
+	plainBatches = true
+	defer func() { plainBatches = false }()
+	for name, test := range map[string]func(*testing.T){
+		"AcrossReplicas":         TestStepCacheAcrossReplicas,
+		"RacingReplicas":         TestStepCacheRacingReplicas,
+		"ChecksEveryRowOfAGroup": TestStepCacheChecksEveryRowOfAGroup,
+		"StaleGroupWithStarts":   TestStepCacheStaleGroupWithStarts,
+		"DeletedMeanwhile":       TestStepCacheDeletedMeanwhile,
+	} {
+		t.Run(name, test)
+	}
 }
 
 // counted is a step that raises the context's counter n by one (and the rev, as every engine step does), after

@@ -68,6 +68,9 @@ type Store struct {
 	// when no slice is kept.
 	stepSlots chan struct{}
 	cache     *stepCache // nil: off (SQLite, or Config.StepCache 0)
+	// blocks: the server is MariaDB (not in Oracle mode), and a batch's round trip goes as one compound statement
+	// (sqlbatch.go, blockBegin).
+	blocks bool
 	log       *slog.Logger
 	now       func() time.Time
 	userHook  atomic.Pointer[func(tenant, username string)] // OnUserChange
@@ -187,6 +190,14 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	if err := s.Ping(pctx); err != nil {
 		_ = sqlDB.Close() // the ping's error is the one to report
 		return nil, fmt.Errorf("store: unable to reach the %s database: %w", dialect, err)
+	}
+	if dialect == MySQL {
+		var version, mode string
+		if err := sqlDB.QueryRowContext(pctx, "SELECT VERSION(), @@SESSION.sql_mode").Scan(&version, &mode); err != nil {
+			_ = sqlDB.Close()
+			return nil, fmt.Errorf("store: unable to read the server's version: %w", err)
+		}
+		s.blocks = strings.Contains(version, "MariaDB") && !strings.Contains(mode, "ORACLE")
 	}
 	return s, nil
 }
