@@ -37,8 +37,9 @@ const maxBatchBytes = 1 << 20
 // blockBegin opens a MariaDB compound statement. MariaDB answers each statement of a multi-statement round trip
 // with a packet of its own, a send and a wake-up on both sides a statement; the statements of a compound statement
 // (BEGIN NOT ATOMIC ... END) run as they would one by one — the first error stops them, with its own error number —
-// and are answered once. A step's round trip of seven statements cost MariaDB 380 and the client 230 us of CPU as a
-// multi-statement, 315 and 100 as one block (docs/benchmarks.md, "One answer a round trip").
+// and are answered once. A step group's round trip of nine statements cost the client 336 us of CPU as a
+// multi-statement and 142 as one block, MariaDB the same both ways (557 and 551 us; docs/benchmarks.md, "One
+// answer a round trip").
 const blockBegin = "BEGIN NOT ATOMIC\n"
 
 // batch collects write statements whose results are not inspected, to send them together.
@@ -47,8 +48,8 @@ type batch struct {
 	// block: send each round trip as one MariaDB compound statement (Store.blocks).
 	block bool
 	stmts []string
-	args    [][]any
-	size    int
+	args  [][]any
+	size  int
 	// qsize and nargs are the statements' bytes and arguments in all: exec sizes its buffers once.
 	qsize, nargs int
 	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with

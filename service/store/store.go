@@ -70,10 +70,10 @@ type Store struct {
 	cache     *stepCache // nil: off (SQLite, or Config.StepCache 0)
 	// blocks: the server is MariaDB (not in Oracle mode), and a batch's round trip goes as one compound statement
 	// (sqlbatch.go, blockBegin).
-	blocks bool
-	log       *slog.Logger
-	now       func() time.Time
-	userHook  atomic.Pointer[func(tenant, username string)] // OnUserChange
+	blocks   bool
+	log      *slog.Logger
+	now      func() time.Time
+	userHook atomic.Pointer[func(tenant, username string)] // OnUserChange
 }
 
 // Open connects (creating the SQLite file and its folder when needed), tunes the pool and pings. While the
