@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"testing"
 	"time"
 
@@ -41,10 +40,18 @@ func runBus(t *testing.T, rdb redis.UniversalClient, prefix string) *ends.Bus {
 	return bus
 }
 
-// TestWaitHearsOtherReplica (Redis): a sync start waiting on replica A hears at once, through the end bus, of the
-// end replica B commits: A's clock never moves, so no poll ever fires (polling alone would need A's clock to
-// reach its next poll, 5 s on while the bus listens). Without a live subscription the wait polls as before.
-func TestWaitHearsOtherReplica(t *testing.T) {
+// busReplicas is a SQLite store with the wait template published, a Redis client and a key prefix of the test's
+// own, and replicas made on them: engines sharing the store, each with the end bus given.
+type busReplicas struct {
+	h      *harness
+	s      *store.Store
+	c      *template.Compiled
+	rdb    *redis.Client
+	prefix string
+}
+
+func newBusReplicas(t *testing.T) *busReplicas {
+	t.Helper()
 	s := storetest.Open(t, store.SQLite)
 	h := newHarness(t, s)
 	h.users("bob")
@@ -61,44 +68,57 @@ func TestWaitHearsOtherReplica(t *testing.T) {
 	t.Cleanup(func() { rdb.Close() })
 	var b [6]byte
 	rand.Read(b[:])
-	prefix := "halley-test:" + hex.EncodeToString(b[:]) + ":"
+	return &busReplicas{h: h, s: s, c: c, rdb: rdb, prefix: "halley-test:" + hex.EncodeToString(b[:]) + ":"}
+}
 
-	replica := func(bus engine.EndBus) *engine.Engine {
-		tpl := template.New(s, template.Options{Clock: h.clk})
-		d := enginetest.Deps(t, s, tpl, s)
-		d.Ends = bus
-		e, err := engine.New(d, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests"), Logger: testkit.Quiet()})
-		if err != nil {
-			t.Fatal(err)
+func (f *busReplicas) replica(t *testing.T, bus engine.EndBus) *engine.Engine {
+	t.Helper()
+	tpl := template.New(f.s, template.Options{Clock: f.h.clk})
+	d := enginetest.Deps(t, f.s, tpl, f.s)
+	d.Ends = bus
+	e, err := engine.New(d, engine.Options{Clock: f.h.clk, CallbackKey: []byte("callback-key-for-tests"), Logger: testkit.Quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type waitResult struct {
+	inst *model.Instance
+	err  error
+}
+
+// waitOn sync-starts the wait template on e under correlation id corr and returns the instance's id once it is
+// stored, and where the wait's answer comes.
+func (f *busReplicas) waitOn(t *testing.T, e *engine.Engine, corr string) (string, <-chan waitResult) {
+	t.Helper()
+	ch := make(chan waitResult, 1)
+	go func() {
+		_, inst, err := e.StartCompiledAndWait(f.h.ctx, model.DefaultTenant, "alice", f.c, json.RawMessage(`{}`), corr, "", time.Minute)
+		ch <- waitResult{inst, err}
+	}()
+	var id string
+	if !testkit.Eventually(10*time.Second, 5*time.Millisecond, func() bool {
+		got, _, err := f.s.ListInstances(f.h.ctx, model.InstanceFilter{TenantID: model.DefaultTenant, CorrelationID: corr, Page: model.Page{Limit: 5}})
+		if err == nil && len(got) == 1 {
+			id = got[0].ID
 		}
-		return e
+		return id != ""
+	}) {
+		t.Fatalf("instance %s never started", corr)
 	}
-	a, bEng := replica(runBus(t, rdb, prefix)), replica(runBus(t, rdb, prefix))
+	return id, ch
+}
 
-	type result struct {
-		inst *model.Instance
-		err  error
-	}
-	waitOn := func(e *engine.Engine, corr string) (string, <-chan result) {
-		ch := make(chan result, 1)
-		go func() {
-			_, inst, err := e.StartCompiledAndWait(h.ctx, model.DefaultTenant, "alice", c, json.RawMessage(`{}`), corr, "", time.Minute)
-			ch <- result{inst, err}
-		}()
-		var id string
-		if !testkit.Eventually(10*time.Second, 5*time.Millisecond, func() bool {
-			got, _, err := s.ListInstances(h.ctx, model.InstanceFilter{TenantID: model.DefaultTenant, CorrelationID: corr, Page: model.Page{Limit: 5}})
-			if err == nil && len(got) == 1 {
-				id = got[0].ID
-			}
-			return id != ""
-		}) {
-			t.Fatalf("instance %s never started", corr)
-		}
-		return id, ch
-	}
+// TestWaitHearsOtherReplica (Redis): a sync start waiting on replica A hears at once, through the end bus, of the
+// end replica B commits: A's clock never moves, so no poll ever fires (polling alone would need A's clock to
+// reach its next poll, 5 s on while the bus listens). Without a live subscription the wait polls as before.
+func TestWaitHearsOtherReplica(t *testing.T) {
+	f := newBusReplicas(t)
+	h := f.h
+	a, bEng := f.replica(t, runBus(t, f.rdb, f.prefix)), f.replica(t, runBus(t, f.rdb, f.prefix))
 
-	id, ch := waitOn(a, "bus")
+	id, ch := f.waitOn(t, a, "bus")
 	if _, err := bEng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -114,12 +134,12 @@ func TestWaitHearsOtherReplica(t *testing.T) {
 	// Fallback: a bus whose Redis is unreachable never listens; the wait polls on the engine's clock.
 	down := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 50 * time.Millisecond})
 	t.Cleanup(func() { down.Close() })
-	deadBus, err := ends.New(down, prefix, ends.Options{Logger: testkit.Quiet()})
+	deadBus, err := ends.New(down, f.prefix, ends.Options{Logger: testkit.Quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	polling := replica(deadBus)
-	id, ch = waitOn(polling, "no-bus")
+	polling := f.replica(t, deadBus)
+	id, ch = f.waitOn(t, polling, "no-bus")
 	if _, err := bEng.Approve(h.ctx, as("bob"), h.task(id, "lead", "bob").ID, "", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -147,35 +167,10 @@ const waitPollFirst = 250 * time.Millisecond
 // without a wait, or ended where its wait is, costs no Redis message. Pub/sub keeps one publisher's order, so the
 // one message a subscriber hears first is the first end that was published.
 func TestEndsPublishedForWaitsElsewhere(t *testing.T) {
-	s := storetest.Open(t, store.SQLite)
-	h := newHarness(t, s)
-	h.users("bob")
-	h.publish("wait", waitDef)
-	c, err := h.tpl.Compiled(h.ctx, model.DefaultTenant, "wait", 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := redis.ParseURL(storetest.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rdb := redis.NewClient(o)
-	t.Cleanup(func() { rdb.Close() })
-	var b [6]byte
-	rand.Read(b[:])
-	prefix := "halley-test:" + hex.EncodeToString(b[:]) + ":"
-	replica := func(bus engine.EndBus) *engine.Engine {
-		tpl := template.New(s, template.Options{Clock: h.clk})
-		d := enginetest.Deps(t, s, tpl, s)
-		d.Ends = bus
-		e, err := engine.New(d, engine.Options{Clock: h.clk, CallbackKey: []byte("callback-key-for-tests"), Logger: testkit.Quiet()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e
-	}
-	busB := runBus(t, rdb, prefix)
-	a, bEng := replica(runBus(t, rdb, prefix)), replica(busB)
+	f := newBusReplicas(t)
+	h, rdb := f.h, f.rdb
+	busB := runBus(t, rdb, f.prefix)
+	a, bEng := f.replica(t, runBus(t, rdb, f.prefix)), f.replica(t, busB)
 	sub := rdb.Subscribe(h.ctx, busB.Channel())
 	t.Cleanup(func() { sub.Close() })
 	if _, err := sub.Receive(h.ctx); err != nil { // the subscription's confirmation
@@ -188,42 +183,23 @@ func TestEndsPublishedForWaitsElsewhere(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Awaited on A, ended on A: A's wait hears it in process; no message.
-	waitOn := func(e *engine.Engine, corr string) (string, <-chan error) {
-		ch := make(chan error, 1)
-		go func() {
-			_, inst, err := e.StartCompiledAndWait(h.ctx, model.DefaultTenant, "alice", c, json.RawMessage(`{}`), corr, "", time.Minute)
-			if err == nil && (inst == nil || inst.Status != model.StatusCompleted) {
-				err = errors.New("the wait did not see the end")
-			}
-			ch <- err
-		}()
-		var id string
-		if !testkit.Eventually(10*time.Second, 5*time.Millisecond, func() bool {
-			got, _, err := s.ListInstances(h.ctx, model.InstanceFilter{TenantID: model.DefaultTenant, CorrelationID: corr, Page: model.Page{Limit: 5}})
-			if err == nil && len(got) == 1 {
-				id = got[0].ID
-			}
-			return id != ""
-		}) {
-			t.Fatalf("instance %s never started", corr)
+	ended := func(ch <-chan waitResult) {
+		t.Helper()
+		if r := <-ch; r.err != nil || r.inst == nil || r.inst.Status != model.StatusCompleted {
+			t.Fatalf("the wait: %+v %v; want the completed instance", r.inst, r.err)
 		}
-		return id, ch
 	}
-	here, ch := waitOn(a, "here")
+	here, ch := f.waitOn(t, a, "here")
 	if _, err := a.Approve(h.ctx, as("bob"), h.task(here, "lead", "bob").ID, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-ch; err != nil {
-		t.Fatal(err)
-	}
+	ended(ch)
 	// Awaited on A, ended on B: the one message.
-	there, ch := waitOn(a, "there")
+	there, ch := f.waitOn(t, a, "there")
 	if _, err := bEng.Approve(h.ctx, as("bob"), h.task(there, "lead", "bob").ID, "", nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-ch; err != nil {
-		t.Fatal(err)
-	}
+	ended(ch)
 	rctx, cancel := context.WithTimeout(h.ctx, 10*time.Second)
 	defer cancel()
 	msg, err := sub.ReceiveMessage(rctx)
