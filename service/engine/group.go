@@ -17,8 +17,8 @@ import (
 // flight than may be, its own goroutine starts a group leader, which takes the queued steps (one tenant, distinct
 // instances, at most groupMax) and runs them together. When the database is idle a step runs
 // alone at once, so grouping adds no wait: groups form only from steps that would otherwise have queued for a
-// connection. How many groups may be in flight is the engine's GroupWorkers (DefaultGroupWorkers: one per core
-// Halley may use, two to eight): few leaders make large groups, and on a machine whose cores the steps already
+// connection. How many groups may be in flight is the engine's GroupWorkers (DefaultGroupWorkers: one per two
+// cores Halley may use, one to eight): few leaders make large groups, and on a machine whose cores the steps already
 // fill, more transactions at once only split the same steps into more, smaller ones — each paying its own lock
 // read, statements and commit (docs/engine.md "Group commit"). The outcome of each step is its own: a step whose
 // function fails is left out of the transaction and gets its error; a group whose transaction fails as a whole (a
@@ -102,11 +102,15 @@ func (o Options) groupWorkers() int {
 	return DefaultGroupWorkers()
 }
 
-// DefaultGroupWorkers is how many group transactions run at once by default: one per core this process may use
-// (GOMAXPROCS), at least two and at most eight. On two cores, two leaders gave steps at 16 clients a third less
-// MariaDB CPU and a quarter less of Halley's per step than eight did (docs/benchmarks.md, "Fewer, larger groups").
+// DefaultGroupWorkers is how many group transactions run at once by default: one per two cores this process may
+// use (GOMAXPROCS), at least one and at most eight. While a leader's group waits for its commit, the steps that
+// arrive queue and go into its next group together; a second leader on the same two cores takes them sooner but
+// in groups half the size, each paying its own statements and commit. On two cores, one leader instead of two
+// gave steps at 16 clients 0.45–0.57 of the raw commit rate against 0.30–0.46, with a quarter less CPU a step in
+// both Halley and MariaDB, and at 100 clients 0.73–0.83 against 0.68–0.72 (docs/benchmarks.md, "One leader per
+// two cores"); two instead of eight had taken a third off MariaDB's CPU a step before ("Fewer, larger groups").
 func DefaultGroupWorkers() int {
-	return max(2, min(groupWorkers, runtime.GOMAXPROCS(0)))
+	return max(1, min(groupWorkers, runtime.GOMAXPROCS(0)/2))
 }
 
 // groupStats counts group commits since the engine started (the engine's tests read them).

@@ -177,19 +177,19 @@ func TestLeadersStepBackWhenTimersFire(t *testing.T) {
 	}
 }
 
-// TestDefaultGroupWorkers: one group transaction per core Halley may use, at least two and at most eight; the
+// TestDefaultGroupWorkers: one group transaction per two cores Halley may use, at least one and at most eight; the
 // engine takes Options.GroupWorkers when set.
 func TestDefaultGroupWorkers(t *testing.T) {
 	prev := runtime.GOMAXPROCS(0)
 	t.Cleanup(func() { runtime.GOMAXPROCS(prev) })
-	for procs, want := range map[int]int{1: 2, 2: 2, 3: 3, 8: 8, 64: 8} {
+	for procs, want := range map[int]int{1: 1, 2: 1, 3: 1, 4: 2, 5: 2, 8: 4, 16: 8, 64: 8} {
 		runtime.GOMAXPROCS(procs)
 		if got := DefaultGroupWorkers(); got != want {
 			t.Errorf("GOMAXPROCS %d: DefaultGroupWorkers() = %d, want %d", procs, got, want)
 		}
 	}
 	runtime.GOMAXPROCS(3)
-	for set, want := range map[int]int{0: 3, -1: 3, 5: 5, 1: 1} {
+	for set, want := range map[int]int{0: 1, -1: 1, 5: 5, 2: 2} {
 		if got := (Options{GroupWorkers: set}).groupWorkers(); got != want {
 			t.Errorf("Options.GroupWorkers %d: the engine allows %d groups at once, want %d", set, got, want)
 		}
