@@ -106,7 +106,7 @@ func (o Options) groupWorkers() int {
 // use (GOMAXPROCS), at least one and at most eight. While a leader's group waits for its commit, the steps that
 // arrive queue and go into its next group together; a second leader on the same two cores takes them sooner but
 // in groups half the size, each paying its own statements and commit. On two cores, one leader instead of two
-// gave steps at 16 clients 0.45–0.57 of the raw commit rate against 0.30–0.46, with a quarter less CPU a step in
+// gave steps at 16 clients 0.38–0.57 of the raw commit rate against 0.30–0.46, with a quarter less CPU a step in
 // both Halley and MariaDB, and at 100 clients 0.73–0.83 against 0.68–0.72 (docs/benchmarks.md, "One leader per
 // two cores"); two instead of eight had taken a third off MariaDB's CPU a step before ("Fewer, larger groups").
 func DefaultGroupWorkers() int {
