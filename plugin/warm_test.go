@@ -412,3 +412,64 @@ func TestWarmRunsUseTheServersCompiledSDK(t *testing.T) {
 		t.Errorf("stderr %q: want python's SyntaxError at plugin.py line 1", res.Stderr)
 	}
 }
+
+// prefaultProbe reports, from inside a forked run, what the fork server learnt to prefault and whether this child
+// holds those pages as its own copies already (bit 56 of /proc/self/pagemap: mapped by this process alone), against
+// the server's other writable pages, which a child that wrote nothing there still shares.
+const prefaultProbe = `import json, struct, sys
+server = sys._getframe(1).f_globals
+ranges, writable, page = server["PREFAULT"], server["WRITABLE"], server["PAGE"]
+def own(lo, n):
+    with open("/proc/self/pagemap", "rb") as pm:
+        pm.seek(lo // page * 8)
+        return [bool(v >> 56 & 1) for (v,) in struct.iter_unpack("<Q", pm.read(n // page * 8))]
+pre = set()
+mine = 0
+for lo, n in ranges:
+    flags = own(lo, n)
+    mine += sum(flags)
+    pre.update(lo + i * page for i in range(n // page))
+inside = all(any(w <= lo and lo + n <= w + wn for w, wn in writable) for lo, n in ranges)
+others, others_mine = 0, 0
+for w, wn in writable:
+    for i, f in enumerate(own(w, wn)):
+        if w + i * page not in pre:
+            others += 1
+            others_mine += f
+print(json.dumps({"context": {"pages": len(pre), "own": mine, "inside": inside, "others": others, "others_own": others_mine}}))
+`
+
+// TestWarmChildrenPrefaultWhatARunWrites: the fork server learns, from a probe run of its own, which of its pages a
+// run writes, and every child populates those before anything else (forkserver.py, "Prefaulting"): at plugin
+// start nearly all of them are the child's own copies already, while most of the server's other writable pages are
+// still shared. The list is the server's own memory (inside its writable mappings) and a few hundred pages, not all
+// of them. Sandboxed children (namespaces, another uid) prefault the same way.
+func TestWarmChildrenPrefaultWhatARunWrites(t *testing.T) {
+	requirePython(t)
+	for name, r := range map[string]*plugin.ProcessRunner{"plain": newRunner(t), "sandboxed": sandboxed(t, sandboxConfig(t, 14), plugin.ProtectPrivateTmp)} {
+		t.Run(name, func(t *testing.T) {
+			out := mustSucceed(t, run(t, r, pythonSpec(t, prefaultProbe), input("run-prefault", `{}`))).Context
+			num := func(k string) float64 {
+				f, err := out[k].(json.Number).Float64()
+				if err != nil {
+					t.Fatalf("%s: %v (%v)", k, err, out)
+				}
+				return f
+			}
+			pages, own, others, othersOwn := num("pages"), num("own"), num("others"), num("others_own")
+			t.Logf("prefaulted %v pages (%v own at plugin start); other writable pages %v (%v own)", pages, own, others, othersOwn)
+			if pages < 50 || pages > 4096 {
+				t.Fatalf("the server prefaults %v pages: want the few hundred a run writes", pages)
+			}
+			if out["inside"] != true {
+				t.Errorf("a prefault range lies outside the server's writable mappings")
+			}
+			if own < 0.97*pages {
+				t.Errorf("%v of %v prefaulted pages are the child's own at plugin start: the child did not populate them", own, pages)
+			}
+			if othersOwn > others/2 {
+				t.Errorf("%v of the %v other writable pages are the child's own: want most still shared", othersOwn, others)
+			}
+		})
+	}
+}
