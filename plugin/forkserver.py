@@ -375,9 +375,10 @@ def child(fds, probe=None):
 # first, in a few hundred calls at most: at concurrency 4 this took a fork's cost from 51 to 33 ms of CPU a run.
 #
 # The learning involves no run: at start the server forks a probe that goes through a child's whole path — the
-# set-up (without namespaces or a uid switch, which the server cannot choose for a run), the standard streams, a
-# plugin of the server's own (PROBE_PLUGIN: read JSON, write JSON, as most plugins do) and the exit — and that
-# reports, from /proc/self/pagemap, which of the server's writable pages it no longer shares with the server. The
+# set-up Halley gave as the server's second argument (a run's namespaces, private folders and limits, a switch to
+# the server's own uid; no cgroup leaf; without them if that fails), the standard streams, a plugin of the
+# server's own (PROBE_PLUGIN: read JSON, write JSON, as most plugins do) and the exit — and that reports, from
+# /proc/self/pagemap, which of the server's writable pages it no longer shares with the server. The
 # list is the server's own addresses, found by the server's own code: nothing a plugin does changes it, and a
 # child populating them copies what it already shared. Where the kernel lacks MADV_POPULATE_WRITE (before 5.14)
 # or pagemap cannot be read, the list stays empty and children fault as before.
@@ -388,6 +389,7 @@ PROBE_PLUGIN = (b"import json, sys\n"
                 b'print(json.dumps({"context": {"n": d.get("context", {}).get("n")}}))\n')
 PREFAULT = []  # (address, length) ranges a child populates first
 WRITABLE = []  # (address, length) of the server's writable private mappings when the probe was forked
+PROBED = {}  # the set-up the probe went through
 libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
 
 
@@ -416,14 +418,23 @@ def report_written(fd):
         os.close(pm)
 
 
-def learn():
-    """Forks the probe and sets PREFAULT from the pages it wrote: runs of pages, holes of one page filled."""
-    global WRITABLE, PREFAULT
+def learn(spec):
+    """Sets PREFAULT from the pages the probe wrote: runs of pages, holes of one page filled. spec: the probe's
+    set-up (JSON), or without namespaces and uid switch when that set-up fails."""
+    global WRITABLE
     WRITABLE = writable_mappings()
     if not WRITABLE or libc.madvise(WRITABLE[0][0], PAGE, MADV_POPULATE_WRITE) != 0:
         return
-    spec = json.dumps({"uid": -1, "gid": -1, "dir": "/", "ns": False, "net_off": False, "limits": [],
-                       "file": "<probe>", "env": {}}).encode()
+    plain = {"uid": -1, "gid": -1, "dir": "/", "ns": False, "net_off": False, "limits": [], "file": "<probe>", "env": {}}
+    for s in (spec, json.dumps(plain).encode()):
+        if s and run_probe(s):
+            PROBED.update(json.loads(s))
+            return
+
+
+def run_probe(spec):
+    """Forks the probe through spec; False when it failed."""
+    global PREFAULT
     stdin_r, stdin_w = os.pipe()
     os.write(stdin_w, struct.pack(">I", len(spec)) + spec + b'{"context": {"n": 1}}')
     os.close(stdin_w)
@@ -447,12 +458,12 @@ def learn():
     _, status = os.waitpid(pid, 0)
     data = b"".join(chunks)
     if status != 0 or len(data) % 8:
-        return
+        return False
     ranges, starts = [], [lo for lo, _ in WRITABLE]
     for (p,) in struct.iter_unpack("<Q", data):
         lo, n = WRITABLE[bisect.bisect_right(starts, p) - 1]
         if not lo <= p < lo + n:
-            return
+            return False
         # A hole of one page is filled, but a range never leaves its mapping: the next one may not be writable,
         # and madvise stops at the first page it cannot populate.
         if ranges and ranges[-1][2] == lo and p - (ranges[-1][0] + ranges[-1][1]) <= PAGE:
@@ -460,6 +471,7 @@ def learn():
         else:
             ranges.append([p, PAGE, lo])
     PREFAULT = [(p, n) for p, n, _ in ranges]
+    return True
 
 
 def prefault():
@@ -569,7 +581,7 @@ def main():
     gc.collect()
     gc.freeze()
     try:
-        learn()
+        learn(os.fsencode(sys.argv[2]) if len(sys.argv) > 2 else None)
     except OSError:
         pass  # children fault as before
     gc.collect()

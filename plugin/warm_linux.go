@@ -134,8 +134,15 @@ func startForkServer(python string, s *Sandbox, lg *slog.Logger) (*forkServer, e
 		_ = unix.Close(fds[0])
 		return nil, err
 	}
-	// The SDK's source is the server's one argument: it compiles it once (forkserver.py, "compiled code").
-	cmd := &exec.Cmd{Path: python, Args: []string{python, "-s", "-c", forkServerSource, string(sdk.Python())}, Dir: "/",
+	probe, err := json.Marshal(probeSpec(s))
+	if err != nil {
+		_ = unix.Close(fds[0])
+		stderr.close()
+		return nil, err
+	}
+	// The SDK's source is the server's first argument: it compiles it once (forkserver.py, "compiled code"); the
+	// second is the set-up its probe run goes through (forkserver.py, "prefaulting").
+	cmd := &exec.Cmd{Path: python, Args: []string{python, "-s", "-c", forkServerSource, string(sdk.Python()), string(probe)}, Dir: "/",
 		Env:        []string{"PATH=" + DefaultPath, "LANG=C.UTF-8", "PYTHONDONTWRITEBYTECODE=1", "PYTHONUNBUFFERED=1"},
 		ExtraFiles: []*os.File{theirs}, Stderr: stderr.w, SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 	if s != nil {
@@ -270,6 +277,25 @@ func (b *box) warmSpec(dir, file string, env []string) (warmSpec, error) {
 		ws.Filter = hex.EncodeToString(f)
 	}
 	return ws, nil
+}
+
+// probeSpec is the set-up of the fork server's probe run (forkserver.py, "prefaulting"): a run's, with the same
+// namespaces, private folders and limits, but the server's own uid (the switch is made, to the uid it has) and
+// no cgroup leaf, in "/". It runs a plugin of the server's own, never a run's.
+func probeSpec(s *Sandbox) warmSpec {
+	ws := warmSpec{UID: -1, GID: -1, Dir: "/", TmpSize: privateTmpSize, TmpDirs: runinit.TmpDirs, HiddenDirs: runinit.HiddenDirs,
+		File: "<probe>", Env: map[string]string{}, Limits: [][3]int64{}}
+	if s == nil {
+		return ws
+	}
+	ws.NS = s.nsInit
+	if s.dropUID {
+		ws.UID, ws.GID = os.Getuid(), os.Getgid()
+	}
+	if s.limits != nil {
+		ws.Limits = s.limits
+	}
+	return ws
 }
 
 // warmProc is a run forked by a fork server.

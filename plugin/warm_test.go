@@ -436,14 +436,16 @@ for w, wn in writable:
         if w + i * page not in pre:
             others += 1
             others_mine += f
-print(json.dumps({"context": {"pages": len(pre), "own": mine, "inside": inside, "others": others, "others_own": others_mine}}))
+print(json.dumps({"context": {"pages": len(pre), "own": mine, "inside": inside, "others": others, "others_own": others_mine,
+                              "probed_ns": server["PROBED"].get("ns"), "probed_uid": server["PROBED"].get("uid")}}))
 `
 
 // TestWarmChildrenPrefaultWhatARunWrites: the fork server learns, from a probe run of its own, which of its pages a
 // run writes, and every child populates those before anything else (forkserver.py, "Prefaulting"): at plugin
 // start nearly all of them are the child's own copies already, while most of the server's other writable pages are
 // still shared. The list is the server's own memory (inside its writable mappings) and a few hundred pages, not all
-// of them. Sandboxed children (namespaces, another uid) prefault the same way.
+// of them. With the sandbox, the probe goes through the runs' set-up (namespaces, a uid switch) and its children
+// prefault the same way.
 func TestWarmChildrenPrefaultWhatARunWrites(t *testing.T) {
 	requirePython(t)
 	for name, r := range map[string]*plugin.ProcessRunner{"plain": newRunner(t), "sandboxed": sandboxed(t, sandboxConfig(t, 14), plugin.ProtectPrivateTmp)} {
@@ -460,6 +462,10 @@ func TestWarmChildrenPrefaultWhatARunWrites(t *testing.T) {
 			t.Logf("prefaulted %v pages (%v own at plugin start); other writable pages %v (%v own)", pages, own, others, othersOwn)
 			if pages < 50 || pages > 4096 {
 				t.Fatalf("the server prefaults %v pages: want the few hundred a run writes", pages)
+			}
+			// The probe went through the set-up the runs get: namespaces and a uid switch when sandboxed.
+			if sandboxed := name == "sandboxed"; out["probed_ns"] != sandboxed || (out["probed_uid"] != json.Number("-1")) != sandboxed {
+				t.Errorf("the probe ran with namespaces %v, uid %v: want the runs' set-up (sandboxed %v)", out["probed_ns"], out["probed_uid"], sandboxed)
 			}
 			if out["inside"] != true {
 				t.Errorf("a prefault range lies outside the server's writable mappings")
