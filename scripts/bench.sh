@@ -20,6 +20,7 @@
 #   BENCH_HALLEY_GOGC  GOGC of the Halley under test only (unset: Go's default, 100); the bench client keeps its own
 #   BENCH_REDO_MB      redo log the bench sets for the timers suite at TIMERS_N >= 200000 (2048 MiB; MariaDB 10.9+)
 #   BENCH_HALLEY_GOMAXPROCS  GOMAXPROCS of the Halley under test only (unset: Go's default, the cores it may use)
+#   BENCH_PLUGIN_WORKERS     HALLEY_PLUGIN_WORKERS of the Halley under test (unset: PLUGIN_CONC, at least 8)
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
@@ -237,7 +238,7 @@ my -e "CREATE DATABASE \`$DB\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
 MYSQL_URL="mysql://$MYSQL_USER@$MYSQL_HOST:$MYSQL_PORT/$DB"
 REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/$REDIS_DB"
 PW="bench-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
-WORKERS=$((PLUGIN_CONC > 8 ? PLUGIN_CONC : 8))
+WORKERS=${BENCH_PLUGIN_WORKERS:-$((PLUGIN_CONC > 8 ? PLUGIN_CONC : 8))}
 
 # The plugins suite drives POST /trigger/sync from one address as fast as Halley answers: the per-IP trigger rate
 # limit (20/s by default, an abuse guard) would measure itself, so it is off unless HALLEY_TRIGGER_RATE_LIMIT says.
