@@ -442,6 +442,7 @@ def run_probe(spec):
     null = os.open(os.devnull, os.O_WRONLY)
     pid = os.fork()
     if pid == 0:
+        signal.alarm(10)  # a probe that hangs dies, and the server starts without the list rather than not at all
         try:
             child([null, stdin_r, null, null], (report_w, PROBE_PLUGIN))
         finally:
