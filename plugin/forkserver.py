@@ -583,8 +583,8 @@ def main():
     gc.freeze()
     try:
         learn(os.fsencode(sys.argv[2]) if len(sys.argv) > 2 else None)
-    except OSError:
-        pass  # children fault as before
+    except Exception:  # noqa: BLE001 - an optimisation: without its list the server serves, children fault as before
+        PREFAULT.clear()
     gc.collect()
     gc.freeze()
     ctl.send(b"ready")
