@@ -236,6 +236,41 @@ async function center(locator) {
   return { x: b.x + b.width / 2, y: b.y + b.height / 2 }
 }
 
+// canvasStill waits until the canvas' viewport has kept one transform for a few frames: switching to the canvas
+// fits the view after a moment, and a drop or a drag during that move lands somewhere else in flow coordinates.
+async function canvasStill() {
+  await page.waitForFunction(() => {
+    const v = document.querySelector('.vue-flow__viewport')
+    if (!v) return false
+    const t = v.style.transform
+    const w = window
+    if (w.__lastTransform !== t) {
+      w.__lastTransform = t
+      w.__sameSince = performance.now()
+      return false
+    }
+    return performance.now() - w.__sameSince > 250
+  }, null, { polling: 50 })
+}
+
+// grabPoint is a point of the node that no other node covers, for a drag to take that node.
+async function grabPoint(id) {
+  const p = await page.evaluate((id) => {
+    const n = document.querySelector(`.vue-flow__node[data-id="${id}"]`)
+    const b = n.getBoundingClientRect()
+    for (const fy of [0.5, 0.3, 0.7, 0.15, 0.85])
+      for (const fx of [0.5, 0.3, 0.7]) {
+        const x = b.x + b.width * fx
+        const y = b.y + b.height * fy
+        const hit = document.elementFromPoint(x, y)
+        if (hit && n.contains(hit) && !hit.closest('.vue-flow__handle')) return { x, y }
+      }
+    return null
+  }, id)
+  if (!p) throw new Error(`node ${id} is covered everywhere`)
+  return p
+}
+
 async function connect(from, to) {
   const src = page.locator(`.vue-flow__node[data-id="${from}"] .vue-flow__handle.source`)
   const dst = page.locator(`.vue-flow__node[data-id="${to}"] .vue-flow__handle.target`)
@@ -397,6 +432,7 @@ try {
   await step('drag two approval nodes from the palette onto the canvas', async () => {
     // the designer opens on the business view; the palette and free drawing are the canvas'
     await page.click('[data-test=mode-canvas]')
+    await canvasStill()
     const canvas = page.locator('[data-test=canvas]')
     const box = await canvas.boundingBox()
     await page.dragAndDrop('[data-test=palette-approval]', '[data-test=canvas]', { targetPosition: { x: box.width * 0.3, y: box.height * 0.45 } })
@@ -407,9 +443,10 @@ try {
   })
 
   await step('move a node by dragging it', async () => {
+    await canvasStill()
     const node = page.locator('.vue-flow__node[data-id="end"]')
     const before = await node.boundingBox()
-    const c = await center(node.locator('.name'))
+    const c = await grabPoint('end')
     await page.mouse.move(c.x, c.y)
     await page.mouse.down()
     await page.mouse.move(c.x + 40, c.y + 90, { steps: 10 })
