@@ -26,6 +26,10 @@ func TestStepWritesRoundTrip(t *testing.T) {
 		hostile := `O'Brien"; DROP TABLE tasks; -- ? \' \\ 李`
 		w := newWork("inst-1", model.DefaultTenant, at)
 		w.Instance.Title = hostile
+		// Long values go to MariaDB as hex literals in a compound statement (spliceHex): a context and a comment
+		// of several hundred bytes with the same characters.
+		longCtx, _ := json.Marshal(map[string]string{"note": strings.Repeat(hostile, 10)})
+		w.Instance.Context = longCtx
 		w.NewTasks = []*model.Task{{ID: "inst-1-t1", TenantID: model.DefaultTenant, InstanceID: "inst-1", NodeID: "n", NodeName: hostile,
 			Assignee: "bob", Status: model.TaskPending, Kind: "sign", Title: hostile, Template: "t", Initiator: "alice", CreatedAt: at}}
 		w.History = []model.HistoryEvent{{At: at, Actor: "alice", Action: "instance.started", Comment: hostile, Data: json.RawMessage(`{"q":"?"}`)}}
@@ -38,12 +42,12 @@ func TestStepWritesRoundTrip(t *testing.T) {
 			if len(w.Tasks) != 1 || w.Tasks[0].NodeName != hostile || !w.Tasks[0].CreatedAt.Equal(at) {
 				t.Fatalf("open tasks = %+v", w.Tasks)
 			}
-			if w.Instance.Title != hostile || string(w.Instance.Context) != `{"n":1}` || !w.Instance.CreatedAt.Equal(at) || w.Instance.EndedAt != nil {
+			if w.Instance.Title != hostile || string(w.Instance.Context) != string(longCtx) || !w.Instance.CreatedAt.Equal(at) || w.Instance.EndedAt != nil {
 				t.Fatalf("instance = %+v", w.Instance)
 			}
 			task := w.Tasks[0]
 			decided := at.Add(time.Minute)
-			task.Status, task.Comment, task.DecidedAt, task.DecidedBy = model.TaskApproved, hostile, &decided, "bob"
+			task.Status, task.Comment, task.DecidedAt, task.DecidedBy = model.TaskApproved, strings.Repeat(hostile, 5), &decided, "bob"
 			w.ChangedTasks[task.ID] = task
 			for i := range 30 {
 				w.History = append(w.History, model.HistoryEvent{At: decided, Actor: "bob", Action: "note", Comment: fmt.Sprint(i),
@@ -59,10 +63,10 @@ func TestStepWritesRoundTrip(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if inst.Status != model.StatusCompleted || inst.EndedAt == nil || inst.Title != hostile {
+		if inst.Status != model.StatusCompleted || inst.EndedAt == nil || inst.Title != hostile || string(inst.Context) != string(longCtx) {
 			t.Fatalf("instance after the step = %+v", inst)
 		}
-		if len(tasks) != 1 || tasks[0].Status != model.TaskApproved || tasks[0].Comment != hostile || tasks[0].DecidedAt == nil {
+		if len(tasks) != 1 || tasks[0].Status != model.TaskApproved || tasks[0].Comment != strings.Repeat(hostile, 5) || tasks[0].DecidedAt == nil {
 			t.Fatalf("tasks after the step = %+v", tasks)
 		}
 		h, err := s.History(ctx, model.DefaultTenant, "inst-1")
