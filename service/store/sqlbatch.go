@@ -239,9 +239,10 @@ func valueMarks(q string, n int) []int {
 		c := q[i]
 		switch {
 		case quote != 0:
-			if c == '\\' {
+			switch c {
+			case '\\':
 				i++
-			} else if c == quote {
+			case quote:
 				quote = 0
 			}
 			continue
