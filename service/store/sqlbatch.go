@@ -70,7 +70,7 @@ func (b *batch) add(query string, args ...any) {
 		if s, ok := a.(string); ok {
 			b.size += len(s)
 			if len(s) <= maxHexValue {
-				b.hexed += len(s) + 2 // at most: spliceHex writes it as a hex literal
+				b.hexed += 2*len(s) + 3 // at most: spliceHex writes it as a hex literal
 			}
 		}
 	}
@@ -266,8 +266,9 @@ func valueMarks(q string, n int) []int {
 			depth--
 			if depth == 0 {
 				// The rows go on only with ",(" next.
-				rest := strings.TrimLeft(q[i+1:], " \n")
-				rows = rows && strings.HasPrefix(rest, ",") && strings.HasPrefix(strings.TrimLeft(rest[1:], " \n"), "(")
+				j := skipBlanks(q, i+1)
+				rows = rows && j < len(q) && q[j] == ',' && skipBlanks(q, j+1) < len(q) && q[skipBlanks(q, j+1)] == '('
+				i = j - 1
 			}
 		case '?':
 			if rows && depth == 1 && bare(q, i) {
@@ -285,10 +286,20 @@ func valueMarks(q string, n int) []int {
 
 // bare reports whether the ? at q[i] stands alone between "(" or "," and "," or ")".
 func bare(q string, i int) bool {
-	before := strings.TrimRight(q[:i], " \n")
-	after := strings.TrimLeft(q[i+1:], " \n")
-	return before != "" && (before[len(before)-1] == '(' || before[len(before)-1] == ',') &&
-		after != "" && (after[0] == ',' || after[0] == ')')
+	b := i - 1
+	for b >= 0 && (q[b] == ' ' || q[b] == '\n') {
+		b--
+	}
+	a := skipBlanks(q, i+1)
+	return b >= 0 && (q[b] == '(' || q[b] == ',') && a < len(q) && (q[a] == ',' || q[a] == ')')
+}
+
+// skipBlanks returns the offset of the first byte of q from i on that is not a space or a newline.
+func skipBlanks(q string, i int) int {
+	for i < len(q) && (q[i] == ' ' || q[i] == '\n') {
+		i++
+	}
+	return i
 }
 
 // numeric reports whether s could be read as a number (digits, sign, point, exponent, blanks): such a string is
