@@ -50,9 +50,8 @@ type batch struct {
 	stmts []string
 	args  [][]any
 	size  int
-	// qsize and nargs are the statements' bytes and arguments in all, hexed the bytes of the values that go as hex
-	// literals: exec sizes its buffers once.
-	qsize, nargs, hexed int
+	// qsize and nargs are the statements' bytes and arguments in all: exec sizes its buffers once.
+	qsize, nargs int
 	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with
 	// its COMMIT (in the same round trip as the last writes).
 	commit *hotConn
@@ -69,9 +68,6 @@ func (b *batch) add(query string, args ...any) {
 	for _, a := range args {
 		if s, ok := a.(string); ok {
 			b.size += len(s)
-			if len(s) <= maxHexValue {
-				b.hexed += 2*len(s) + 3 // at most: spliceHex writes it as a hex literal
-			}
 		}
 	}
 }
@@ -128,7 +124,7 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 	if b.size <= maxBatchBytes {
 		// One round trip (the common case): the text and the arguments in buffers of their final size. Grown by
 		// appending, they were a tenth of the bytes Halley allocates a step.
-		sb.Grow(b.qsize + b.hexed + len(blockBegin) + len(beginStmt) + len(";\nEND"))
+		sb.Grow(b.qsize + len(blockBegin) + len(beginStmt) + len(";\nEND"))
 		args = make([]any, 0, b.nargs)
 	}
 	for i, q := range b.stmts {
@@ -153,12 +149,8 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 				h.began = true
 			}
 		}
-		if b.block {
-			args = spliceHex(&sb, q, b.args[i], args)
-		} else {
-			sb.WriteString(q)
-			args = append(args, b.args[i]...)
-		}
+		sb.WriteString(q)
+		args = append(args, b.args[i]...)
 		n += sz
 		stmts++
 	}
@@ -169,153 +161,6 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 		b.commit.committed = true
 	}
 	return nil
-}
-
-// maxHexValue is the longest string spliceHex writes as hex: a longer one, twice its size as hex, is sent quoted, so
-// that a value that fits in MySQL's max_allowed_packet quoted still does.
-const maxHexValue = 64 << 10
-
-// spliceHex writes the statement q to sb with its string values written in place of their placeholders as hex
-// literals (X'4f4b'), and returns args with the other values appended, for the driver to interpolate. MariaDB
-// reads a quoted literal of a compound statement (BEGIN NOT ATOMIC ... END) character by character several times
-// over — unescaping it, converting it into the utf8 copy of the block's body it keeps, checking it against the
-// connection's character set, naming the item — which was a third of its CPU at 16 clients; a hex literal it reads
-// once, two digits a byte. A step group's statement replayed 2,700 times took 10–17 % less of MariaDB's CPU with
-// its strings as hex (docs/benchmarks.md, "Strings as hex in a step's round trip").
-//
-// Only where a hex literal means what the quoted string means: a value that is a whole element of an INSERT's
-// VALUES rows — stored into its column, converted to the column's character set and refused, as a quoted string
-// is, when it is not utf8mb4 — never inside an expression or a comparison, where a binary string would compare
-// bytewise and keep an index from being used; and never a string that reads as a number, which a hex literal
-// would not be in a numeric column. Like the driver's interpolation, the placeholders are the ?s outside quotes;
-// a statement whose count of them is not its arguments' is left to the driver as it is.
-func spliceHex(sb *strings.Builder, q string, qargs []any, args []any) []any {
-	marks := valueMarks(q, len(qargs))
-	if marks == nil {
-		sb.WriteString(q)
-		return append(args, qargs...)
-	}
-	const digits = "0123456789abcdef"
-	var buf [512]byte
-	last := 0
-	for k, a := range qargs {
-		s, ok := a.(string)
-		if !ok || marks[k] < 0 || len(s) > maxHexValue || numeric(s) {
-			args = append(args, a)
-			continue
-		}
-		sb.WriteString(q[last:marks[k]])
-		sb.WriteString("X'")
-		for len(s) > 0 {
-			n := min(len(s), len(buf)/2)
-			for j := range n {
-				buf[2*j], buf[2*j+1] = digits[s[j]>>4], digits[s[j]&15]
-			}
-			sb.Write(buf[:2*n])
-			s = s[n:]
-		}
-		sb.WriteByte('\'')
-		last = marks[k] + 1
-	}
-	sb.WriteString(q[last:])
-	return args
-}
-
-// valueMarks returns, for each of the n placeholders of the INSERT q, its offset when it is a whole element of the
-// rows after VALUES ("(?, ?, NULL)") and -1 otherwise (in the column list's expressions, in ON DUPLICATE KEY UPDATE,
-// inside a function call); nil when q is no INSERT ... VALUES or has not n placeholders outside quotes.
-func valueMarks(q string, n int) []int {
-	if n == 0 || !strings.HasPrefix(q, "INSERT ") {
-		return nil
-	}
-	marks := make([]int, 0, n)
-	var (
-		quote  byte
-		values = -1 // the offset after VALUES; -1 before it
-		depth  int  // parentheses open after VALUES
-		rows   = true
-	)
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		switch {
-		case quote != 0:
-			switch c {
-			case '\\':
-				i++
-			case quote:
-				quote = 0
-			}
-			continue
-		case c == '\'' || c == '"' || c == '`':
-			quote = c
-			continue
-		}
-		if values < 0 {
-			if c == ' ' && strings.HasPrefix(q[i:], " VALUES ") {
-				values = i + len(" VALUES ")
-				i = values - 1
-			} else if c == '?' {
-				marks = append(marks, -1)
-			}
-			continue
-		}
-		switch c {
-		case '(':
-			depth++
-		case ')':
-			depth--
-			if depth == 0 {
-				// The rows go on only with ",(" next.
-				j := skipBlanks(q, i+1)
-				rows = rows && j < len(q) && q[j] == ',' && skipBlanks(q, j+1) < len(q) && q[skipBlanks(q, j+1)] == '('
-				i = j - 1
-			}
-		case '?':
-			if rows && depth == 1 && bare(q, i) {
-				marks = append(marks, i)
-			} else {
-				marks = append(marks, -1)
-			}
-		}
-	}
-	if len(marks) != n || values < 0 || quote != 0 {
-		return nil
-	}
-	return marks
-}
-
-// bare reports whether the ? at q[i] stands alone between "(" or "," and "," or ")".
-func bare(q string, i int) bool {
-	b := i - 1
-	for b >= 0 && (q[b] == ' ' || q[b] == '\n') {
-		b--
-	}
-	a := skipBlanks(q, i+1)
-	return b >= 0 && (q[b] == '(' || q[b] == ',') && a < len(q) && (q[a] == ',' || q[a] == ')')
-}
-
-// skipBlanks returns the offset of the first byte of q from i on that is not a space or a newline.
-func skipBlanks(q string, i int) int {
-	for i < len(q) && (q[i] == ' ' || q[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// numeric reports whether s could be read as a number (digits, sign, point, exponent, blanks): such a string is
-// left quoted, as it may be meant for a numeric column.
-func numeric(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9', c == '+', c == '-', c == '.', c == 'e', c == 'E', c == ' ', c == '\t':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // placeholders returns "?,?,?" for n values.
