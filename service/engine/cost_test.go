@@ -141,10 +141,8 @@ func TestStepCost(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Logf("per step:%s; a finished instance: state %d bytes, context %d bytes, %d history rows", costLine(m), stateLen, ctxLen, hist)
-		// Bounds: what a step costs today (docs/benchmarks.md, "Per-step cost"), with a little room. On MariaDB the
-		// strings go as hex literals, a third more bytes that MariaDB reads for less CPU than quoted ones
-		// (store.inlineValues): ~4,800 bytes a step there, under 3,700 with quoted strings.
-		if m["Questions"] > 7 || m["Com_commit"] > 1.01 || m["Bytes_received"] > 5200 {
+		// Bounds: what a step costs today (docs/benchmarks.md, "Per-step cost"), with a little room.
+		if m["Questions"] > 7 || m["Com_commit"] > 1.01 || m["Bytes_received"] > 3700 {
 			t.Errorf("a step costs more than it did: %s", costLine(m))
 		}
 		// One history row a step (the start and four approvals), holding every event of the step.
@@ -185,7 +183,7 @@ func TestStepCost(t *testing.T) {
 		}
 		hist := float64(histAfter-histBefore) / n
 		t.Logf("per fire (a batch of %d):%s; history rows %.2f", n, costLine(m), hist)
-		if m["Questions"] > 0.25 || hist > 1 || m["Bytes_received"] > 2200 { // ~2,000 on MariaDB (hex), under 1,700 quoted
+		if m["Questions"] > 0.25 || hist > 1 || m["Bytes_received"] > 1700 {
 			t.Errorf("a fire costs more than it did: %s, %.2f history rows", costLine(m), hist)
 		}
 	})

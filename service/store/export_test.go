@@ -33,4 +33,4 @@ func SetCountPage(t interface{ Cleanup(func()) }, n int) {
 // Blocks reports whether the store sends a batch as one compound statement (MariaDB); SetBlocks turns it on or
 // off, so that tests run the plain multi-statement path of MySQL too.
 func (s *Store) Blocks() bool      { return s.blocks }
-func (s *Store) SetBlocks(on bool) { s.blocks, s.inline = on, on }
+func (s *Store) SetBlocks(on bool) { s.blocks = on }

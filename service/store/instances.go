@@ -379,7 +379,7 @@ func (s *Store) CreateInstance(ctx context.Context, w *model.Work) error {
 		if err != nil {
 			return err
 		}
-		b := &batch{dialect: s.dialect, block: s.blocks, inline: s.inline}
+		b := &batch{dialect: s.dialect, block: s.blocks}
 		b.add("INSERT INTO instances ("+instanceCols+") VALUES "+rowsOf(len(all), instanceColsN), args...)
 		claimCorrelations(b, all...)
 		return s.writeWorks(ctx, tx, c, b, all...)
@@ -674,7 +674,7 @@ func (s *Store) saveWorks(tx *gorm.DB, creates []*model.Work, revs map[string]in
 	if len(started) > 0 {
 		creates = append(creates[:len(creates):len(creates)], started...)
 	}
-	b := &batch{dialect: s.dialect, block: s.blocks, inline: s.inline}
+	b := &batch{dialect: s.dialect, block: s.blocks}
 	if len(creates) > 0 {
 		args := make([]any, 0, instanceColsN*len(creates))
 		for _, w := range creates {

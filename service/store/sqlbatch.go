@@ -3,13 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"encoding/json"
 	"fmt"
-	"reflect"
-	"strconv"
 	"strings"
-	"time"
 
 	"gorm.io/gorm"
 
@@ -52,14 +47,11 @@ type batch struct {
 	dialect string
 	// block: send each round trip as one MariaDB compound statement (Store.blocks).
 	block bool
-	// inline: write the values into the text (inlineValues) instead of leaving them to the driver (Store.inline).
-	inline bool
-	stmts  []string
-	args   [][]any
-	size   int
-	// qsize and nargs are the statements' bytes and arguments in all, vsize the most the values take written into
-	// the text: exec sizes its buffers once.
-	qsize, nargs, vsize int
+	stmts []string
+	args  [][]any
+	size  int
+	// qsize and nargs are the statements' bytes and arguments in all: exec sizes its buffers once.
+	qsize, nargs int
 	// commit, when set, is the transaction's connection: the batch is the transaction's last work and ends with
 	// its COMMIT (in the same round trip as the last writes).
 	commit *hotConn
@@ -74,16 +66,8 @@ func (b *batch) add(query string, args ...any) {
 	b.qsize += len(query) + 2
 	b.nargs += len(args)
 	for _, a := range args {
-		switch v := a.(type) {
-		case string:
-			b.size += len(v)
-			b.vsize += 2*len(v) + 3
-		case json.RawMessage:
-			b.vsize += 2*len(v) + 3
-		case []byte:
-			b.vsize += 2*len(v) + 10
-		default:
-			b.vsize += 32
+		if s, ok := a.(string); ok {
+			b.size += len(s)
 		}
 	}
 }
@@ -140,7 +124,7 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 	if b.size <= maxBatchBytes {
 		// One round trip (the common case): the text and the arguments in buffers of their final size. Grown by
 		// appending, they were a tenth of the bytes Halley allocates a step.
-		sb.Grow(b.qsize + b.vsize + len(blockBegin) + len(beginStmt) + len(";\nEND"))
+		sb.Grow(b.qsize + len(blockBegin) + len(beginStmt) + len(";\nEND"))
 		args = make([]any, 0, b.nargs)
 	}
 	for i, q := range b.stmts {
@@ -165,10 +149,8 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 				h.began = true
 			}
 		}
-		if !b.inline || !inlineValues(&sb, q, b.args[i]) {
-			sb.WriteString(q)
-			args = append(args, b.args[i]...)
-		}
+		sb.WriteString(q)
+		args = append(args, b.args[i]...)
 		n += sz
 		stmts++
 	}
@@ -179,311 +161,6 @@ func (b *batch) exec(ctx context.Context, c conn) error {
 		b.commit.committed = true
 	}
 	return nil
-}
-
-// maxHexValue is the longest value inlineValues writes as hex: a longer one, twice its size as hex, goes quoted,
-// so that a value that fits in MySQL's max_allowed_packet quoted still does.
-const maxHexValue = 64 << 10
-
-// inlineValues writes the statement q with its values in place of its placeholders, as the driver's interpolation
-// would — but for the strings that are whole elements of an INSERT's VALUES rows, which go as hex literals
-// (X'4f4b') — and reports whether it did; when a value is of a type it does not know, or the placeholders are not
-// as many as the values, it writes nothing and the statement is left to the driver.
-//
-// MariaDB reads a quoted literal of a compound statement (BEGIN NOT ATOMIC ... END) character by character several
-// times over — unescaping it, converting it into the utf8 copy of the block's body it keeps, checking it against
-// the connection's character set, naming the item — a third of its CPU at 16 clients; a bare hex literal is a
-// binary string, converted once into its column's character set when it is stored (docs/benchmarks.md, "Strings
-// as hex in a step's round trip"). Halley writes the values itself so that the driver, handed a text with no
-// placeholders, passes it on as it is instead of scanning it again.
-//
-// A hex literal goes only where it means what the quoted string means: a value that is a whole element of the
-// rows after VALUES — stored into its column, converted to the column's character set and refused, as a quoted
-// string is, when it is not utf8mb4 — never inside an expression, a comparison or ON DUPLICATE KEY UPDATE, where a
-// binary string compares bytewise and keeps an index from being used; never a string that reads as a number,
-// which a hex literal would not be in a numeric column. Times are written as the driver writes them on Halley's
-// connections (UTC, to the microsecond: ParseURL).
-func inlineValues(sb *strings.Builder, q string, qargs []any) bool {
-	if len(qargs) == 0 {
-		sb.WriteString(q)
-		return true
-	}
-	var mstack [64]int
-	var vstack [64]any
-	marks := scanMarks(q, mstack[:0])
-	if len(marks) != len(qargs) {
-		return false
-	}
-	vals := vstack[:0]
-	for _, a := range qargs {
-		v, ok := sqlValue(a)
-		if !ok {
-			return false
-		}
-		vals = append(vals, v)
-	}
-	var buf [64]byte
-	last := 0
-	for k, v := range vals {
-		at, row := marks[k], false
-		if at < 0 {
-			at, row = -at-1, true
-		}
-		sb.WriteString(q[last:at])
-		last = at + 1
-		switch v := v.(type) {
-		case nil:
-			sb.WriteString("NULL")
-		case int64:
-			sb.Write(strconv.AppendInt(buf[:0], v, 10))
-		case uint64:
-			sb.Write(strconv.AppendUint(buf[:0], v, 10))
-		case float64:
-			sb.Write(strconv.AppendFloat(buf[:0], v, 'g', -1, 64))
-		case bool:
-			if v {
-				sb.WriteByte('1')
-			} else {
-				sb.WriteByte('0')
-			}
-		case time.Time:
-			if v.IsZero() {
-				sb.WriteString("'0000-00-00'")
-				break
-			}
-			sb.WriteByte('\'')
-			sb.Write(v.UTC().Truncate(time.Microsecond).AppendFormat(buf[:0], "2006-01-02 15:04:05.999999"))
-			sb.WriteByte('\'')
-		case json.RawMessage:
-			if v == nil {
-				sb.WriteString("NULL")
-			} else {
-				writeString(sb, string(v), row)
-			}
-		case []byte:
-			switch {
-			case v == nil:
-				sb.WriteString("NULL")
-			case row && len(v) <= maxHexValue:
-				writeHex(sb, string(v))
-			default:
-				sb.WriteString("_binary")
-				writeQuoted(sb, string(v))
-			}
-		case string:
-			writeString(sb, v, row)
-		}
-	}
-	sb.WriteString(q[last:])
-	return true
-}
-
-// sqlValue turns a value into one of the types inlineValues writes, as database/sql and the driver would (a
-// pointer is what it points to, a named type its kind); false for a value it cannot (a driver.Valuer other than
-// database/sql's Null types, a time outside the years 1 to 9999, which the driver refuses).
-func sqlValue(a any) (any, bool) {
-	switch v := a.(type) {
-	case nil, string, int64, uint64, float64, bool, []byte, json.RawMessage:
-		return v, true
-	case int:
-		return int64(v), true
-	case time.Time:
-		return v, v.IsZero() || v.UTC().Year() >= 1 && v.UTC().Year() <= 9999
-	case *time.Time:
-		if v == nil {
-			return nil, true
-		}
-		return sqlValue(*v)
-	case sql.NullString:
-		if !v.Valid {
-			return nil, true
-		}
-		return v.String, true
-	case sql.NullTime:
-		if !v.Valid {
-			return nil, true
-		}
-		return sqlValue(v.Time)
-	case sql.NullInt64:
-		if !v.Valid {
-			return nil, true
-		}
-		return v.Int64, true
-	case sql.NullBool:
-		if !v.Valid {
-			return nil, true
-		}
-		return v.Bool, true
-	case driver.Valuer:
-		return nil, false
-	}
-	rv := reflect.ValueOf(a)
-	switch rv.Kind() {
-	case reflect.Pointer:
-		if rv.IsNil() {
-			return nil, true
-		}
-		return sqlValue(rv.Elem().Interface())
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		return rv.Int(), true
-	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return rv.Uint(), true
-	case reflect.Float32, reflect.Float64:
-		return rv.Float(), true
-	case reflect.Bool:
-		return rv.Bool(), true
-	case reflect.String:
-		return rv.String(), true
-	case reflect.Slice:
-		if rv.Type().Elem().Kind() == reflect.Uint8 {
-			return rv.Bytes(), true
-		}
-	}
-	return nil, false
-}
-
-// writeString writes s as a hex literal when row allows it (a whole element of VALUES rows) and s neither reads as
-// a number nor is longer than maxHexValue, quoted otherwise.
-func writeString(sb *strings.Builder, s string, row bool) {
-	if row && len(s) <= maxHexValue && !numeric(s) {
-		writeHex(sb, s)
-	} else {
-		writeQuoted(sb, s)
-	}
-}
-
-// writeHex writes s as X'...'.
-func writeHex(sb *strings.Builder, s string) {
-	const digits = "0123456789abcdef"
-	var buf [512]byte
-	sb.WriteString("X'")
-	for len(s) > 0 {
-		n := min(len(s), len(buf)/2)
-		for j := range n {
-			buf[2*j], buf[2*j+1] = digits[s[j]>>4], digits[s[j]&15]
-		}
-		sb.Write(buf[:2*n])
-		s = s[n:]
-	}
-	sb.WriteByte('\'')
-}
-
-// writeQuoted writes s quoted with backslash escapes, as the driver does on a connection without
-// NO_BACKSLASH_ESCAPES (Store.inline is off with it).
-func writeQuoted(sb *strings.Builder, s string) {
-	sb.WriteByte('\'')
-	last := 0
-	for i := 0; i < len(s); i++ {
-		var esc byte
-		switch s[i] {
-		case 0:
-			esc = '0'
-		case '\n':
-			esc = 'n'
-		case '\r':
-			esc = 'r'
-		case '\x1a':
-			esc = 'Z'
-		case '\'', '"', '\\':
-			esc = s[i]
-		default:
-			continue
-		}
-		sb.WriteString(s[last:i])
-		sb.WriteByte('\\')
-		sb.WriteByte(esc)
-		last = i + 1
-	}
-	sb.WriteString(s[last:])
-	sb.WriteByte('\'')
-}
-
-// scanMarks appends to marks the offset of each placeholder of q — a ? outside quotes — as -(offset+1) when it is a
-// whole element of the rows after an INSERT's VALUES ("(?, ?, NULL)"), as the offset otherwise (in the column
-// list's expressions, in ON DUPLICATE KEY UPDATE, inside a function call, in any other statement).
-func scanMarks(q string, marks []int) []int {
-	insert := strings.HasPrefix(q, "INSERT ")
-	var (
-		quote  byte
-		values bool // after VALUES
-		depth  int  // parentheses open after VALUES
-		rows   = true
-	)
-	for i := 0; i < len(q); i++ {
-		c := q[i]
-		if quote != 0 {
-			switch c {
-			case '\\':
-				i++
-			case quote:
-				quote = 0
-			}
-			continue
-		}
-		switch c {
-		case '\'', '"', '`':
-			quote = c
-		case ' ':
-			if insert && !values && strings.HasPrefix(q[i:], " VALUES ") {
-				values = true
-				i += len(" VALUES ") - 1
-			}
-		case '(':
-			if values {
-				depth++
-			}
-		case ')':
-			if values {
-				depth--
-				if depth == 0 {
-					// The rows go on only with ",(" next.
-					j := skipBlanks(q, i+1)
-					rows = rows && j < len(q) && q[j] == ',' && skipBlanks(q, j+1) < len(q) && q[skipBlanks(q, j+1)] == '('
-				}
-			}
-		case '?':
-			if values && rows && depth == 1 && bare(q, i) {
-				marks = append(marks, -i-1)
-			} else {
-				marks = append(marks, i)
-			}
-		}
-	}
-	return marks
-}
-
-// bare reports whether the ? at q[i] stands alone between "(" or "," and "," or ")".
-func bare(q string, i int) bool {
-	b := i - 1
-	for b >= 0 && (q[b] == ' ' || q[b] == '\n') {
-		b--
-	}
-	a := skipBlanks(q, i+1)
-	return b >= 0 && (q[b] == '(' || q[b] == ',') && a < len(q) && (q[a] == ',' || q[a] == ')')
-}
-
-// skipBlanks returns the offset of the first byte of q from i on that is not a space or a newline.
-func skipBlanks(q string, i int) int {
-	for i < len(q) && (q[i] == ' ' || q[i] == '\n') {
-		i++
-	}
-	return i
-}
-
-// numeric reports whether s could be read as a number (digits, sign, point, exponent, blanks): such a string is
-// written quoted, as it may be meant for a numeric column.
-func numeric(s string) bool {
-	if s == "" {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c >= '0' && c <= '9', c == '+', c == '-', c == '.', c == 'e', c == 'E', c == ' ', c == '\t':
-		default:
-			return false
-		}
-	}
-	return true
 }
 
 // placeholders returns "?,?,?" for n values.

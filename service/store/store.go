@@ -70,10 +70,7 @@ type Store struct {
 	cache     *stepCache // nil: off (SQLite, or Config.StepCache 0)
 	// blocks: the server is MariaDB (not in Oracle mode), and a batch's round trip goes as one compound statement
 	// (sqlbatch.go, blockBegin).
-	blocks bool
-	// inline: those compound statements carry their values written by Halley (sqlbatch.go, inlineValues), which
-	// escapes strings with backslashes: off when the session's sql_mode has NO_BACKSLASH_ESCAPES.
-	inline   bool
+	blocks   bool
 	log      *slog.Logger
 	now      func() time.Time
 	userHook atomic.Pointer[func(tenant, username string)] // OnUserChange
@@ -201,7 +198,6 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 			return nil, fmt.Errorf("store: unable to read the server's version: %w", err)
 		}
 		s.blocks = strings.Contains(version, "MariaDB") && !strings.Contains(mode, "ORACLE")
-		s.inline = s.blocks && !strings.Contains(mode, "NO_BACKSLASH_ESCAPES")
 	}
 	return s, nil
 }
