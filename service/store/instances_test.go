@@ -26,9 +26,11 @@ func TestStepWritesRoundTrip(t *testing.T) {
 		hostile := `O'Brien"; DROP TABLE tasks; -- ? \' \\ 李`
 		w := newWork("inst-1", model.DefaultTenant, at)
 		w.Instance.Title = hostile
-		// Long values go to MariaDB as hex literals in a compound statement (spliceHex): a context and a comment
-		// of several hundred bytes with the same characters.
-		longCtx, _ := json.Marshal(map[string]string{"note": strings.Repeat(hostile, 10)})
+		// Long values with the same characters: a context and a comment of several hundred bytes.
+		longCtx, err := json.Marshal(map[string]string{"note": strings.Repeat(hostile, 10)})
+		if err != nil {
+			t.Fatal(err)
+		}
 		w.Instance.Context = longCtx
 		w.NewTasks = []*model.Task{{ID: "inst-1-t1", TenantID: model.DefaultTenant, InstanceID: "inst-1", NodeID: "n", NodeName: hostile,
 			Assignee: "bob", Status: model.TaskPending, Kind: "sign", Title: hostile, Template: "t", Initiator: "alice", CreatedAt: at}}
@@ -38,7 +40,7 @@ func TestStepWritesRoundTrip(t *testing.T) {
 		}
 		// A step with ~3 MB of history: sent as several round trips on MySQL.
 		big := strings.Repeat("x", 100_000)
-		err := s.UpdateInstance(ctx, model.DefaultTenant, "inst-1", func(w *model.Work) error {
+		err = s.UpdateInstance(ctx, model.DefaultTenant, "inst-1", func(w *model.Work) error {
 			if len(w.Tasks) != 1 || w.Tasks[0].NodeName != hostile || !w.Tasks[0].CreatedAt.Equal(at) {
 				t.Fatalf("open tasks = %+v", w.Tasks)
 			}
