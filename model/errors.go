@@ -93,8 +93,3 @@ var ErrNoInstance = errors.New("no such instance")
 // ErrStaleRead says a step acted on something another step took first (e.g. a queued message it consumed): the
 // step is run again from fresh reads.
 var ErrStaleRead = errors.New("a read of this step went stale")
-
-// ErrStalePrepared is wrapped by the error of StepPreparer.CommitPrepared when an instance changed after its step
-// was prepared (another step of it, or another process, wrote it first): nothing was written, and the steps run
-// again on a locked read.
-var ErrStalePrepared = errors.New("an instance changed after its step was prepared")

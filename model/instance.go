@@ -575,30 +575,6 @@ type BatchInstanceStore interface {
 	UpdateInstances(ctx context.Context, tenant string, ids []string, fn func(w *Work) error, creates ...*Work) (map[string]error, error)
 }
 
-// StepPreparer runs a step ahead of its transaction, on its instance's rows as the instance's last write in this
-// process left them (the store's step cache), so that group commit can run a group's steps while the group before
-// it is at the database: the step runs on the request's goroutine as it arrives, and the group's leader only writes.
-// A prepared step's writes are checked when they are committed: an instance changed meanwhile (by another
-// process) fails the commit, and nothing of it is written.
-type StepPreparer interface {
-	// PrepareStep runs fn on the rows of instance id (of tenant) as last written here and returns the work it
-	// changed; ok is false, and nothing is kept, when those rows are not held or fn failed on them (the step then
-	// runs on a locked read, where its outcome is decided).
-	PrepareStep(tenant, id string, fn func(w *Work) error) (p *PreparedStep, ok bool)
-	// CommitPrepared writes prepared steps of distinct instances of tenant, and creates, in one transaction, and
-	// answers nil when all of them were written. On an error nothing was written (an instance changed since its
-	// rows were held, a database error, a create that cannot be written): the steps must run again on a locked
-	// read. It does not retry.
-	CommitPrepared(ctx context.Context, tenant string, steps []*PreparedStep, creates ...*Work) error
-}
-
-// PreparedStep is a step run by StepPreparer.PrepareStep: the work as the step changed it, and the instance's rev
-// it ran on (which its commit checks).
-type PreparedStep struct {
-	Work *Work
-	Rev  int64
-}
-
 // MessageTrigger is a template whose latest published version starts on a message name.
 type MessageTrigger struct {
 	Key     string

@@ -212,7 +212,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 	}
 	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
 	if !opts.NoGroupCommit {
-		e.group = newGrouper(d.Store, opts.groupWorkers())
+		e.group = &grouper{store: d.Store, workersMax: opts.groupWorkers()}
 	}
 	return e, nil
 }

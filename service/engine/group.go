@@ -24,14 +24,6 @@ import (
 // function fails is left out of the transaction and gets its error; a group whose transaction fails as a whole (a
 // database error, or a step invalid in a way only the write shows) has each of its steps run again alone.
 //
-// Steps run as they arrive. With a store that keeps the rows each instance's last write left (model.StepPreparer:
-// the MySQL store's step cache), a step that is its instance's only one in the grouper runs on those rows on its
-// caller's goroutine before it queues, so the steps that arrive while a group is at the database have run when it
-// returns, and the leader only writes the next group. The write checks each row's rev: an instance written
-// meanwhile (another process, a step outside the grouper) fails it, and the group runs again on a locked read.
-// Steps that were not run ahead (a second step of an instance in the grouper, rows not held, a step that failed
-// on them) run on a locked read in a transaction of their own after the group's.
-//
 // Timers go first: while the engine fires timers (FireTimers), at most groupWorkersWhileFiring groups run — one.
 // The steps queued meanwhile go into that group together — the same steps in fewer, larger transactions — and the
 // database's CPU goes to the fires first, so that a step load does not make due timers late (docs/engine.md
@@ -59,11 +51,7 @@ type groupStep struct {
 	id     string
 	fn     func(w *model.Work) error
 	create *model.Work
-	// prep is the step run ahead on its instance's rows as last written here (model.StepPreparer), or nil.
-	prep *model.PreparedStep
-	// tried: the step was run ahead when it arrived (prep nil: its rows were not held, or it failed on them).
-	tried bool
-	done  chan error
+	done   chan error
 }
 
 // errGroupFailed sends a step of a failed group back to run alone.
@@ -71,9 +59,6 @@ var errGroupFailed = errors.New("engine: the group's transaction failed")
 
 type grouper struct {
 	store Store
-	// prep, when the store offers it, runs each step as it arrives on its instance's rows as last written here,
-	// on the submitter's goroutine; the leader then only writes the group (see update).
-	prep model.StepPreparer
 	// workersMax is how many groups may be in flight (0: groupWorkers).
 	workersMax int
 
@@ -90,16 +75,6 @@ type grouper struct {
 	wake   chan struct{}
 	idle   time.Duration // how long a leader stays parked; 0 = groupIdle
 	stats  groupStats
-	// pending counts the steps of each instance (tenant + "\x00" + id) submitted and not yet answered: a step is
-	// prepared only when it is its instance's only one, so that the rows it runs on are the ones last written.
-	pending map[string]*pendingSteps
-}
-
-// newGrouper is the engine's grouper on store, with workers groups in flight at most.
-func newGrouper(store Store, workers int) *grouper {
-	g := &grouper{store: store, workersMax: workers}
-	g.prep, _ = store.(model.StepPreparer)
-	return g
 }
 
 // workers is how many groups may run now.
@@ -143,90 +118,16 @@ type groupStats struct {
 	Submitted int64 // steps that went through the group queue
 	Groups    int64 // transactions of two or more steps
 	Steps     int64 // steps that ran in them
-	Fallbacks int64 // groups whose transaction failed: their steps then run again on a locked read, or alone
+	Fallbacks int64 // groups whose transaction failed, their steps then run alone
 	Leaders   int64 // leader goroutines started
-	Prepared  int64 // steps written as run ahead on their instance's rows (model.StepPreparer)
-	// Stale counts the writes of prepared steps that found an instance changed since (model.ErrStalePrepared):
-	// their groups ran again on a locked read, which is not a failure of the group.
-	Stale int64
 }
 
 // update runs fn on instance id in the next group it fits and returns its outcome; errGroupFailed when the
 // group's transaction failed as a whole (the caller runs fn again alone).
-//
-// With a StepPreparer, a step that is its instance's only one in the grouper runs here, on the caller's goroutine,
-// on the rows the instance's last write left, before it joins the queue: the steps that arrive while a group is at
-// the database have run by the time it returns, and the next group is only written. On two cores at 16 clients the
-// leader spent 0.13 of its 2.9 ms cycle running steps and another 0.2 decoding rows and encoding them
-// (docs/benchmarks.md, "Steps run as they arrive").
 func (g *grouper) update(ctx context.Context, tenant, id string, fn func(w *model.Work) error) error {
 	st := &groupStep{ctx: ctx, tenant: tenant, id: id, fn: fn, done: make(chan error, 1)}
-	if g.prep == nil {
-		g.submit(st)
-		return <-st.done
-	}
-	key := pendingKey(tenant, id)
-	g.mu.Lock()
-	if g.pending == nil {
-		g.pending = make(map[string]*pendingSteps)
-	}
-	ps := g.pending[key]
-	if ps == nil {
-		ps = &pendingSteps{}
-		g.pending[key] = ps
-	}
-	ps.n++
-	first := ps.n == 1
-	queued := ps.queued
-	if first {
-		ps.queued = make(chan struct{})
-		queued = ps.queued
-	}
-	g.mu.Unlock()
-	if first {
-		func() {
-			defer close(queued)
-			st.tried = true
-			st.prep, _ = g.prep.PrepareStep(tenant, id, fn)
-			g.submit(st)
-		}()
-	} else {
-		<-queued // behind the step being prepared: a later step must not be written first
-		g.submit(st)
-	}
+	g.submit(st)
 	return <-st.done
-}
-
-// pendingSteps are the steps of one instance submitted and not yet answered.
-type pendingSteps struct {
-	n int
-	// queued is closed once the first of them (the one prepared) is in the queue: the others queue behind it.
-	queued chan struct{}
-}
-
-func pendingKey(tenant, id string) string { return tenant + "\x00" + id }
-
-// answer gives the step its outcome. The instance's next step may be prepared from then on: the write's rows are
-// the ones it runs on.
-func (g *grouper) answer(st *groupStep, err error) {
-	if g.prep != nil && st.create == nil {
-		key := pendingKey(st.tenant, st.id)
-		g.mu.Lock()
-		if ps := g.pending[key]; ps.n <= 1 {
-			delete(g.pending, key)
-		} else {
-			ps.n--
-		}
-		g.mu.Unlock()
-	}
-	st.done <- err
-}
-
-// alone reports whether the step is its instance's only one in the grouper.
-func (g *grouper) alone(st *groupStep) bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.pending[pendingKey(st.tenant, st.id)].n == 1
 }
 
 // create stores a started instance in the next group it fits; errGroupFailed as for update.
@@ -340,97 +241,13 @@ func (g *grouper) take() []*groupStep {
 }
 
 func (g *grouper) run(steps []*groupStep) {
-	if g.prep != nil && g.runPrepared(steps) {
-		return
-	}
-	g.runLocked(steps)
-}
-
-// runPrepared writes the group's prepared steps and its starts in one transaction, and then runs the rest as a
-// group of their own; false when no step of the group was prepared (it runs as before: runLocked). A step that
-// was not tried when it arrived — another step of its instance was in the grouper — is prepared here when it is
-// now its instance's only one. When the write fails, the group runs again on a locked read, every step
-// with it.
-func (g *grouper) runPrepared(steps []*groupStep) bool {
-	var (
-		preps   []*model.PreparedStep
-		creates []*model.Work
-		rest    []*groupStep
-		ready   int
-	)
-	for _, st := range steps {
-		switch {
-		case st.create != nil:
-			creates = append(creates, st.create)
-		case st.prep == nil && !st.tried && g.alone(st):
-			st.prep, _ = g.prep.PrepareStep(st.tenant, st.id, st.fn)
-		}
-		if st.prep != nil {
-			preps = append(preps, st.prep)
-			ready++
-		} else if st.create == nil {
-			rest = append(rest, st)
-		}
-	}
-	if ready == 0 {
-		return false
-	}
-	written := len(preps) + len(creates)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(steps[0].ctx), groupTimeout)
-	defer cancel()
-	if written == 1 {
-		ctx = steps[0].ctx // alone: on the request's own context, as without grouping
-		for _, st := range steps {
-			if st.prep != nil || st.create != nil {
-				ctx = st.ctx
-			}
-		}
-	}
-	err := g.prep.CommitPrepared(ctx, steps[0].tenant, preps, creates...)
-	stale := errors.Is(err, model.ErrStalePrepared)
-	g.mu.Lock()
-	if written > 1 {
-		g.stats.Groups++
-		g.stats.Steps += int64(written)
-		if err != nil && !stale {
-			g.stats.Fallbacks++
-		}
-	}
-	switch {
-	case err == nil:
-		g.stats.Prepared += int64(len(preps))
-	case stale:
-		g.stats.Stale++
-	}
-	g.mu.Unlock()
-	if err != nil {
-		for _, st := range steps {
-			st.prep = nil
-		}
-		g.runLocked(steps)
-		return true
-	}
-	for _, st := range steps {
-		if st.prep != nil || st.create != nil {
-			g.answer(st, nil)
-		}
-	}
-	if len(rest) > 0 {
-		g.runLocked(rest)
-	}
-	return true
-}
-
-// runLocked runs the group's steps in one transaction on a locked read of their instances (a step alone, in its
-// own), and its starts with them.
-func (g *grouper) runLocked(steps []*groupStep) {
 	if len(steps) == 1 {
 		// Alone: on the request's own context, exactly as without grouping.
 		st := steps[0]
 		if st.create != nil {
-			g.answer(st, g.store.CreateInstance(st.ctx, st.create))
+			st.done <- g.store.CreateInstance(st.ctx, st.create)
 		} else {
-			g.answer(st, g.store.UpdateInstance(st.ctx, st.tenant, st.id, st.fn))
+			st.done <- g.store.UpdateInstance(st.ctx, st.tenant, st.id, st.fn)
 		}
 		return
 	}
@@ -460,11 +277,11 @@ func (g *grouper) runLocked(steps []*groupStep) {
 	for _, st := range steps {
 		switch {
 		case err != nil:
-			g.answer(st, errGroupFailed)
+			st.done <- errGroupFailed
 		case st.create != nil:
-			g.answer(st, nil)
+			st.done <- nil
 		default:
-			g.answer(st, res[st.id])
+			st.done <- res[st.id]
 		}
 	}
 }

@@ -56,25 +56,6 @@ func (g *gatedStore) UpdateInstances(ctx context.Context, tenant string, ids []s
 	return res, err
 }
 
-// CommitPrepared gates and fails a group of prepared steps as UpdateInstance and UpdateInstances do theirs.
-func (g *gatedStore) CommitPrepared(ctx context.Context, tenant string, steps []*model.PreparedStep, creates ...*model.Work) error {
-	if len(steps)+len(creates) == 1 {
-		if g.gating.Load() {
-			<-g.gate
-		}
-		return g.Store.CommitPrepared(ctx, tenant, steps, creates...)
-	}
-	g.groups.Add(1)
-	if g.failGroups.Add(-1) >= 0 {
-		return fmt.Errorf("store: injected failure of a group")
-	}
-	err := g.Store.CommitPrepared(ctx, tenant, steps, creates...)
-	if err == nil {
-		g.creates.Add(int32(len(creates)))
-	}
-	return err
-}
-
 // TestGroupCommit runs many approvals of different instances at once, with wrong users and repeated decisions
 // among them: groups form, each step has its own outcome, and every instance ends with exactly one decision.
 func TestGroupCommit(t *testing.T) {

@@ -110,12 +110,6 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 		}
 	})
 
-	if p, ok := st.(model.StepPreparer); ok {
-		t.Run("prepared steps are written as run, and not over a change made since", func(t *testing.T) {
-			testPrepared(t, st, p, seed.Dialect() == store.MySQL, newWork, title)
-		})
-	}
-
 	t.Run("plugins and their runs", func(t *testing.T) {
 		file := []byte("print('{}')\n")
 		sum := sha256.Sum256(file)
@@ -244,106 +238,4 @@ func EngineStoreContract(t *testing.T, st engine.Store, seed *store.Store) {
 			t.Fatalf("another tenant's triggers = %+v %v, want none", got, err)
 		}
 	})
-}
-
-// testPrepared checks a StepPreparer: a step prepared on the rows its instance's last write left changes nothing
-// until it is committed; a refused or unknown step is not prepared; the commit writes prepared steps and creates
-// together; an instance written after its step was prepared fails the commit with model.ErrStalePrepared, and
-// nothing of it is written. cached says the store keeps the rows (MySQL's step cache); without them nothing is
-// prepared.
-func testPrepared(t *testing.T, st engine.Store, p model.StepPreparer, cached bool, newWork func(string) *model.Work, title func(string) string) {
-	ctx := context.Background()
-	tenant := model.DefaultTenant
-	for _, id := range []string{"p-1", "p-2", "p-3"} {
-		if err := st.CreateInstance(ctx, newWork(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	retitle := func(to string) func(w *model.Work) error {
-		return func(w *model.Work) error {
-			if len(w.Tasks) != 1 || w.Tasks[0].Assignee != "bob" {
-				return fmt.Errorf("fn sees open tasks %+v, want bob's", w.Tasks)
-			}
-			w.Instance.Title = to
-			w.Instance.Rev++ // as every step does (newStep)
-			return nil
-		}
-	}
-	p1, ok := p.PrepareStep(tenant, "p-1", retitle("prepared"))
-	if !cached {
-		if ok {
-			t.Fatal("a store that keeps no rows prepared a step")
-		}
-		if err := p.CommitPrepared(ctx, tenant, nil, newWork("p-new")); err == nil {
-			t.Fatal("a store that keeps no rows committed prepared work")
-		}
-		return
-	}
-	if !ok || p1.Work.Instance.Title != "prepared" || p1.Work.Instance.ID != "p-1" {
-		t.Fatalf("PrepareStep = %+v, %v", p1, ok)
-	}
-	if title("p-1") != "before" {
-		t.Fatalf("a prepared step wrote before its commit: title %q", title("p-1"))
-	}
-	if _, ok := p.PrepareStep(tenant, "p-2", func(*model.Work) error { return errors.New("refused") }); ok {
-		t.Fatal("a step refused on the held rows was prepared")
-	}
-	if _, ok := p.PrepareStep(tenant, "p-missing", retitle("x")); ok {
-		t.Fatal("a step of an unknown instance was prepared")
-	}
-	p2, ok := p.PrepareStep(tenant, "p-2", retitle("prepared"))
-	if !ok {
-		t.Fatal("p-2 not prepared")
-	}
-	if err := p.CommitPrepared(ctx, tenant, []*model.PreparedStep{p1, p2}, newWork("p-new")); err != nil {
-		t.Fatal(err)
-	}
-	if title("p-1") != "prepared" || title("p-2") != "prepared" || title("p-new") != "before" {
-		t.Fatalf("after the commit: p-1 %q, p-2 %q, p-new %q", title("p-1"), title("p-2"), title("p-new"))
-	}
-	// The next step prepares on the rows the commit wrote.
-	again, ok := p.PrepareStep(tenant, "p-1", func(w *model.Work) error {
-		if w.Instance.Title != "prepared" {
-			return fmt.Errorf("held title %q", w.Instance.Title)
-		}
-		return retitle("again")(w)
-	})
-	if !ok {
-		t.Fatal("the rows of a committed prepared step are not held")
-	}
-	if err := p.CommitPrepared(ctx, tenant, []*model.PreparedStep{again}); err != nil || title("p-1") != "again" {
-		t.Fatalf("second prepared step: %v, title %q", err, title("p-1"))
-	}
-
-	// Another step writes p-3 after its step was prepared: the commit fails, and neither it nor its create is
-	// written.
-	stale, ok := p.PrepareStep(tenant, "p-3", retitle("stale"))
-	if !ok {
-		t.Fatal("p-3 not prepared")
-	}
-	if err := st.UpdateInstance(ctx, tenant, "p-3", retitle("first")); err != nil {
-		t.Fatal(err)
-	}
-	err := p.CommitPrepared(ctx, tenant, []*model.PreparedStep{stale}, newWork("p-late"))
-	if !errors.Is(err, model.ErrStalePrepared) {
-		t.Fatalf("commit over a change made since = %v, want model.ErrStalePrepared", err)
-	}
-	if title("p-3") != "first" {
-		t.Fatalf("p-3's title %q after a stale commit, want the other step's", title("p-3"))
-	}
-	if _, _, err := st.GetInstance(ctx, tenant, "p-late"); !model.IsKind(err, model.ENOTFOUND) {
-		t.Fatalf("the create of a stale commit: %v, want not written", err)
-	}
-	// Bad calls are refused before anything is written.
-	p4, _ := p.PrepareStep(tenant, "p-2", retitle("twice"))
-	p5, _ := p.PrepareStep(tenant, "p-2", retitle("twice"))
-	if p4 == nil || p5 == nil {
-		t.Fatal("p-2 not prepared")
-	}
-	if err := p.CommitPrepared(ctx, tenant, []*model.PreparedStep{p4, p5}); err == nil || title("p-2") != "prepared" {
-		t.Fatalf("two steps of one instance in a commit: %v, title %q", err, title("p-2"))
-	}
-	if err := p.CommitPrepared(ctx, "other-tenant", []*model.PreparedStep{p4}); err == nil || title("p-2") != "prepared" {
-		t.Fatalf("a step committed under another tenant: %v, title %q", err, title("p-2"))
-	}
 }
