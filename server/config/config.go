@@ -57,6 +57,7 @@ type Config struct {
 	DBTimerConns       int
 	DBStepCache        int
 	DBGroupWorkers     int
+	DBGroupOverlap     bool
 	PluginDir          string
 	// PluginWorkDir holds the plugin runs' working directories (HALLEY_PLUGIN_WORK_DIR, outside the data dir
 	// by default: the sandbox closes the data dir to the plugin uids) and PluginLogDir their logs, in the data
@@ -247,6 +248,14 @@ var settings = []Setting{
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_TIMER_CONNS", "db_timer_conns", "8", "MySQL: connections of the pool kept for firing timers (at most half of it): steps hold the rest, so a timer storm or a step load never makes the other wait for a connection; 0 = none kept apart.", intSetter(func(c *Config, n int64) { c.DBTimerConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_GROUP_WORKERS", "db_group_workers", "0", "Group-commit transactions that may run at once: concurrent steps of different instances share one transaction, and fewer at once makes larger groups. 0 = one per two cores Halley may use (GOMAXPROCS), at least 1 and at most 8; more helps only where the database has cores to spare and answers slowly (a remote one).", intSetter(func(c *Config, n int64) { c.DBGroupWorkers = int(n) }, 0, 256)},
+	{"HALLEY_DB_GROUP_OVERLAP", "db_group_overlap", "1", "1 lets one more group transaction than HALLEY_DB_GROUP_WORKERS start while the others wait for the database, once as many steps have queued as each of them holds: the cores work on the next group while the database runs the last, and groups keep their size. 0 = never more than HALLEY_DB_GROUP_WORKERS at once.", func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be 0 or 1 (got %q)", v)
+		}
+		c.DBGroupOverlap = b
+		return nil
+	}},
 	{"HALLEY_DB_STEP_CACHE", "db_step_cache", "4096", "MySQL: running instances whose rows are kept in memory from their last step, so that their next step skips its lock read; the rows are checked by their revision when written, so several replicas may share the database. About 2-4 KB each (an instance whose rows take more than 64 KB is not kept); 0 = off.", intSetter(func(c *Config, n int64) { c.DBStepCache = int(n) }, 0, 1000000)},
 	{"HALLEY_DB_CONN_MAX_LIFETIME", "db_conn_max_lifetime", "30m", "Recycle connections after this long.", durationSetter(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d }, time.Second)},
 	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "This replica's local cache of plugin files (under sha256/, fetched from the database on first use and checked against their hash; no sharing or backup needed). Plugin files of earlier releases found here (<name>/<version>/<sha256>) are imported into the database at start. Unset = <data_dir>/plugins.", func(c *Config, v string) error {

@@ -29,6 +29,15 @@ func TestDefaults(t *testing.T) {
 	if c, err := config.Load("", env(map[string]string{"HALLEY_PLUGIN_WARM": "0"})); err != nil || c.PluginWarm {
 		t.Fatalf("HALLEY_PLUGIN_WARM=0: still warm, or %v", err)
 	}
+	if !c.DBGroupOverlap {
+		t.Fatal("group overlap is off by default")
+	}
+	if c, err := config.Load("", env(map[string]string{"HALLEY_DB_GROUP_OVERLAP": "0"})); err != nil || c.DBGroupOverlap {
+		t.Fatalf("HALLEY_DB_GROUP_OVERLAP=0: still on, or %v", err)
+	}
+	if _, err := config.Load("", env(map[string]string{"HALLEY_DB_GROUP_OVERLAP": "sometimes"})); err == nil {
+		t.Fatal("HALLEY_DB_GROUP_OVERLAP=sometimes was accepted")
+	}
 	if c.RedisPrefix != "halley:" || c.DBWait != time.Minute || c.InstanceRetention != 0 || c.RetentionSweep != time.Hour ||
 		c.RetentionBatch != 100 || c.RetentionDuty != 0.1 || c.TimerShards != 1 ||
 		c.ArchiveDir != filepath.Join(wd, "data", "archive") {

@@ -150,6 +150,9 @@ type Options struct {
 	NoGroupCommit bool
 	// GroupWorkers is how many group-commit transactions may run at once (group.go); 0 = DefaultGroupWorkers().
 	GroupWorkers int
+	// NoGroupOverlap keeps to GroupWorkers groups at once: no further group starts while they are at the database,
+	// however many steps queue (group.go, mayLead).
+	NoGroupOverlap bool
 	// NoBatchTimers fires every due timer in a transaction of its own (see FireTimers).
 	NoBatchTimers bool
 	// Observer is told about every step (metrics, traces); none by default.
@@ -212,7 +215,7 @@ func New(d Deps, opts Options) (*Engine, error) {
 	}
 	e.plugins = newPluginQueue(e, d.PluginFiles, d.Executor)
 	if !opts.NoGroupCommit {
-		e.group = &grouper{store: d.Store, workersMax: opts.groupWorkers()}
+		e.group = &grouper{store: d.Store, workersMax: opts.groupWorkers(), overlap: !opts.NoGroupOverlap}
 	}
 	return e, nil
 }

@@ -98,7 +98,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	endBus, errEnds := instanceEnds(cfg, rdb, lg)                                                                    // a sync start waiting here hears of an end on another replica
 	eng, errEngine := engine.New(engine.Deps{Store: st, Ends: endBus.engine(), Templates: templates, Directory: st, Rules: people, Events: subs, InStep: notifier, Outbox: disp, PluginFiles: pluginFiles,
 		Executor: executor, URLs: server.NewURLs(cfg.PublicURL)}, engine.Options{Clock: clk, Logger: lg, CallbackKey: derive(cfg, "callback-url"), Observer: stepObserver(metrics, tr),
-		GroupWorkers: cfg.DBGroupWorkers})
+		GroupWorkers: cfg.DBGroupWorkers, NoGroupOverlap: !cfg.DBGroupOverlap})
 	if errEngine == nil {
 		children.Set(eng)
 	}
