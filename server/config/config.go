@@ -248,14 +248,7 @@ var settings = []Setting{
 	{"HALLEY_DB_MAX_IDLE_CONNS", "db_max_idle_conns", "0", "Idle connections kept; 0 = the pool size.", intSetter(func(c *Config, n int64) { c.DBMaxIdleConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_TIMER_CONNS", "db_timer_conns", "8", "MySQL: connections of the pool kept for firing timers (at most half of it): steps hold the rest, so a timer storm or a step load never makes the other wait for a connection; 0 = none kept apart.", intSetter(func(c *Config, n int64) { c.DBTimerConns = int(n) }, 0, 10000)},
 	{"HALLEY_DB_GROUP_WORKERS", "db_group_workers", "0", "Group-commit transactions that may run at once: concurrent steps of different instances share one transaction, and fewer at once makes larger groups. 0 = one per two cores Halley may use (GOMAXPROCS), at least 1 and at most 8; more helps only where the database has cores to spare and answers slowly (a remote one).", intSetter(func(c *Config, n int64) { c.DBGroupWorkers = int(n) }, 0, 256)},
-	{"HALLEY_DB_GROUP_OVERLAP", "db_group_overlap", "1", "1 lets one more group transaction than HALLEY_DB_GROUP_WORKERS start while the others wait for the database, once as many steps have queued as each of them holds: the cores work on the next group while the database runs the last, and groups keep their size. 0 = never more than HALLEY_DB_GROUP_WORKERS at once.", func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("must be 0 or 1 (got %q)", v)
-		}
-		c.DBGroupOverlap = b
-		return nil
-	}},
+	{"HALLEY_DB_GROUP_OVERLAP", "db_group_overlap", "1", "1 lets one more group transaction than HALLEY_DB_GROUP_WORKERS start while the others wait for the database, once as many steps have queued as each of them holds: the cores work on the next group while the database runs the last, and groups keep their size. 0 = never more than HALLEY_DB_GROUP_WORKERS at once.", boolSetter(func(c *Config, b bool) { c.DBGroupOverlap = b })},
 	{"HALLEY_DB_STEP_CACHE", "db_step_cache", "4096", "MySQL: running instances whose rows are kept in memory from their last step, so that their next step skips its lock read; the rows are checked by their revision when written, so several replicas may share the database. About 2-4 KB each (an instance whose rows take more than 64 KB is not kept); 0 = off.", intSetter(func(c *Config, n int64) { c.DBStepCache = int(n) }, 0, 1000000)},
 	{"HALLEY_DB_CONN_MAX_LIFETIME", "db_conn_max_lifetime", "30m", "Recycle connections after this long.", durationSetter(func(c *Config, d time.Duration) { c.DBConnMaxLifetime = d }, time.Second)},
 	{"HALLEY_PLUGIN_DIR", "plugin_dir", "", "This replica's local cache of plugin files (under sha256/, fetched from the database on first use and checked against their hash; no sharing or backup needed). Plugin files of earlier releases found here (<name>/<version>/<sha256>) are imported into the database at start. Unset = <data_dir>/plugins.", func(c *Config, v string) error {
@@ -281,22 +274,8 @@ var settings = []Setting{
 	}},
 	{"HALLEY_PLUGIN_UID", "plugin_uid", "61000", "First uid plugins run as: each run in flight gets its own, from this uid to this + HALLEY_PLUGIN_WORKERS - 1 (no passwd entry needed). Keep the range for Halley's plugins, one range per Halley process on a host.", intSetter(func(c *Config, n int64) { c.PluginUID = int(n) }, 0, 1<<31-1)},
 	{"HALLEY_PLUGIN_GID", "plugin_gid", "61000", "Group every plugin run has (and no supplementary groups).", intSetter(func(c *Config, n int64) { c.PluginGID = int(n) }, 0, 1<<31-1)},
-	{"HALLEY_PLUGIN_WARM", "plugin_warm", "1", "1 forks python runs from a warm interpreter per HALLEY_PLUGIN_PYTHON (a fork server started with Halley's sandbox capabilities; each run a fresh child confined as a spawned run is, before the plugin is imported); 0 starts a fresh interpreter for every run.", func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("must be 0 or 1 (got %q)", v)
-		}
-		c.PluginWarm = b
-		return nil
-	}},
-	{"HALLEY_PLUGIN_ALLOW_ROOT", "plugin_allow_root", "0", "1 lets plugins run as root where Halley would have to (it runs as root and cannot switch to the plugin uid, or HALLEY_PLUGIN_UID is 0); with 0 such runs are refused, and Halley says so at start.", func(c *Config, v string) error {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			return fmt.Errorf("must be 0 or 1 (got %q)", v)
-		}
-		c.PluginAllowRoot = b
-		return nil
-	}},
+	{"HALLEY_PLUGIN_WARM", "plugin_warm", "1", "1 forks python runs from a warm interpreter per HALLEY_PLUGIN_PYTHON (a fork server started with Halley's sandbox capabilities; each run a fresh child confined as a spawned run is, before the plugin is imported); 0 starts a fresh interpreter for every run.", boolSetter(func(c *Config, b bool) { c.PluginWarm = b })},
+	{"HALLEY_PLUGIN_ALLOW_ROOT", "plugin_allow_root", "0", "1 lets plugins run as root where Halley would have to (it runs as root and cannot switch to the plugin uid, or HALLEY_PLUGIN_UID is 0); with 0 such runs are refused, and Halley says so at start.", boolSetter(func(c *Config, b bool) { c.PluginAllowRoot = b })},
 	{"HALLEY_PLUGIN_ADDRESS_SPACE", "plugin_address_space", "536870912", "Virtual memory per plugin process in bytes (RLIMIT_AS; also memory.max of the run's cgroup where the memory controller is available); 0 = no limit. Go binaries reserve about 650 MiB at start: they need 1073741824.", intSetter(func(c *Config, n int64) { c.PluginAddressSpace = n }, 0, 1<<50)},
 	{"HALLEY_PLUGIN_PROCESSES", "plugin_processes", "128", "Processes and threads per plugin run (RLIMIT_NPROC of the run's own uid; pids.max of its cgroup where available); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginProcesses = n }, 0, 1<<22)},
 	{"HALLEY_PLUGIN_FILE_SIZE", "plugin_file_size", "67108864", "Largest file a plugin may write, in bytes (RLIMIT_FSIZE); 0 = no limit.", intSetter(func(c *Config, n int64) { c.PluginFileSize = n }, 0, 1<<50)},
@@ -412,6 +391,17 @@ func intSetter(set func(*Config, int64), min, max int64) func(*Config, string) e
 			return fmt.Errorf("must be a whole number from %d to %d (got %q)", min, max, v)
 		}
 		set(c, n)
+		return nil
+	}
+}
+
+func boolSetter(set func(*Config, bool)) func(*Config, string) error {
+	return func(c *Config, v string) error {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("must be 0 or 1 (got %q)", v)
+		}
+		set(c, b)
 		return nil
 	}
 }

@@ -174,7 +174,8 @@ func (g *grouper) submit(st *groupStep) {
 	}
 }
 
-// mayLead reports whether a leader may take the queue while others leaders are counted in flight (called with mu held).
+// mayLead reports whether a leader may take the queue while other leaders are counted
+// in flight (called with mu held).
 func (g *grouper) mayLead(others int) bool {
 	w := g.workers()
 	if others < w {

@@ -136,44 +136,7 @@ func TestOverlapUnderLoad(t *testing.T) {
 	defer close(hs.entered)
 	for _, workers := range []int{1, 2} {
 		t.Run(fmt.Sprint(workers), func(t *testing.T) {
-			g := &grouper{store: hs, workersMax: workers, overlap: true, idle: time.Microsecond}
-			var wg sync.WaitGroup
-			for c := range 32 {
-				wg.Go(func() {
-					for i := range 500 {
-						if err := g.update(context.Background(), "t", fmt.Sprintf("c%d-%d", c, i), func(*model.Work) error { return nil }); err != nil {
-							t.Error(err)
-							return
-						}
-						_, parked, inflight := g.counts()
-						if parked < 0 || inflight < 0 || parked+inflight > workers+1 {
-							t.Errorf("%d leaders parked and %d in flight: want each ≥ 0 and at most %d together", parked, inflight, workers+1)
-							return
-						}
-					}
-				})
-			}
-			done := make(chan struct{})
-			go func() { wg.Wait(); close(done) }()
-			select {
-			case <-done:
-			case <-time.After(60 * time.Second):
-				t.Fatal("steps did not complete: a submitter woke no leader")
-			}
-			deadline := time.Now().Add(5 * time.Second)
-			for {
-				_, parked, inflight := g.counts()
-				g.mu.Lock()
-				tokens, flying := len(g.wake), g.flying
-				g.mu.Unlock()
-				if parked == 0 && inflight == 0 && tokens == 0 && flying == 0 {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("leaders left: parked %d, in flight %d, %d wake-ups nobody took, %d steps flying", parked, inflight, tokens, flying)
-				}
-				time.Sleep(time.Millisecond)
-			}
+			loadLeaders(t, &grouper{store: hs, workersMax: workers, overlap: true, idle: time.Microsecond}, 500, workers+1)
 		})
 	}
 }
