@@ -102,9 +102,10 @@ type InstanceState struct {
 
 // NodeVisit is one node of an instance at its current visit.
 //
-// The store writes a visit compactly (service/store, encodeState): NodeID (the visit's key in Nodes),
-// NodeInstanceID (the instance id + ".n" + Seq, as the engine numbers visits), a Name equal to NodeID and the
-// times that are not set are left out of the row, and restored when it is read.
+// The store writes a visit in a short form of its own (service/store, state.go: short keys, times as Unix
+// nanoseconds), without what it derives again when it reads the row: NodeID (the visit's key in Nodes),
+// NodeInstanceID (the instance id + ".n" + Seq, as the engine numbers visits), a Name equal to NodeID. A field
+// added here needs its place in that form too (a store test fails until it has one).
 type NodeVisit struct {
 	NodeID         string     `json:"node_id,omitempty"`
 	Name           string     `json:"name,omitempty"`

@@ -18,21 +18,27 @@ func (h *harness) asBeforeUpgrade(id string) {
 	if err := h.s.DB().Table("instances").Where("id = ?", id).Select("state").Scan(&raw).Error; err != nil {
 		h.t.Fatal(err)
 	}
-	var st model.InstanceState
-	if err := json.Unmarshal([]byte(raw), &st); err != nil {
+	// Only the edges change: the rest of the document stays in the store's own form (service/store, state.go).
+	var doc map[string]json.RawMessage
+	var edges []byte
+	if err := json.Unmarshal([]byte(raw), &doc); err != nil {
+		h.t.Fatal(err)
+	}
+	if err := json.Unmarshal(doc["edges"], &edges); err != nil {
 		h.t.Fatal(err)
 	}
 	dead := 0
-	for i, e := range st.Edges {
+	for i, e := range edges {
 		if e == model.EdgePruned || e == model.EdgeKilled {
-			st.Edges[i] = model.EdgeDead
+			edges[i] = model.EdgeDead
 			dead++
 		}
 	}
 	if dead == 0 {
-		h.t.Fatalf("instance %s has no pruned or killed edge to rewrite: %v", id, st.Edges)
+		h.t.Fatalf("instance %s has no pruned or killed edge to rewrite: %v", id, edges)
 	}
-	b, _ := json.Marshal(&st)
+	doc["edges"], _ = json.Marshal(edges)
+	b, _ := json.Marshal(doc)
 	if err := h.s.DB().Exec("UPDATE instances SET state = ? WHERE id = ?", string(b), id).Error; err != nil {
 		h.t.Fatal(err)
 	}

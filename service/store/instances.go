@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	gojson "github.com/goccy/go-json"
 	"gorm.io/gorm"
 
 	"github.com/halley-bpm/halley/model"
@@ -39,8 +38,8 @@ type instanceRow struct {
 
 func (instanceRow) TableName() string { return "instances" }
 
-// The instance state is encoded and decoded at every step: with goccy/go-json, which reads and writes the same
-// JSON as encoding/json at about twice its speed.
+// The instance state is encoded and decoded at every step, in the store's short form (state.go), with
+// goccy/go-json, which reads and writes the same JSON as encoding/json at about twice its speed.
 func toInstanceRow(i *model.Instance) (instanceRow, error) {
 	st, err := encodeState(i)
 	if err != nil {
@@ -72,72 +71,13 @@ func (r *instanceRow) toModel(withState bool) (*model.Instance, error) {
 		_ = json.Unmarshal([]byte(r.TitleI18n.String), &i.TitleI18n)
 	}
 	if withState && r.State != "" {
-		if err := gojson.Unmarshal([]byte(r.State), &i.State); err != nil {
+		st, err := decodeState(r.ID, []byte(r.State))
+		if err != nil {
 			return nil, fmt.Errorf("store: corrupt state of instance %s: %w", r.ID, err)
 		}
-		restoreVisits(i)
+		i.State = st
 	}
 	return i, nil
-}
-
-// encodeState encodes an instance's state for its row, every visit without what restoreVisits derives again: its
-// node id (its key in the nodes), its node instance id when it is the one the engine gives a visit (the instance
-// id + ".n" + the visit's seq) and a name equal to the node id. A third of the bytes of a visit, written and read
-// back at every step. The fields are cleared for the encoding and set back before it returns: the work's
-// instance is this goroutine's for the whole transaction.
-func encodeState(i *model.Instance) ([]byte, error) {
-	type cleared struct {
-		ns            *model.NodeVisit
-		nodeID, niid  string
-		nameWasNodeID bool
-	}
-	var stack [16]cleared
-	saved := stack[:0]
-	prefix := i.ID + ".n"
-	for key, ns := range i.State.Nodes {
-		if ns == nil || ns.NodeID != key {
-			continue
-		}
-		c := cleared{ns: ns, nodeID: ns.NodeID}
-		if ns.NodeInstanceID == prefix+strconv.Itoa(ns.Seq) {
-			c.niid, ns.NodeInstanceID = ns.NodeInstanceID, ""
-		}
-		if ns.Name == ns.NodeID {
-			c.nameWasNodeID, ns.Name = true, ""
-		}
-		ns.NodeID = ""
-		saved = append(saved, c)
-	}
-	st, err := gojson.Marshal(&i.State)
-	for _, c := range saved {
-		c.ns.NodeID = c.nodeID
-		if c.niid != "" {
-			c.ns.NodeInstanceID = c.niid
-		}
-		if c.nameWasNodeID {
-			c.ns.Name = c.nodeID
-		}
-	}
-	return st, err
-}
-
-// restoreVisits sets what encodeState left out of the visits of a state just read (rows written before it left
-// them out have them all).
-func restoreVisits(i *model.Instance) {
-	for key, ns := range i.State.Nodes {
-		if ns == nil {
-			continue
-		}
-		if ns.NodeID == "" {
-			ns.NodeID = key
-		}
-		if ns.NodeInstanceID == "" {
-			ns.NodeInstanceID = i.ID + ".n" + strconv.Itoa(ns.Seq)
-		}
-		if ns.Name == "" {
-			ns.Name = ns.NodeID
-		}
-	}
 }
 
 func utcPtr(t *time.Time) *time.Time {
