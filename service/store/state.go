@@ -79,7 +79,7 @@ func encodeState(i *model.Instance) ([]byte, error) {
 		prefix := i.ID + ".n"
 		ss.Visits = make([]storedVisit, 0, len(i.State.Nodes))
 		for key, ns := range i.State.Nodes {
-			if ns != nil {
+			if ns != nil { // a nil visit (none the engine makes) is left out
 				ss.Visits = append(ss.Visits, shortVisit(key, prefix, ns))
 			}
 		}
