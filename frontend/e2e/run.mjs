@@ -238,10 +238,12 @@ async function center(locator) {
 
 // canvasStill waits until the canvas' viewport has kept one transform for a few frames: switching to the canvas
 // fits the view after a moment, and a drop or a drag during that move lands somewhere else in flow coordinates.
+// Vue Flow sets the transform on its transformation pane (the viewport element around it has none: watching that
+// one waited for nothing, and a drag now and then went to the pane while the view was still being fitted).
 async function canvasStill() {
   await page.waitForFunction(() => {
-    const v = document.querySelector('.vue-flow__viewport')
-    if (!v) return false
+    const v = document.querySelector('.vue-flow__transformationpane')
+    if (!v || !v.style.transform) return false
     const t = v.style.transform
     const w = window
     if (w.__lastTransform !== t) {
@@ -446,11 +448,26 @@ try {
     await canvasStill()
     const node = page.locator('.vue-flow__node[data-id="end"]')
     const before = await node.boundingBox()
-    const c = await grabPoint('end')
-    await page.mouse.move(c.x, c.y)
-    await page.mouse.down()
-    await page.mouse.move(c.x + 40, c.y + 90, { steps: 10 })
-    await page.mouse.up()
+    // Now and then (about 1 run in 10 here, with or without a click or single moves first) Chromium's first press
+    // after the palette's HTML5 drops does not start a drag: the node is neither selected nor moved, the designer's
+    // selection is cleared as by a click on the pane. The cause is not found; a person would press again, and so
+    // does this step, at most three times — a drag that starts and does not move the node still fails it.
+    let dragging = false
+    let attempt = 0
+    for (; attempt < 3 && !dragging; attempt++) {
+      await canvasStill()
+      const c = await grabPoint('end')
+      await page.mouse.move(c.x, c.y)
+      await page.mouse.down()
+      for (let i = 1; i <= 5 && !dragging; i++) {
+        await page.mouse.move(c.x + 2 * i, c.y + 4 * i)
+        dragging = await node.evaluate((n) => n.classList.contains('dragging'))
+      }
+      if (dragging) await page.mouse.move(c.x + 40, c.y + 90, { steps: 5 })
+      await page.mouse.up()
+    }
+    expect(dragging, 'three presses on the end node did not start a drag')
+    if (attempt > 1) console.log(`     (the drag took ${attempt} presses)`)
     const after = await node.boundingBox()
     expect(Math.abs(after.y - before.y) > 30, `the end node did not move (${before.y} → ${after.y})`)
   })
