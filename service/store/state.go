@@ -30,7 +30,8 @@ import (
 // (CHANGELOG).
 
 // storedState is the state as the row holds it. Its Nodes, at the top, hides the embedded state's: it reads the
-// visits of rows written in an earlier form and is never written.
+// visits of rows written in an earlier form and is never written. The rest of model.InstanceState is written with
+// its own keys, none of which may be "n".
 type storedState struct {
 	model.InstanceState
 	Nodes  map[string]*model.NodeVisit `json:"nodes,omitempty"`
