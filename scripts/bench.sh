@@ -19,6 +19,8 @@
 #                      suite's SQL alone, no Halley (docs/benchmarks.md, "A step without its lock read")
 #   BENCH_HALLEY_GOGC  GOGC of the Halley under test only (unset: Go's default, 100); the bench client keeps its own
 #   BENCH_REDO_MB      redo log the bench sets for the timers suite at TIMERS_N >= 200000 (2048 MiB; MariaDB 10.9+)
+#   BENCH_POOL_MB      buffer pool the bench sets for the large suites (unset: the timers suite's data, 12 KiB a
+#                      timer, at least 8192 MiB; a storm 8192 MiB; never over three quarters of the memory)
 #   BENCH_HALLEY_GOMAXPROCS  GOMAXPROCS of the Halley under test only (unset: Go's default, the cores it may use)
 #   BENCH_PLUGIN_WORKERS     HALLEY_PLUGIN_WORKERS of the Halley under test (unset: PLUGIN_CONC, at least 8)
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
@@ -28,8 +30,8 @@
 #                      InnoDB status captured while a probe waits > BENCH_WATCH_TRIGGER s (0.7), into BENCH_OUT/watch
 #   BENCH_MYSQL_TUNE   1 (default): size MySQL as docs/benchmarks.md "Reproduce" says, SET GLOBAL, and set it back
 #                      at the end: max_connections (room for a baseline's clients beside Halley's pool),
-#                      innodb_buffer_pool_size 8 GiB (at most half the memory) for timers of 200,000 or
-#                      more or a storm of 50,000 or more; innodb_log_file_size 2 GiB (MariaDB 10.9+) for the timers;
+#                      innodb_buffer_pool_size (BENCH_POOL_MB) for timers of 200,000 or more or a storm of
+#                      50,000 or more; innodb_log_file_size 2 GiB (MariaDB 10.9+) for the timers;
 #                      0: leave MySQL as it is (warnings only)
 #   MYSQL_HOST/MYSQL_PORT/MYSQL_USER (127.0.0.1/3306/root, no password), REDIS_HOST/REDIS_PORT (127.0.0.1/6379)
 set -Eeuo pipefail
@@ -142,17 +144,28 @@ trap 'log "interrupted"; exit 130' INT TERM
 ) &
 WATCHDOG=$!
 
-# tune_mysql sizes InnoDB for the large timer suites (BENCH_MYSQL_TUNE, above): a million timers with the step load
-# beside them make a database of ~8 GB, and at MariaDB's default 128 MiB buffer pool every fire reads pages from
-# disk; with its default 96 MiB redo log InnoDB writes every changed page back within seconds once a million rows
-# change (docs/benchmarks.md, "Timers go first"; halley doctor says the same to operators).
+# want_pool_bytes is the buffer pool for this run (BENCH_POOL_MB, above). The timers suite's database holds all its
+# data: a million timers with the step load beside them used 9.2 GiB of a 16 GiB pool. A pool smaller than that
+# evicts pages all through the firing, and MariaDB 10.11 then stalls every write for 1-4 s now and then on its
+# doublewrite path; with the pool holding the data it did not (docs/benchmarks.md, "A pool that holds the million").
+want_pool_bytes() {
+	local want mem_b
+	mem_b=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
+	want=$((8 << 30))
+	case " $SUITES " in *" timers "*) [ $((TIMERS_N * 12 << 10)) -gt "$want" ] && want=$((TIMERS_N * 12 << 10)) ;; esac
+	[ -n "${BENCH_POOL_MB:-}" ] && want=$((BENCH_POOL_MB << 20))
+	[ "$want" -gt $((mem_b / 4 * 3)) ] && want=$((mem_b / 4 * 3))
+	echo "$want"
+}
+# tune_mysql sizes InnoDB for the large timer suites (BENCH_MYSQL_TUNE, above): at MariaDB's default 128 MiB buffer
+# pool every fire of a million timers reads pages from disk; with its default 96 MiB redo log InnoDB writes every
+# changed page back within seconds once a million rows change (docs/benchmarks.md, "Timers go first"; halley doctor
+# says the same to operators).
 tune_mysql() { # redo: 1 to size the redo log too
-	local pool redo want_pool want_redo mem_b restore=""
+	local pool redo want_pool want_redo restore=""
 	pool=$(my -N -e 'SELECT @@innodb_buffer_pool_size')
 	redo=$(my -N -e 'SELECT @@innodb_log_file_size')
-	mem_b=$(($(awk '/MemTotal/ {print $2}' /proc/meminfo) * 1024))
-	want_pool=$((8 << 30))
-	[ "$want_pool" -gt $((mem_b / 2)) ] && want_pool=$((mem_b / 2))
+	want_pool=$(want_pool_bytes)
 	want_redo=$((${BENCH_REDO_MB:-2048} << 20))
 	if [ "$pool" -lt "$want_pool" ]; then
 		my -e "SET GLOBAL innodb_buffer_pool_size = $want_pool" || die "unable to set innodb_buffer_pool_size (BENCH_MYSQL_TUNE=0 runs without)"
@@ -294,14 +307,17 @@ case " $SUITES " in *" timers "*)
 	fi
 	# MariaDB before 11.8 stops every write for 1-4 s now and then once its buffer pool is full, on the path of its
 	# doublewrite buffer (docs/benchmarks.md, "The stall is the doublewrite path of MariaDB 10.11"): the timers'
-	# maximum then measures MariaDB. halley doctor warns too.
+	# maximum then measures MariaDB. A pool that holds the run's data never fills. halley doctor warns too.
 	MARIA=$(my -N -e "SELECT CONCAT(VERSION(), ' ', @@innodb_doublewrite)" 2>/dev/null || true) # a server without the variable: no warning
-	case "$MARIA" in
-	*MariaDB*" OFF" | *MariaDB*" 0") ;;
-	10.*MariaDB* | 11.[0-7].*MariaDB*)
-		log "WARNING: MariaDB ${MARIA%%-*} with innodb_doublewrite on stalls writes for 1-4 s once the buffer pool is full;" \
-			"the timers' maximum measures that (MariaDB 11.8 or innodb_doublewrite=OFF did not: docs/benchmarks.md)" ;;
-	esac ;;
+	if [ $((POOL_MB << 20)) -lt $((TIMERS_N * 12 << 10)) ]; then
+		case "$MARIA" in
+		*MariaDB*" OFF" | *MariaDB*" 0") ;;
+		10.*MariaDB* | 11.[0-7].*MariaDB*)
+			log "WARNING: MariaDB ${MARIA%%-*} with innodb_doublewrite on stalls writes for 1-4 s once the buffer pool is full," \
+				"and ${POOL_MB} MiB is less than TIMERS_N=$TIMERS_N need (12 KiB a timer); the timers' maximum measures that" \
+				"(a pool that holds the data, MariaDB 11.8 or innodb_doublewrite=OFF did not: docs/benchmarks.md)" ;;
+		esac
+	fi ;;
 esac
 # The same for a storm of 100,000 (0.88 pages read from disk per fire at 128 MiB, none at 8 GiB: docs/benchmarks.md,
 # "Index choice under a storm").
