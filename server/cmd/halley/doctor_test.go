@@ -151,6 +151,15 @@ func TestDoctorMySQLRedis(t *testing.T) {
 	if c := checks["database version"]; c.Status == checkFail || (!strings.Contains(c.Found, "Maria") && !strings.Contains(c.Found, "MySQL")) {
 		t.Fatalf("the test server's version: %+v", c)
 	}
+	// The database's size, read from the server: the migrated schema's tables and indexes, a few hundred KiB at least.
+	st, err := store.Open(context.Background(), store.Config{URL: env["HALLEY_DATABASE_URL"]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := databaseBytes(context.Background(), st); n < 100<<10 {
+		t.Errorf("databaseBytes = %d; want the migrated schema's size", n)
+	}
+	st.Close()
 	for _, name := range []string{"isolation level", "max_connections", "innodb_buffer_pool_size", "innodb redo log", "sql_mode", "time_zone", "redis persistence", "redis maxmemory-policy"} {
 		if _, ok := checks[name]; !ok {
 			t.Fatalf("no check %q", name)
@@ -302,35 +311,47 @@ func TestDoctorRedoLog(t *testing.T) {
 }
 
 // TestDoctorDatabaseVersion: servers without FOR UPDATE SKIP LOCKED or JSON_TABLE fail; MariaDB before 11.8 with
-// the doublewrite buffer on is a WARN naming the stall and the way out; 11.8, MySQL 8 and a MariaDB without the
-// doublewrite buffer pass; a version string Halley cannot read is a WARN, never a pass.
+// the doublewrite buffer on is a WARN naming the stall and the way out, unless its buffer pool holds the database
+// with a quarter of it to spare (the sizes known); 11.8, MySQL 8 and a MariaDB without the doublewrite buffer pass; a
+// version string Halley cannot read is a WARN, never a pass.
 func TestDoctorDatabaseVersion(t *testing.T) {
+	const gib = 1 << 30
 	for _, c := range []struct {
 		version, doublewrite string
+		pool, data           uint64
 		want                 string
 		found, fix           string
 	}{
-		{"10.11.19-MariaDB-0+deb12u1", "ON", checkWarn, "MariaDB 10.11.19 with innodb_doublewrite ON", "MariaDB 11.8 LTS"},
-		{"10.11.19-MariaDB-0+deb12u1", "", checkWarn, "innodb_doublewrite ON", "innodb_doublewrite = OFF only where"},
-		{"10.11.19-MariaDB-0+deb12u1", "OFF", checkOK, "MariaDB 10.11.19", ""},
-		{"10.6.21-MariaDB", "1", checkWarn, "MariaDB 10.6.21 with innodb_doublewrite ON", "11.8"},
-		{"10.11.6-MariaDB", "0", checkOK, "MariaDB 10.11.6", ""},
-		{"11.4.5-MariaDB-log", "ON", checkWarn, "MariaDB 11.4.5", "11.8"},
-		{"11.8.9-MariaDB-0+deb13u1", "ON", checkOK, "MariaDB 11.8.9", ""},
-		{"12.1.2-MariaDB", "fast", checkOK, "MariaDB 12.1.2", ""},
-		{"5.5.5-10.5.27-MariaDB", "ON", checkFail, "MariaDB 10.5.27", "MariaDB 10.6 or later"},
-		{"10.3.39-MariaDB-0+deb10u2", "ON", checkFail, "SKIP LOCKED", "MariaDB 10.6 or later"},
-		{"8.0.3-rc-log", "ON", checkFail, "MySQL 8.0.3", "MySQL 8.0.4 or later"},
-		{"5.7.44-log", "ON", checkFail, "MySQL 5.7.44", "MySQL 8.0.4"},
-		{"8.0.36", "ON", checkOK, "MySQL 8.0.36", ""},
-		{"8.4.3", "DETECT_AND_RECOVER", checkOK, "MySQL 8.4.3", ""},
-		{"9.1.0-commercial", "ON", checkOK, "MySQL 9.1.0", ""},
-		{"", "", checkWarn, "not a version", "MySQL 8.0.4+ or MariaDB 10.6+"},
-		{"unknown", "ON", checkWarn, "not a version", "MySQL 8.0.4+"},
+		{"10.11.19-MariaDB-0+deb12u1", "ON", 0, 0, checkWarn, "MariaDB 10.11.19 with innodb_doublewrite ON", "MariaDB 11.8 LTS"},
+		// A pool that holds the database with a quarter to spare: no stall measured there.
+		{"10.11.19-MariaDB-0+deb12u1", "ON", 16 * gib, 9 * gib, checkOK, "the buffer pool (16.0 GiB) holds the database (9.0 GiB)", ""},
+		{"10.11.19-MariaDB-0+deb12u1", "ON", 16 * gib, 12 * gib, checkOK, "holds the database (12.0 GiB)", ""},
+		{"10.11.19-MariaDB-0+deb12u1", "ON", 16 * gib, 13 * gib, checkWarn, "(the database is 13.0 GiB, the buffer pool 16.0 GiB)", "a third more than the database"},
+		{"10.11.19-MariaDB-0+deb12u1", "ON", 8 * gib, 0, checkWarn, "stop every write for 1–4 s", "MariaDB 11.8 LTS"},
+		{"10.11.19-MariaDB-0+deb12u1", "ON", 0, 1 << 20, checkWarn, "stop every write for 1–4 s", "MariaDB 11.8 LTS"},
+		// The size does not rescue a server that is too old, nor is it needed where there is no stall.
+		{"10.5.27-MariaDB", "ON", 16 * gib, 1 * gib, checkFail, "MariaDB 10.5.27", "MariaDB 10.6 or later"},
+		{"11.8.9-MariaDB", "ON", 1 * gib, 9 * gib, checkOK, "MariaDB 11.8.9", ""},
+		{"10.11.19-MariaDB-0+deb12u1", "", 0, 0, checkWarn, "innodb_doublewrite ON", "innodb_doublewrite = OFF only where"},
+		{"10.11.19-MariaDB-0+deb12u1", "OFF", 0, 0, checkOK, "MariaDB 10.11.19", ""},
+		{"10.6.21-MariaDB", "1", 0, 0, checkWarn, "MariaDB 10.6.21 with innodb_doublewrite ON", "11.8"},
+		{"10.11.6-MariaDB", "0", 0, 0, checkOK, "MariaDB 10.11.6", ""},
+		{"11.4.5-MariaDB-log", "ON", 0, 0, checkWarn, "MariaDB 11.4.5", "11.8"},
+		{"11.8.9-MariaDB-0+deb13u1", "ON", 0, 0, checkOK, "MariaDB 11.8.9", ""},
+		{"12.1.2-MariaDB", "fast", 0, 0, checkOK, "MariaDB 12.1.2", ""},
+		{"5.5.5-10.5.27-MariaDB", "ON", 0, 0, checkFail, "MariaDB 10.5.27", "MariaDB 10.6 or later"},
+		{"10.3.39-MariaDB-0+deb10u2", "ON", 0, 0, checkFail, "SKIP LOCKED", "MariaDB 10.6 or later"},
+		{"8.0.3-rc-log", "ON", 0, 0, checkFail, "MySQL 8.0.3", "MySQL 8.0.4 or later"},
+		{"5.7.44-log", "ON", 0, 0, checkFail, "MySQL 5.7.44", "MySQL 8.0.4"},
+		{"8.0.36", "ON", 0, 0, checkOK, "MySQL 8.0.36", ""},
+		{"8.4.3", "DETECT_AND_RECOVER", 0, 0, checkOK, "MySQL 8.4.3", ""},
+		{"9.1.0-commercial", "ON", 0, 0, checkOK, "MySQL 9.1.0", ""},
+		{"", "", 0, 0, checkWarn, "not a version", "MySQL 8.0.4+ or MariaDB 10.6+"},
+		{"unknown", "ON", 0, 0, checkWarn, "not a version", "MySQL 8.0.4+"},
 	} {
-		status, fix, found := versionCheck(c.version, c.doublewrite)
+		status, fix, found := versionCheck(c.version, c.doublewrite, c.pool, c.data)
 		if status != c.want || !strings.Contains(found, c.found) || !strings.Contains(fix, c.fix) || (status == checkOK) != (fix == "") {
-			t.Errorf("versionCheck(%q, %q) = %s, fix %q, found %q; want %s with %q and fix %q", c.version, c.doublewrite, status, fix, found, c.want, c.found, c.fix)
+			t.Errorf("versionCheck(%q, %q, %d, %d) = %s, fix %q, found %q; want %s with %q and fix %q", c.version, c.doublewrite, c.pool, c.data, status, fix, found, c.want, c.found, c.fix)
 		}
 	}
 }
