@@ -1,6 +1,9 @@
 package store
 
 import (
+	"database/sql"
+
+	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/halley-bpm/halley/model"
@@ -34,3 +37,19 @@ func SetCountPage(t interface{ Cleanup(func()) }, n int) {
 // off, so that tests run the plain multi-statement path of MySQL too.
 func (s *Store) Blocks() bool      { return s.blocks }
 func (s *Store) SetBlocks(on bool) { s.blocks = on }
+
+// OpenStmtCacheDB opens a pool whose connections keep size block statements prepared (stmtcache.go).
+func OpenStmtCacheDB(dsn string, size int) (*sql.DB, error) {
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	c, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return sql.OpenDB(&stmtCacheConnector{Connector: c, size: size}), nil
+}
+
+// IsGuardFailedForTest is isGuardFailed.
+var IsGuardFailedForTest = isGuardFailed

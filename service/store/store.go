@@ -47,6 +47,9 @@ type Config struct {
 	// StepCache is how many instances' rows (MySQL) are kept from the step that wrote them, so that their next
 	// step skips its lock read (stepcache.go); 0 means DefaultStepCache, a negative number none.
 	StepCache int
+	// StmtCache is how many step-group statements (MariaDB) each pooled connection keeps prepared
+	// (stmtcache.go); 0 or less: none.
+	StmtCache int
 	Logger    *slog.Logger
 	// Wait is how long Open keeps trying while the database does not accept connections yet (a replica started
 	// with, or before, its database): attempts back off from 250 ms to 5 s and each failure is logged. 0 tries once.
@@ -141,7 +144,19 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	var dialector gorm.Dialector
 	switch dialect {
 	case MySQL:
-		dialector = mysql.New(mysql.Config{DSN: dsn, DefaultStringSize: 255})
+		mcfg := mysql.Config{DSN: dsn, DefaultStringSize: 255}
+		if n := cfg.StmtCache; n > 0 {
+			dcfg, err := mysqldriver.ParseDSN(dsn)
+			if err != nil {
+				return nil, fmt.Errorf("store: %w", err)
+			}
+			connector, err := mysqldriver.NewConnector(dcfg)
+			if err != nil {
+				return nil, fmt.Errorf("store: %w", err)
+			}
+			mcfg.Conn = sql.OpenDB(&stmtCacheConnector{Connector: connector, size: n})
+		}
+		dialector = mysql.New(mcfg)
 	case SQLite:
 		if cfg.MustExist {
 			if _, err := os.Stat(dsnPath(dsn)); err != nil {

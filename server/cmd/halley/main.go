@@ -213,7 +213,7 @@ func withDatabase(ctx context.Context, cfgPath string, getenv func(string) strin
 	}
 	web.step("connecting to the database")
 	st, err := store.Open(ctx, store.Config{URL: cfg.DatabaseURL, DataDir: cfg.DataDir, MaxOpenConns: cfg.DBMaxOpenConns,
-		MaxIdleConns: cfg.DBMaxIdleConns, TimerConns: cfg.DBTimerConns, StepCache: stepCache(cfg.DBStepCache), ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
+		MaxIdleConns: cfg.DBMaxIdleConns, TimerConns: cfg.DBTimerConns, StepCache: stepCache(cfg.DBStepCache), StmtCache: cfg.DBStmtCache, ConnMaxLifetime: cfg.DBConnMaxLifetime, Logger: lg, Wait: cfg.DBWait})
 	if err != nil {
 		if ctx.Err() != nil {
 			lg.Info("stopped while waiting for the database")

@@ -36,8 +36,9 @@ func Each(t *testing.T, fn func(t *testing.T, s *store.Store)) {
 func Open(t *testing.T, dialect string) *store.Store {
 	t.Helper()
 	u := URL(t, dialect)
-	// A small pool: test packages run in parallel against one MySQL server.
-	s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: testkit.Quiet(), MaxOpenConns: 16})
+	// A small pool: test packages run in parallel against one MySQL server. A few step groups kept prepared on
+	// each connection (MariaDB), so that the store's tests run both the prepared path and its evictions.
+	s, err := store.Open(context.Background(), store.Config{URL: u, DataDir: t.TempDir(), Logger: testkit.Quiet(), MaxOpenConns: 16, StmtCache: 4})
 	if err != nil {
 		t.Fatalf("open %s store: %v", dialect, err)
 	}

@@ -1,0 +1,171 @@
+package store_test
+
+import (
+	"context"
+	"database/sql"
+	"strings"
+	"testing"
+
+	"github.com/halley-bpm/halley/service/store"
+	"github.com/halley-bpm/halley/service/store/storetest"
+)
+
+// stmtCacheDB opens a one-connection pool on the test MariaDB whose connection keeps size block statements
+// prepared, with a scratch table; it skips on MySQL (no compound statements there).
+func stmtCacheDB(t *testing.T, size int) *sql.DB {
+	t.Helper()
+	_, dsn, err := store.ParseURL(storetest.URL(t, store.MySQL), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.OpenStmtCacheDB(dsn, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1)
+	var version string
+	if err := db.QueryRow("SELECT VERSION()").Scan(&version); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(version, "MariaDB") {
+		t.Skip("compound statements are MariaDB's") // the CI server is MariaDB: this never skips there
+	}
+	if _, err := db.Exec("CREATE TABLE IF NOT EXISTS stmtcache_t (id INT PRIMARY KEY, v TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// prepares is the session's count of statements prepared so far (MariaDB's Com_stmt_prepare).
+func prepares(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var name string
+	var n int
+	if err := db.QueryRow("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// block is a compound statement of n inserts of one row each, like a step group's (the shape decides the text).
+func block(n int) string {
+	var b strings.Builder
+	b.WriteString("BEGIN NOT ATOMIC\n")
+	for i := 0; i < n; i++ {
+		if i > 0 {
+			b.WriteString(";\n")
+		}
+		b.WriteString("INSERT INTO stmtcache_t (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v)")
+	}
+	b.WriteString(";\nEND")
+	return b.String()
+}
+
+// A block statement with values is prepared once per connection and run again on the prepared statement; the
+// least recently used beyond the size is closed; the values arrive as sent, quotes and backslashes included;
+// statements without values or of another kind are not prepared.
+func TestStmtCacheKeepsRecentBlocks(t *testing.T) {
+	db := stmtCacheDB(t, 2)
+	ctx := context.Background()
+	exec := func(n int, v string) {
+		t.Helper()
+		args := []any{}
+		for i := 0; i < n; i++ {
+			args = append(args, i+1, v)
+		}
+		if _, err := db.ExecContext(ctx, block(n), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p0 := prepares(t, db)
+	exec(1, "a")
+	exec(1, "b")
+	exec(2, "c")
+	if got := prepares(t, db) - p0; got != 2 {
+		t.Fatalf("prepared %d statements for two texts run three times; want 2", got)
+	}
+	exec(3, "d") // a third text: the least recently used (one insert) is closed
+	exec(2, "e") // still kept
+	if got := prepares(t, db) - p0; got != 3 {
+		t.Fatalf("prepared %d; want 3 (the two-insert block kept)", got)
+	}
+	exec(1, "f") // evicted before: prepared again
+	if got := prepares(t, db) - p0; got != 4 {
+		t.Fatalf("prepared %d; want 4 (the one-insert block was evicted)", got)
+	}
+	var open int
+	var name string
+	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").Scan(&name, &open); err != nil {
+		t.Fatal(err)
+	}
+	if open > 2+64 { // this connection's two, and whatever other tests running beside it keep
+		t.Errorf("%d statements prepared on the server; evicted ones must be closed", open)
+	}
+
+	tricky := `it's "quoted" \ back\\slashed ` + "\x00 and 漢字"
+	exec(2, tricky)
+	var got string
+	if err := db.QueryRow("SELECT v FROM stmtcache_t WHERE id = 2").Scan(&got); err != nil || got != tricky {
+		t.Fatalf("stored %q (%v); want %q", got, err, tricky)
+	}
+
+	// Without values, or not a block: as the driver sends it, nothing prepared.
+	p1 := prepares(t, db)
+	if _, err := db.ExecContext(ctx, "BEGIN NOT ATOMIC\nUPDATE stmtcache_t SET v = 'x' WHERE id = 1;\nEND"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, "UPDATE stmtcache_t SET v = ? WHERE id = ?", "y", 1); err != nil {
+		t.Fatal(err)
+	}
+	if got := prepares(t, db) - p1; got != 0 {
+		t.Errorf("prepared %d statements for a block without values and a plain statement; want 0", got)
+	}
+}
+
+// An error inside a prepared block is the server's own, number and all, and stops the block: the step group's
+// guard (ER_SUBQUERY_NO_1_ROW) still sends a group with a stale row back to a locked read.
+func TestStmtCacheKeepsErrors(t *testing.T) {
+	db := stmtCacheDB(t, 4)
+	q := "BEGIN NOT ATOMIC\nINSERT INTO stmtcache_t (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v);\n" +
+		"SET @g = (SELECT 1 UNION ALL SELECT 1 FROM DUAL WHERE ROW_COUNT() <> ?);\n" +
+		"INSERT INTO stmtcache_t (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v);\nEND"
+	if _, err := db.Exec("DELETE FROM stmtcache_t WHERE id IN (10, 11)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(q, 10, "first", 1, 11, "second"); err != nil {
+		t.Fatalf("guard met: %v", err)
+	}
+	_, err := db.Exec(q, 10, "again", 1, 11, "never") // an update: two rows affected, not one
+	if !store.IsGuardFailedForTest(err) {
+		t.Fatalf("guard not met: %v; want ER_SUBQUERY_NO_1_ROW", err)
+	}
+	var v string
+	if err := db.QueryRow("SELECT v FROM stmtcache_t WHERE id = 11").Scan(&v); err != nil || v != "second" {
+		t.Fatalf("the statement after the failed guard ran: %q %v", v, err)
+	}
+}
+
+// At the server's max_prepared_stmt_count a block goes as text: the group is written, not refused.
+func TestStmtCacheFallsBackWhenTheServerIsFull(t *testing.T) {
+	db := stmtCacheDB(t, 4)
+	var was int
+	if err := db.QueryRow("SELECT @@GLOBAL.max_prepared_stmt_count").Scan(&was); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec("SET GLOBAL max_prepared_stmt_count = 0"); err != nil {
+		t.Fatal(err)
+	}
+	restore := func() { _, _ = db.Exec("SET GLOBAL max_prepared_stmt_count = ?", was) }
+	t.Cleanup(restore)
+	for i := 0; i < 3; i++ {
+		if _, err := db.Exec(block(2), 20, "full", 21, "full"); err != nil {
+			t.Fatalf("run %d with the server full: %v", i, err)
+		}
+	}
+	restore()
+	var n int
+	if err := db.QueryRow("SELECT COUNT(*) FROM stmtcache_t WHERE id IN (20, 21) AND v = 'full'").Scan(&n); err != nil || n != 2 {
+		t.Fatalf("rows written as text: %d (%v); want 2", n, err)
+	}
+}
