@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"database/sql"
+	"fmt"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
@@ -53,3 +55,64 @@ func OpenStmtCacheDB(dsn string, size int) (*sql.DB, error) {
 
 // IsGuardFailedForTest is isGuardFailed.
 var IsGuardFailedForTest = isGuardFailed
+
+// OneConnectionForTest has the store run on one connection of its main pool and one of those that keep step
+// groups prepared, so that a test's steps reuse the connection the one before used.
+func (s *Store) OneConnectionForTest() {
+	s.sqlDB.SetMaxOpenConns(1)
+	if s.prepared != nil {
+		s.prepared.db.SetMaxOpenConns(1)
+	}
+}
+
+// PreparedConnsDo runs fn on each idle connection that keeps step groups prepared, holding them all meanwhile.
+func (s *Store) PreparedConnsDo(ctx context.Context, fn func(c *sql.Conn) error) error {
+	if s.prepared == nil {
+		return nil
+	}
+	var conns []*sql.Conn
+	defer func() {
+		for _, c := range conns {
+			_ = c.Close()
+		}
+	}()
+	for n := s.prepared.db.Stats().Idle; n > 0; n-- {
+		c, err := s.prepared.db.Conn(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+		if err := fn(c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TakePreparedConnsForTest takes every connection that keeps step groups prepared, as busy steps would, until
+// release.
+func (s *Store) TakePreparedConnsForTest(ctx context.Context) (release func(), err error) {
+	var frees []func()
+	release = func() {
+		for _, f := range frees {
+			f()
+		}
+	}
+	for range cap(s.prepared.slots) {
+		c, free, ok, err := s.prepared.conn(ctx)
+		if !ok || err != nil {
+			release()
+			return nil, fmt.Errorf("taking a connection: ok %v, %v", ok, err)
+		}
+		frees = append(frees, func() { _ = c.Close(); free() })
+	}
+	return release, nil
+}
+
+// PreparedStats is the statistics of the connections that keep step groups prepared (zero when there are none).
+func (s *Store) PreparedStats() sql.DBStats {
+	if s.prepared == nil {
+		return sql.DBStats{}
+	}
+	return s.prepared.db.Stats()
+}

@@ -95,9 +95,12 @@ func (s *Store) hotTxOnce(ctx context.Context, fn func(tx *gorm.DB) error) (err 
 			return fmt.Errorf("store: no database connection: %w", ctx.Err())
 		}
 	}
-	c, err := s.sqlDB.Conn(ctx)
+	c, release, err := s.stepConn(ctx)
 	if err != nil {
 		return fmt.Errorf("store: no database connection: %w", err)
+	}
+	if release != nil {
+		defer release() // after the connection is back in its pool (deferred functions run last in, first out)
 	}
 	h := &hotConn{c: c}
 	defer func() {
@@ -136,4 +139,16 @@ func (h *hotConn) abort() {
 	if _, err := h.c.ExecContext(ctx, "ROLLBACK"); err != nil {
 		_ = h.c.Raw(func(any) error { return driver.ErrBadConn })
 	}
+}
+
+// stepConn answers a connection for a step: one that keeps step groups prepared when one is free (stmtcache.go),
+// with the function that frees it again, else one of the main pool (release nil).
+func (s *Store) stepConn(ctx context.Context) (c *sql.Conn, release func(), err error) {
+	if s.prepared != nil {
+		if c, release, ok, err := s.prepared.conn(ctx); ok {
+			return c, release, err
+		}
+	}
+	c, err = s.sqlDB.Conn(ctx)
+	return c, nil, err
 }

@@ -112,11 +112,7 @@ func TestUpdateInstanceOtherTenant(t *testing.T) {
 // otherwise commit the failed one's writes (START TRANSACTION commits an open transaction).
 func TestFailedStepLeavesNothing(t *testing.T) {
 	storetest.Each(t, func(t *testing.T, s *store.Store) {
-		db, err := s.DB().DB()
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.SetMaxOpenConns(1)
+		s.OneConnectionForTest()
 		at := time.Now().UTC()
 		w := newWork("inst-3", model.DefaultTenant, at)
 		w.NewTasks = []*model.Task{{ID: "inst-3-t1", TenantID: model.DefaultTenant, InstanceID: "inst-3", NodeID: "n", Assignee: "bob",
@@ -124,7 +120,7 @@ func TestFailedStepLeavesNothing(t *testing.T) {
 		if err := s.CreateInstance(ctx, w); err != nil {
 			t.Fatal(err)
 		}
-		err = s.UpdateInstance(ctx, model.DefaultTenant, "inst-3", func(w *model.Work) error {
+		err := s.UpdateInstance(ctx, model.DefaultTenant, "inst-3", func(w *model.Work) error {
 			w.Instance.Title = "half-written"
 			w.History = append(w.History, model.HistoryEvent{At: at, Actor: "x", Action: "half"})
 			w.NewTasks = append(w.NewTasks, &model.Task{ID: "inst-3-t1", TenantID: model.DefaultTenant, InstanceID: "inst-3", NodeID: "n",

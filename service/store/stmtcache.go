@@ -3,12 +3,16 @@ package store
 import (
 	"container/list"
 	"context"
+	"database/sql"
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
+	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
 
 // Prepared step groups (MariaDB). A step group's writes go as one compound statement (sqlbatch.go) whose text,
@@ -17,9 +21,63 @@ import (
 // Prepared once per connection and executed with binary values, the same group statement cost MariaDB 35–43 %
 // less CPU and its round trip a third less time, and preparing it anew each time cost what the text did
 // (docs/benchmarks.md, "Step groups prepared"). A group's statement text depends only on how many rows of each
-// table it writes, so a few hundred texts recur: each pooled connection keeps the last Config.StmtCache of them
-// prepared, closing the least recently used. Off by default: MariaDB holds 0.3-0.9 MB for each prepared and run
-// group statement, and the texts of a steps run at 16 clients recurred only two times in three at 64 a connection.
+// table it writes, so a few hundred texts recur. MariaDB holds 0.3–0.9 MB for each prepared and run group
+// statement, and a connection must keep enough of them to hold the texts that recur on it (64 kept two in three,
+// 128 nine in ten): kept on every connection of a pool that would be gigabytes of the server's memory. The
+// statements live on two connections of their own (preparedPool), each keeping the last Config.StmtCache texts it
+// ran twice, so that the server holds at most PreparedConns × StmtCache of them for a replica. A step takes one of those connections when one is free, else a connection of the
+// main pool, which sends its groups as text.
+
+// preparedPool is the few connections that keep step groups prepared: a pool of its own, LIFO as database/sql
+// pools are (the connection used last is the one most likely to keep the next group's text), taken only when one
+// is free (slots), so that a step never waits for it.
+type preparedPool struct {
+	db    *sql.DB
+	slots chan struct{}
+}
+
+// PreparedConns is how many connections keep step groups prepared (MariaDB, Config.StmtCache above 0), beside the
+// main pool: two took nearly every group of a 16-client steps run, and at 128 statements each nine groups in ten ran
+// on a statement kept from before (docs/benchmarks.md, "Prepared groups on two connections").
+const PreparedConns = 2
+
+func newPreparedPool(dsn string, size, conns int) (*preparedPool, error) {
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	connector, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	db := sql.OpenDB(&stmtCacheConnector{Connector: connector, size: size})
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	// A connection idle for a minute no longer carries a busy replica's steps: its statements go with it.
+	db.SetConnMaxIdleTime(time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	p := &preparedPool{db: db, slots: make(chan struct{}, conns)}
+	for range conns {
+		p.slots <- struct{}{}
+	}
+	return p, nil
+}
+
+// conn answers a connection of the pool and the function that gives it back, or ok false at once when all of
+// them are taken.
+func (p *preparedPool) conn(ctx context.Context) (c *sql.Conn, release func(), ok bool, err error) {
+	select {
+	case <-p.slots:
+	default:
+		return nil, nil, false, nil
+	}
+	release = func() { p.slots <- struct{}{} }
+	if c, err = p.db.Conn(ctx); err != nil {
+		release()
+		return nil, nil, true, err
+	}
+	return c, release, true, nil
+}
 
 // maxStmtParams is the binary protocol's bound on a prepared statement's values; a larger group goes as text.
 const maxStmtParams = 65535
@@ -56,6 +114,11 @@ type stmtCacheConn struct {
 	full  bool       // the server refused a statement (max_prepared_stmt_count): none is prepared any more here
 	order *list.List // of *cachedStmt, most recently used first
 	stmts map[string]*list.Element
+	// seen holds the hashes of the last texts run here that are not kept: a text is prepared the second time it
+	// comes while still in seen, so that texts run once (most of them) go as text — which costs the server what
+	// preparing them would — and never push out the ones that recur.
+	seen *simplelru.LRU[uint64, struct{}]
+	seed maphash.Seed
 }
 
 type cachedStmt struct {
@@ -67,7 +130,12 @@ type cachedStmt struct {
 }
 
 func newStmtCacheConn(dc driver.Conn, size int) (driver.Conn, error) {
-	c := &stmtCacheConn{Conn: dc, size: size, order: list.New(), stmts: map[string]*list.Element{}}
+	seen, err := simplelru.NewLRU[uint64, struct{}](seenPerKept*max(size, 1), nil)
+	if err != nil {
+		_ = dc.Close()
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	c := &stmtCacheConn{Conn: dc, size: size, order: list.New(), stmts: map[string]*list.Element{}, seen: seen, seed: maphash.MakeSeed()}
 	var ok [8]bool
 	c.beginTx, ok[0] = dc.(driver.ConnBeginTx)
 	c.prepare, ok[1] = dc.(driver.ConnPrepareContext)
@@ -122,7 +190,7 @@ func (c *stmtCacheConn) ExecContext(ctx context.Context, query string, args []dr
 		return c.execer.ExecContext(ctx, query, args)
 	}
 	e, kept := c.stmts[query]
-	if !kept && c.full {
+	if !kept && (c.full || !c.again(query)) {
 		return c.execer.ExecContext(ctx, query, args)
 	}
 	var cs *cachedStmt
@@ -145,6 +213,19 @@ func (c *stmtCacheConn) ExecContext(ctx context.Context, query string, args []dr
 		return c.execer.ExecContext(ctx, query, args)
 	}
 	return res, err
+}
+
+// seenPerKept is how many texts not kept a connection remembers having run, per statement it keeps.
+const seenPerKept = 4
+
+// again reports whether query ran here lately (and forgets it then: it is about to be kept); else it remembers it.
+func (c *stmtCacheConn) again(query string) bool {
+	h := maphash.String(c.seed, query)
+	if c.seen.Remove(h) {
+		return true
+	}
+	c.seen.Add(h, struct{}{})
+	return false
 }
 
 // add prepares query and keeps it, closing the least recently used statement beyond the size.

@@ -53,6 +53,17 @@ func prepares(t *testing.T, db *sql.DB) int {
 	return n
 }
 
+// executes is the session's count of prepared statements run so far (MariaDB's Com_stmt_execute).
+func executes(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	var name string
+	var n int
+	if err := db.QueryRow("SHOW SESSION STATUS LIKE 'Com_stmt_execute'").Scan(&name, &n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 // block is a compound statement of n inserts of one row each, like a step group's (the shape decides the text).
 func block(n int) string {
 	var b strings.Builder
@@ -67,9 +78,10 @@ func block(n int) string {
 	return b.String()
 }
 
-// A block statement with values is prepared once per connection and run again on the prepared statement; the
-// least recently used beyond the size is closed; the values arrive as sent, quotes and backslashes included;
-// statements without values or of another kind are not prepared.
+// A block statement with values is prepared the second time it runs on a connection and then runs on the
+// prepared statement; texts run once never are, and do not push out those that recur; the least recently used
+// beyond the size is closed; the values arrive as sent, quotes and backslashes included; statements without
+// values or of another kind are not prepared.
 func TestStmtCacheKeepsRecentBlocks(t *testing.T) {
 	db := stmtCacheDB(t, 2)
 	ctx := context.Background()
@@ -83,22 +95,35 @@ func TestStmtCacheKeepsRecentBlocks(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	p0 := prepares(t, db)
+	p0, e0 := prepares(t, db), executes(t, db)
+	want := func(p, e int, why string) {
+		t.Helper()
+		if gp, ge := prepares(t, db)-p0, executes(t, db)-e0; gp != p || ge != e {
+			t.Fatalf("%s: %d prepared, %d run prepared; want %d and %d", why, gp, ge, p, e)
+		}
+	}
 	exec(1, "a")
+	want(0, 0, "a text run once")
 	exec(1, "b")
+	want(1, 1, "the same text again")
 	exec(2, "c")
-	if got := prepares(t, db) - p0; got != 2 {
-		t.Fatalf("prepared %d statements for two texts run three times; want 2", got)
+	exec(2, "c")
+	exec(1, "d")
+	want(2, 3, "two texts, each run again")
+	for n := 4; n < 14; n++ { // ten texts run once each
+		exec(n, "once")
 	}
-	exec(3, "d") // a third text: the least recently used (one insert) is closed
-	exec(2, "e") // still kept
-	if got := prepares(t, db) - p0; got != 3 {
-		t.Fatalf("prepared %d; want 3 (the two-insert block kept)", got)
-	}
-	exec(1, "f") // evicted before: prepared again
-	if got := prepares(t, db) - p0; got != 4 {
-		t.Fatalf("prepared %d; want 4 (the one-insert block was evicted)", got)
-	}
+	exec(2, "e")
+	exec(1, "e")
+	want(2, 5, "the kept texts after ten run once")
+	exec(3, "f")
+	exec(3, "f") // a third kept: the least recently used (two inserts) is closed
+	exec(1, "g")
+	want(3, 7, "a third text kept")
+	exec(2, "h") // closed before: text, then prepared again
+	want(3, 7, "an evicted text, run once more")
+	exec(2, "i")
+	want(4, 8, "an evicted text, run twice more")
 	var open int
 	var name string
 	if err := db.QueryRow("SHOW GLOBAL STATUS LIKE 'Prepared_stmt_count'").Scan(&name, &open); err != nil {
@@ -129,7 +154,8 @@ func TestStmtCacheKeepsRecentBlocks(t *testing.T) {
 }
 
 // An error inside a prepared block is the server's own, number and all, and stops the block: the step group's
-// guard (ER_SUBQUERY_NO_1_ROW) still sends a group with a stale row back to a locked read.
+// guard (ER_SUBQUERY_NO_1_ROW) still sends a group with a stale row back to a locked read. (The text's first run
+// goes as text; the failing second is the prepared statement's.)
 func TestStmtCacheKeepsErrors(t *testing.T) {
 	db := stmtCacheDB(t, 4)
 	q := "BEGIN NOT ATOMIC\nINSERT INTO stmtcache_t (id, v) VALUES (?, ?) ON DUPLICATE KEY UPDATE v = VALUES(v);\n" +
@@ -141,9 +167,13 @@ func TestStmtCacheKeepsErrors(t *testing.T) {
 	if _, err := db.Exec(q, 10, "first", 1, 11, "second"); err != nil {
 		t.Fatalf("guard met: %v", err)
 	}
+	p0, e0 := prepares(t, db), executes(t, db)
 	_, err := db.Exec(q, 10, "again", 1, 11, "never") // an update: two rows affected, not one
 	if !store.IsGuardFailedForTest(err) {
 		t.Fatalf("guard not met: %v; want ER_SUBQUERY_NO_1_ROW", err)
+	}
+	if p, e := prepares(t, db)-p0, executes(t, db)-e0; p != 1 || e != 1 {
+		t.Fatalf("the second run: %d prepared, %d run prepared; want 1 and 1", p, e)
 	}
 	var v string
 	if err := db.QueryRow("SELECT v FROM stmtcache_t WHERE id = 11").Scan(&v); err != nil || v != "second" {

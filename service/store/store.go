@@ -47,8 +47,8 @@ type Config struct {
 	// StepCache is how many instances' rows (MySQL) are kept from the step that wrote them, so that their next
 	// step skips its lock read (stepcache.go); 0 means DefaultStepCache, a negative number none.
 	StepCache int
-	// StmtCache is how many step-group statements (MariaDB) each pooled connection keeps prepared
-	// (stmtcache.go); 0 or less: none.
+	// StmtCache is how many step-group statements (MariaDB) each of two connections beside the pool keeps
+	// prepared (stmtcache.go); 0 or less: none, and no such connections.
 	StmtCache int
 	Logger    *slog.Logger
 	// Wait is how long Open keeps trying while the database does not accept connections yet (a replica started
@@ -73,7 +73,9 @@ type Store struct {
 	cache     *stepCache // nil: off (SQLite, or Config.StepCache 0)
 	// blocks: the server is MariaDB (not in Oracle mode), and a batch's round trip goes as one compound statement
 	// (sqlbatch.go, blockBegin).
-	blocks   bool
+	blocks bool
+	// prepared: the connections that keep step groups prepared (stmtcache.go); nil when off.
+	prepared *preparedPool
 	log      *slog.Logger
 	now      func() time.Time
 	userHook atomic.Pointer[func(tenant, username string)] // OnUserChange
@@ -145,17 +147,6 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	switch dialect {
 	case MySQL:
 		mcfg := mysql.Config{DSN: dsn, DefaultStringSize: 255}
-		if n := cfg.StmtCache; n > 0 {
-			dcfg, err := mysqldriver.ParseDSN(dsn)
-			if err != nil {
-				return nil, fmt.Errorf("store: %w", err)
-			}
-			connector, err := mysqldriver.NewConnector(dcfg)
-			if err != nil {
-				return nil, fmt.Errorf("store: %w", err)
-			}
-			mcfg.Conn = sql.OpenDB(&stmtCacheConnector{Connector: connector, size: n})
-		}
 		dialector = mysql.New(mcfg)
 	case SQLite:
 		if cfg.MustExist {
@@ -213,6 +204,12 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 			return nil, fmt.Errorf("store: unable to read the server's version: %w", err)
 		}
 		s.blocks = strings.Contains(version, "MariaDB") && !strings.Contains(mode, "ORACLE")
+		if n := cfg.StmtCache; s.blocks && n > 0 {
+			if s.prepared, err = newPreparedPool(dsn, n, PreparedConns); err != nil {
+				_ = sqlDB.Close()
+				return nil, err
+			}
+		}
 	}
 	return s, nil
 }
@@ -319,11 +316,33 @@ func (s *Store) DB() *gorm.DB { return s.db }
 // Ping checks the database answers.
 func (s *Store) Ping(ctx context.Context) error { return s.sqlDB.PingContext(ctx) }
 
-// Stats returns the pool statistics (exported as metrics).
-func (s *Store) Stats() sql.DBStats { return s.sqlDB.Stats() }
+// Stats returns the pool statistics (exported as metrics), the connections that keep step groups prepared
+// included.
+func (s *Store) Stats() sql.DBStats {
+	st := s.sqlDB.Stats()
+	if s.prepared == nil {
+		return st
+	}
+	p := s.prepared.db.Stats()
+	st.MaxOpenConnections += p.MaxOpenConnections
+	st.OpenConnections += p.OpenConnections
+	st.InUse += p.InUse
+	st.Idle += p.Idle
+	st.WaitCount += p.WaitCount
+	st.WaitDuration += p.WaitDuration
+	st.MaxIdleClosed += p.MaxIdleClosed
+	st.MaxIdleTimeClosed += p.MaxIdleTimeClosed
+	st.MaxLifetimeClosed += p.MaxLifetimeClosed
+	return st
+}
 
-// Close closes the pool.
-func (s *Store) Close() error { return s.sqlDB.Close() }
+// Close closes the pools.
+func (s *Store) Close() error {
+	if s.prepared != nil {
+		_ = s.prepared.db.Close() // the main pool's error is the one to report
+	}
+	return s.sqlDB.Close()
+}
 
 // SetNow replaces the store's clock (tests).
 func (s *Store) SetNow(now func() time.Time) { s.now = func() time.Time { return now().UTC() } }
