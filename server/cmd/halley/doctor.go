@@ -222,6 +222,25 @@ func (d *doctor) sqliteFile(path string) {
 }
 
 // mysqlVars reads global and session variables; missing ones are "".
+// preparedStatements checks that the server lets every replica keep its step groups prepared
+// (HALLEY_DB_STMT_CACHE): beyond max_prepared_stmt_count, shared by all the server's clients, a connection sends its
+// groups as text, slower but correct.
+func (d *doctor) preparedStatements(limit string) {
+	n, err := strconv.Atoi(limit)
+	need := d.opts.Replicas * store.PreparedConns * d.cfg.DBStmtCache
+	switch {
+	case err != nil:
+		d.add("max_prepared_stmt_count", checkWarn, "check that the user may read @@max_prepared_stmt_count", "unable to read max_prepared_stmt_count")
+	case n < need:
+		d.add("max_prepared_stmt_count", checkWarn, fmt.Sprintf("raise max_prepared_stmt_count to at least %d, or lower HALLEY_DB_STMT_CACHE", need),
+			"%d, below %d replicas × %d connections × %d statements (HALLEY_DB_STMT_CACHE): beyond it step groups go as text, costing the database more CPU",
+			n, d.opts.Replicas, store.PreparedConns, d.cfg.DBStmtCache)
+	default:
+		d.add("max_prepared_stmt_count", checkOK, "", "%d, enough for %d replicas × %d connections × %d statements (~0.5 MB of the server's memory each)",
+			n, d.opts.Replicas, store.PreparedConns, d.cfg.DBStmtCache)
+	}
+}
+
 func mysqlVars(ctx context.Context, st *store.Store, names ...string) map[string]string {
 	out := map[string]string{}
 	for _, n := range names {
@@ -235,7 +254,7 @@ func mysqlVars(ctx context.Context, st *store.Store, names ...string) map[string
 
 func (d *doctor) mysql(ctx context.Context, st *store.Store) {
 	v := mysqlVars(ctx, st, "version", "version_comment", "global.innodb_doublewrite", "session.transaction_isolation", "session.tx_isolation", "global.max_connections",
-		"global.innodb_buffer_pool_size", "global.innodb_log_file_size", "global.innodb_log_files_in_group", "global.innodb_redo_log_capacity", "session.sql_mode", "session.time_zone", "global.time_zone", "system_time_zone",
+		"global.max_prepared_stmt_count", "global.innodb_buffer_pool_size", "global.innodb_log_file_size", "global.innodb_log_files_in_group", "global.innodb_redo_log_capacity", "session.sql_mode", "session.time_zone", "global.time_zone", "system_time_zone",
 		"character_set_server", "character_set_database", "collation_database", "session.character_set_connection")
 	d.add("database", checkOK, "", "MySQL/MariaDB %s (%s)", v["version"], v["version_comment"])
 	bufferPool, _ := strconv.ParseUint(v["global.innodb_buffer_pool_size"], 10, 64)
@@ -262,15 +281,23 @@ func (d *doctor) mysql(ctx context.Context, st *store.Store) {
 	if pool == 0 {
 		pool = 64 // store.Open's default for MySQL
 	}
-	need := pool*d.opts.Replicas + 10 // and a few for people and tools
+	prepared, conns := 0, "a pool of "+strconv.Itoa(pool)
+	if d.cfg.DBStmtCache > 0 && strings.Contains(v["version"], "MariaDB") {
+		prepared = store.PreparedConns // beside the pool, keeping step groups prepared
+		conns = fmt.Sprintf("(a pool of %d + %d keeping step groups prepared)", pool, prepared)
+	}
+	need := (pool+prepared)*d.opts.Replicas + 10 // and a few for people and tools
 	switch {
 	case maxConn == 0:
 		d.add("max_connections", checkWarn, "check that the user may read @@max_connections", "unable to read max_connections")
 	case maxConn < need:
 		d.add("max_connections", checkWarn, fmt.Sprintf("raise max_connections to at least %d, or lower HALLEY_DB_MAX_OPEN_CONNS", need),
-			"%d, below %d replicas × a pool of %d (HALLEY_DB_MAX_OPEN_CONNS) + 10: under load replicas are refused connections (error 1040)", maxConn, d.opts.Replicas, pool)
+			"%d, below %d replicas × %s (HALLEY_DB_MAX_OPEN_CONNS) + 10: under load replicas are refused connections (error 1040)", maxConn, d.opts.Replicas, conns)
 	default:
-		d.add("max_connections", checkOK, "", "%d, enough for %d replicas × a pool of %d + 10", maxConn, d.opts.Replicas, pool)
+		d.add("max_connections", checkOK, "", "%d, enough for %d replicas × %s + 10", maxConn, d.opts.Replicas, conns)
+	}
+	if prepared > 0 {
+		d.preparedStatements(v["global.max_prepared_stmt_count"])
 	}
 
 	if bp, err := strconv.ParseUint(v["global.innodb_buffer_pool_size"], 10, 64); err == nil {

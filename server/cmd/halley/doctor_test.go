@@ -168,8 +168,26 @@ func TestDoctorMySQLRedis(t *testing.T) {
 	if c := checks["isolation level"]; c.Status == checkFail {
 		t.Fatalf("the test server's isolation level: %+v", c)
 	}
+	// On MariaDB two connections beside each replica's pool keep step groups prepared (HALLEY_DB_STMT_CACHE).
+	maria := strings.Contains(checks["database version"].Found, "Maria")
+	if maria {
+		wantCheck(t, checks, "max_prepared_stmt_count", checkOK, "1 replicas × 2 connections × 128 statements")
+	} else if _, ok := checks["max_prepared_stmt_count"]; ok {
+		t.Fatal("max_prepared_stmt_count checked on MySQL, where no group is prepared")
+	}
 	checks, _ = doctorReport(t, env, "--replicas", "100000")
-	wantCheck(t, checks, "max_connections", checkWarn, "100000 replicas", "raise max_connections to at least 6400010")
+	if maria {
+		wantCheck(t, checks, "max_connections", checkWarn, "100000 replicas × (a pool of 64 + 2 keeping step groups prepared)", "raise max_connections to at least 6600010")
+		wantCheck(t, checks, "max_prepared_stmt_count", checkWarn, "100000 replicas × 2 connections × 128", "raise max_prepared_stmt_count to at least 25600000")
+	} else {
+		wantCheck(t, checks, "max_connections", checkWarn, "100000 replicas × a pool of 64", "raise max_connections to at least 6400010")
+	}
+	env["HALLEY_DB_STMT_CACHE"] = "0"
+	checks, _ = doctorReport(t, env, "--replicas", "100000")
+	wantCheck(t, checks, "max_connections", checkWarn, "100000 replicas × a pool of 64", "raise max_connections to at least 6400010")
+	if _, ok := checks["max_prepared_stmt_count"]; ok {
+		t.Fatal("max_prepared_stmt_count checked with HALLEY_DB_STMT_CACHE=0")
+	}
 }
 
 // TestDoctorRedisEvicts: a Redis of this test's own (never the shared one's settings) with maxmemory-policy
