@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 
-	mysqldriver "github.com/go-sql-driver/mysql"
 	"gorm.io/gorm"
 
 	"github.com/halley-bpm/halley/model"
@@ -42,15 +41,11 @@ func (s *Store) SetBlocks(on bool) { s.blocks = on }
 
 // OpenStmtCacheDB opens a pool whose connections keep size block statements prepared (stmtcache.go).
 func OpenStmtCacheDB(dsn string, size int) (*sql.DB, error) {
-	cfg, err := mysqldriver.ParseDSN(dsn)
+	c, err := newStmtCacheConnector(dsn, size, &groupCounts{})
 	if err != nil {
 		return nil, err
 	}
-	c, err := mysqldriver.NewConnector(cfg)
-	if err != nil {
-		return nil, err
-	}
-	return sql.OpenDB(&stmtCacheConnector{Connector: c, size: size}), nil
+	return sql.OpenDB(c), nil
 }
 
 // IsGuardFailedForTest is isGuardFailed.

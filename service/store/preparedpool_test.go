@@ -111,15 +111,22 @@ func TestStepsOnPreparedConns(t *testing.T) {
 	if st := s.Stats(); st.MaxOpenConnections != 16+2 || st.InUse != 0 {
 		t.Fatalf("the store's statistics (metrics) %+v; want both pools counted, 18 at most, none in use", st)
 	}
-	executed := 0
+	executed, prepared := 0, 0
 	if err := s.PreparedConnsDo(ctx, func(c *sql.Conn) error {
 		executed += sessionCount(t, c, "Com_stmt_execute")
+		prepared += sessionCount(t, c, "Com_stmt_prepare")
 		return nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	if executed == 0 {
 		t.Fatal("no step group ran as a prepared statement")
+	}
+	// The counters of halley_db_group_statements_total: what the sessions ran, and text beside it (first runs,
+	// and the groups of the main pool).
+	g := s.GroupStatements()
+	if g.Kept+g.Prepared != int64(executed) || g.Prepared != int64(prepared) || g.Text == 0 {
+		t.Fatalf("group statements %+v; want kept+prepared = %d run prepared, prepared = %d, some text", g, executed, prepared)
 	}
 	var half, tasks int
 	if err := s.DB().Raw("SELECT COUNT(*) FROM history WHERE action = 'half'").Scan(&half).Error; err != nil {

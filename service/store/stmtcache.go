@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
@@ -41,16 +42,12 @@ type preparedPool struct {
 // on a statement kept from before (docs/benchmarks.md, "Prepared groups on two connections").
 const PreparedConns = 2
 
-func newPreparedPool(dsn string, size, conns int) (*preparedPool, error) {
-	cfg, err := mysqldriver.ParseDSN(dsn)
+func newPreparedPool(dsn string, size, conns int, counts *groupCounts) (*preparedPool, error) {
+	connector, err := newStmtCacheConnector(dsn, size, counts)
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return nil, err
 	}
-	connector, err := mysqldriver.NewConnector(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
-	}
-	db := sql.OpenDB(&stmtCacheConnector{Connector: connector, size: size})
+	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(conns)
 	db.SetMaxIdleConns(conns)
 	// A connection idle for a minute no longer carries a busy replica's steps: its statements go with it.
@@ -82,10 +79,33 @@ func (p *preparedPool) conn(ctx context.Context) (c *sql.Conn, release func(), o
 // maxStmtParams is the binary protocol's bound on a prepared statement's values; a larger group goes as text.
 const maxStmtParams = 65535
 
-// stmtCacheConnector opens MySQL driver connections that keep step groups' compound statements prepared.
+// GroupStatements counts step-group statements (MariaDB's compound statements with values) by how they ran: on a
+// statement kept from before (Kept), prepared for the run (Prepared), or sent as text (Text: on the main pool, a
+// text's first run on a connection that keeps statements, or the server's max_prepared_stmt_count reached). Zero
+// when HALLEY_DB_STMT_CACHE is 0.
+type GroupStatements struct {
+	Kept, Prepared, Text int64
+}
+
+// groupCounts are a store's GroupStatements, shared by its connections.
+type groupCounts struct {
+	kept, prepared, text atomic.Int64
+}
+
+// GroupStatements reports how the store's step-group statements ran.
+func (s *Store) GroupStatements() GroupStatements {
+	if s.groups == nil {
+		return GroupStatements{}
+	}
+	return GroupStatements{Kept: s.groups.kept.Load(), Prepared: s.groups.prepared.Load(), Text: s.groups.text.Load()}
+}
+
+// stmtCacheConnector opens MySQL driver connections that keep step groups' compound statements prepared (size
+// above 0) or only count them (size 0, the main pool's).
 type stmtCacheConnector struct {
 	driver.Connector
-	size int
+	size   int
+	counts *groupCounts
 }
 
 func (c *stmtCacheConnector) Connect(ctx context.Context) (driver.Conn, error) {
@@ -93,7 +113,20 @@ func (c *stmtCacheConnector) Connect(ctx context.Context) (driver.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newStmtCacheConn(dc, c.size)
+	return newStmtCacheConn(dc, c.size, c.counts)
+}
+
+// newStmtCacheConnector wraps the MySQL driver's connector for dsn.
+func newStmtCacheConnector(dsn string, size int, counts *groupCounts) (*stmtCacheConnector, error) {
+	cfg, err := mysqldriver.ParseDSN(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	connector, err := mysqldriver.NewConnector(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	return &stmtCacheConnector{Connector: connector, size: size, counts: counts}, nil
 }
 
 // stmtCacheConn is a driver connection with an LRU of prepared compound statements. database/sql uses a
@@ -115,10 +148,11 @@ type stmtCacheConn struct {
 	order *list.List // of *cachedStmt, most recently used first
 	stmts map[string]*list.Element
 	// seen holds the hashes of the last texts run here that are not kept: a text is prepared the second time it
-	// comes while still in seen, so that texts run once (most of them) go as text — which costs the server what
-	// preparing them would — and never push out the ones that recur.
-	seen *simplelru.LRU[uint64, struct{}]
-	seed maphash.Seed
+	// comes while still in seen, so that texts run once go as text — which costs the server what preparing them
+	// would — and never push out the ones that recur.
+	seen   *simplelru.LRU[uint64, struct{}]
+	seed   maphash.Seed
+	counts *groupCounts
 }
 
 type cachedStmt struct {
@@ -129,13 +163,16 @@ type cachedStmt struct {
 	}
 }
 
-func newStmtCacheConn(dc driver.Conn, size int) (driver.Conn, error) {
-	seen, err := simplelru.NewLRU[uint64, struct{}](seenPerKept*max(size, 1), nil)
-	if err != nil {
-		_ = dc.Close()
-		return nil, fmt.Errorf("store: %w", err)
+func newStmtCacheConn(dc driver.Conn, size int, counts *groupCounts) (driver.Conn, error) {
+	c := &stmtCacheConn{Conn: dc, size: size, order: list.New(), stmts: map[string]*list.Element{}, seed: maphash.MakeSeed(), counts: counts}
+	if size > 0 {
+		seen, err := simplelru.NewLRU[uint64, struct{}](seenPerKept*size, nil)
+		if err != nil {
+			_ = dc.Close()
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		c.seen = seen
 	}
-	c := &stmtCacheConn{Conn: dc, size: size, order: list.New(), stmts: map[string]*list.Element{}, seen: seen, seed: maphash.MakeSeed()}
 	var ok [8]bool
 	c.beginTx, ok[0] = dc.(driver.ConnBeginTx)
 	c.prepare, ok[1] = dc.(driver.ConnPrepareContext)
@@ -186,12 +223,15 @@ func (c *stmtCacheConn) Close() error {
 // ExecContext runs a compound statement with values on a statement prepared for it, everything else as the driver
 // does (its values interpolated into the text).
 func (c *stmtCacheConn) ExecContext(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
-	if c.size <= 0 || len(args) == 0 || len(args) > maxStmtParams || !strings.HasPrefix(query, blockBegin) {
+	if len(args) == 0 || !strings.HasPrefix(query, blockBegin) {
 		return c.execer.ExecContext(ctx, query, args)
+	}
+	if c.size <= 0 || len(args) > maxStmtParams {
+		return c.text(ctx, query, args)
 	}
 	e, kept := c.stmts[query]
 	if !kept && (c.full || !c.again(query)) {
-		return c.execer.ExecContext(ctx, query, args)
+		return c.text(ctx, query, args)
 	}
 	var cs *cachedStmt
 	if kept {
@@ -202,7 +242,7 @@ func (c *stmtCacheConn) ExecContext(ctx context.Context, query string, args []dr
 		if cs, err = c.add(ctx, query); err != nil {
 			if isServerError(err, 1461) { // max_prepared_stmt_count: the server's limit, shared by all its clients
 				c.full = true
-				return c.execer.ExecContext(ctx, query, args)
+				return c.text(ctx, query, args)
 			}
 			return nil, err
 		}
@@ -210,9 +250,20 @@ func (c *stmtCacheConn) ExecContext(ctx context.Context, query string, args []dr
 	res, err := cs.stmt.ExecContext(ctx, args)
 	if isServerError(err, 1243) { // unknown statement handler: the session lost its statements (a reset)
 		c.drop()
-		return c.execer.ExecContext(ctx, query, args)
+		return c.text(ctx, query, args)
+	}
+	if kept {
+		c.counts.kept.Add(1)
+	} else {
+		c.counts.prepared.Add(1)
 	}
 	return res, err
+}
+
+// text sends a group statement as text, its values interpolated by the driver.
+func (c *stmtCacheConn) text(ctx context.Context, query string, args []driver.NamedValue) (driver.Result, error) {
+	c.counts.text.Add(1)
+	return c.execer.ExecContext(ctx, query, args)
 }
 
 // seenPerKept is how many texts not kept a connection remembers having run, per statement it keeps.

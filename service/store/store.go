@@ -76,6 +76,7 @@ type Store struct {
 	blocks bool
 	// prepared: the connections that keep step groups prepared (stmtcache.go); nil when off.
 	prepared *preparedPool
+	groups   *groupCounts // how the step groups ran (GroupStatements); nil when off
 	log      *slog.Logger
 	now      func() time.Time
 	userHook atomic.Pointer[func(tenant, username string)] // OnUserChange
@@ -144,9 +145,19 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 		NowFunc:                func() time.Time { return time.Now().UTC() },
 	}
 	var dialector gorm.Dialector
+	var groups *groupCounts
 	switch dialect {
 	case MySQL:
 		mcfg := mysql.Config{DSN: dsn, DefaultStringSize: 255}
+		if cfg.StmtCache > 0 {
+			// The pool's connections only count the step groups they send as text (stmtcache.go).
+			groups = &groupCounts{}
+			connector, err := newStmtCacheConnector(dsn, 0, groups)
+			if err != nil {
+				return nil, err
+			}
+			mcfg.Conn = sql.OpenDB(connector)
+		}
 		dialector = mysql.New(mcfg)
 	case SQLite:
 		if cfg.MustExist {
@@ -181,7 +192,7 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 	sqlDB.SetMaxIdleConns(idle)
 	sqlDB.SetConnMaxLifetime(life)
 	sqlDB.SetConnMaxIdleTime(5 * time.Minute)
-	s := &Store{db: db, sqlDB: sqlDB, dialect: dialect, log: lg, now: func() time.Time { return time.Now().UTC() }}
+	s := &Store{db: db, sqlDB: sqlDB, dialect: dialect, groups: groups, log: lg, now: func() time.Time { return time.Now().UTC() }}
 	if n := min(cfg.TimerConns, open/2); dialect == MySQL && n > 0 {
 		s.stepSlots = make(chan struct{}, open-n)
 	}
@@ -205,7 +216,7 @@ func open(ctx context.Context, cfg Config, lg *slog.Logger, dialect, dsn string)
 		}
 		s.blocks = strings.Contains(version, "MariaDB") && !strings.Contains(mode, "ORACLE")
 		if n := cfg.StmtCache; s.blocks && n > 0 {
-			if s.prepared, err = newPreparedPool(dsn, n, PreparedConns); err != nil {
+			if s.prepared, err = newPreparedPool(dsn, n, PreparedConns, groups); err != nil {
 				_ = sqlDB.Close()
 				return nil, err
 			}

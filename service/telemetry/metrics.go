@@ -162,6 +162,22 @@ func (m *Metrics) StepCache(stats func() (hits, stale int64)) {
 	)
 }
 
+// GroupStatements exports how the store's step-group statements ran (MariaDB, HALLEY_DB_STMT_CACHE), read at
+// scrape time: halley_db_group_statements_total{as="kept"} on a statement kept from before, {as="prepared"}
+// prepared for the run, {as="text"} sent as text. kept over the sum is the share the setting saves the parse of.
+func (m *Metrics) GroupStatements(stats func() (kept, prepared, text int64)) {
+	const help = "MariaDB step-group statements, by how they ran: on a statement kept from before (kept), prepared for the run (prepared), or as text (text)."
+	counter := func(as string, f func(kept, prepared, text int64) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "halley_db_group_statements_total", Help: help, ConstLabels: prometheus.Labels{"as": as}},
+			func() float64 { return float64(f(stats())) })
+	}
+	m.reg.MustRegister(
+		counter("kept", func(k, _, _ int64) int64 { return k }),
+		counter("prepared", func(_, p, _ int64) int64 { return p }),
+		counter("text", func(_, _, t int64) int64 { return t }),
+	)
+}
+
 // Pinger is a dependency readiness checks (the database, Redis, the scheduler).
 type Pinger interface {
 	Ping(ctx context.Context) error

@@ -220,3 +220,21 @@ func TestStepCacheCounters(t *testing.T) {
 		t.Errorf("after more hits:\n%s", got)
 	}
 }
+
+// How the step groups ran is the store's count, read at each scrape, one series per way.
+func TestGroupStatementCounters(t *testing.T) {
+	m := telemetry.New(telemetry.Options{})
+	kept, prepared, text := int64(90), int64(4), int64(6)
+	m.GroupStatements(func() (int64, int64, int64) { return kept, prepared, text })
+	got := gather(t, m, "halley_db_group_statements_total")
+	for _, want := range []string{`halley_db_group_statements_total{as=kept} 90`, `halley_db_group_statements_total{as=prepared} 4`,
+		`halley_db_group_statements_total{as=text} 6`} {
+		if !strings.Contains(got, want+"\n") {
+			t.Errorf("missing %q in\n%s", want, got)
+		}
+	}
+	kept = 91
+	if got := gather(t, m, "halley_db_group_statements_total"); !strings.Contains(got, `halley_db_group_statements_total{as=kept} 91`+"\n") {
+		t.Errorf("after one more:\n%s", got)
+	}
+}

@@ -52,6 +52,7 @@ func serve(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Lo
 	clk := clock.Real{}
 	metrics := telemetry.New(telemetry.Options{Clock: clk}) // every metric /metrics serves, fed through the services' seams
 	metrics.StepCache(func() (int64, int64) { s := st.StepCacheStats(); return s.Hits, s.Stale })
+	metrics.GroupStatements(func() (int64, int64, int64) { g := st.GroupStatements(); return g.Kept, g.Prepared, g.Text })
 	rdb := openRedis(ctx, cfg.RedisURL, lg) // nil without HALLEY_REDIS_URL: one process, in-process timers
 	defer closeRedis(rdb)
 	// Spans over OTLP with HALLEY_OTLP_ENDPOINT, hung on the same seams as the metrics; off otherwise.
