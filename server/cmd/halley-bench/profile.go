@@ -90,7 +90,8 @@ func (pr *profiler) wait(stderr io.Writer) {
 // mysqlCounters are the global status counters the steps suite reads before and after its measured phase.
 var mysqlCounters = []string{"Questions", "Com_select", "Com_insert", "Com_update", "Com_delete", "Com_commit", "Com_rollback",
 	"Innodb_deadlocks", "Innodb_row_lock_waits", "Innodb_os_log_fsyncs", "Innodb_data_fsyncs",
-	"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests"} // reads: pages that had to come from disk
+	"Innodb_buffer_pool_reads", "Innodb_buffer_pool_read_requests", // reads: pages that had to come from disk
+	"Com_stmt_execute", "Com_stmt_prepare"} // step groups run on prepared statements, and prepared (HALLEY_DB_STMT_CACHE)
 
 // globalStatus reads the counters. They are server-wide: other databases' traffic on the same server is
 // included, so per-step figures derived from them are an upper bound.

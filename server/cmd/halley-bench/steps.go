@@ -211,6 +211,11 @@ func runSteps(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		summary = append(summary, fmt.Sprintf("mysql per step (server-wide counters, upper bound): %.1f statements (Questions), %.2f commits, %.2f rollbacks, %.1f inserts, %.1f updates, %.1f deletes, %.1f selects; deadlocks %d, row lock waits %d over the phase",
 			p["Questions"], p["Com_commit"], p["Com_rollback"], p["Com_insert"], p["Com_update"], p["Com_delete"], p["Com_select"], figs.MySQLDelta["Innodb_deadlocks"], figs.MySQLDelta["Innodb_row_lock_waits"]))
 	}
+	if d := figs.MySQLDelta; d["Com_commit"] > 0 && d["Com_stmt_execute"] > 0 {
+		// MariaDB: a group is one compound statement with its COMMIT; Halley runs nothing else as a prepared statement.
+		summary = append(summary, fmt.Sprintf("  prepared groups: %d run on a prepared statement, %d of them prepared for the run, against %d commits: %.0f %% of the groups on a kept statement",
+			d["Com_stmt_execute"], d["Com_stmt_prepare"], d["Com_commit"], 100*float64(d["Com_stmt_execute"]-d["Com_stmt_prepare"])/float64(d["Com_commit"])))
+	}
 	summary = append(summary, targetLines(figs.Targets)...)
 	summary = append(summary, "machine: "+fmt.Sprintf("%d CPUs, %d MB, MySQL %s; ", m.NProc, m.MemTotalMB, m.MariaDB)+m.loadString()+" (shared machine: figures are noisy)")
 	return emit(stdout, summary, figs)
