@@ -94,10 +94,10 @@ func (s *Store) TakePreparedConnsForTest(ctx context.Context) (release func(), e
 		}
 	}
 	for range cap(s.prepared.slots) {
-		c, free, ok, err := s.prepared.conn(ctx)
-		if !ok || err != nil {
+		c, free, err := s.prepared.conn(ctx)
+		if c == nil {
 			release()
-			return nil, fmt.Errorf("taking a connection: ok %v, %v", ok, err)
+			return nil, fmt.Errorf("taking a connection: %v", err)
 		}
 		frees = append(frees, func() { _ = c.Close(); free() })
 	}
@@ -110,4 +110,15 @@ func (s *Store) PreparedStats() sql.DBStats {
 		return sql.DBStats{}
 	}
 	return s.prepared.db.Stats()
+}
+
+// BreakPreparedConnsForTest has the connections that keep step groups prepared open to a port nobody listens on.
+func (s *Store) BreakPreparedConnsForTest(dsn string) error {
+	c, err := newStmtCacheConnector(dsn, 4, s.groups)
+	if err != nil {
+		return err
+	}
+	old := s.prepared.db
+	s.prepared.db = sql.OpenDB(c)
+	return old.Close()
 }

@@ -142,11 +142,16 @@ func (h *hotConn) abort() {
 }
 
 // stepConn answers a connection for a step: one that keeps step groups prepared when one is free (stmtcache.go),
-// with the function that frees it again, else one of the main pool (release nil).
+// with the function that frees it again, else one of the main pool (release nil) — also when the free one could not
+// be opened: a step does not fail for want of a connection the pool can give.
 func (s *Store) stepConn(ctx context.Context) (c *sql.Conn, release func(), err error) {
 	if s.prepared != nil {
-		if c, release, ok, err := s.prepared.conn(ctx); ok {
-			return c, release, err
+		c, release, err := s.prepared.conn(ctx)
+		if c != nil {
+			return c, release, nil
+		}
+		if err != nil {
+			s.log.Warn("store: unable to open a connection that keeps step groups prepared; steps use the pool for a while", "err", err, "for", preparedRest)
 		}
 	}
 	c, err = s.sqlDB.Conn(ctx)

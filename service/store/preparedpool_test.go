@@ -217,3 +217,24 @@ func TestPreparedConnsKilledByTheServer(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// When a connection that keeps groups prepared cannot be opened (the server's max_connections reached, say), steps
+// run on the pool, as text, and do not fail.
+func TestStepsWhenPreparedConnsCannotOpen(t *testing.T) {
+	s := preparedStore(t, 16, 4)
+	ids := createInstances(t, s, "pb", 2)
+	if err := s.BreakPreparedConnsForTest("root@tcp(127.0.0.1:1)/test?timeout=1s"); err != nil {
+		t.Fatal(err)
+	}
+	before := s.GroupStatements()
+	for i := 1; i <= 3; i++ {
+		for _, id := range ids {
+			if err := step(s, id, i, false); err != nil {
+				t.Fatalf("step %d of %s: %v", i, id, err)
+			}
+		}
+	}
+	if g := s.GroupStatements(); g.Text-before.Text != 6 || g.Kept != before.Kept || g.Prepared != before.Prepared {
+		t.Fatalf("group statements %+v after %+v; want 6 more as text, none prepared", g, before)
+	}
+}

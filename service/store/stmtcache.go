@@ -26,8 +26,8 @@ import (
 // statement, and a connection must keep enough of them to hold the texts that recur on it (64 kept two in three,
 // 128 nine in ten): kept on every connection of a pool that would be gigabytes of the server's memory. The
 // statements live on two connections of their own (preparedPool), each keeping the last Config.StmtCache texts it
-// ran twice, so that the server holds at most PreparedConns × StmtCache of them for a replica. A step takes one of those connections when one is free, else a connection of the
-// main pool, which sends its groups as text.
+// ran twice, so that the server holds at most PreparedConns × StmtCache of them for a replica. A step takes one of
+// those connections when one is free, else a connection of the main pool, which sends its groups as text.
 
 // preparedPool is the few connections that keep step groups prepared: a pool of its own, LIFO as database/sql
 // pools are (the connection used last is the one most likely to keep the next group's text), taken only when one
@@ -35,7 +35,13 @@ import (
 type preparedPool struct {
 	db    *sql.DB
 	slots chan struct{}
+	// resting: until when (Unix nanoseconds) no step tries them, after a connection could not be opened (the
+	// server's max_connections reached, say): steps then go to the main pool without a connect attempt each.
+	resting atomic.Int64
 }
+
+// preparedRest is how long the steps leave the connections alone after one could not be opened.
+const preparedRest = 10 * time.Second
 
 // PreparedConns is how many connections keep step groups prepared (MariaDB, Config.StmtCache above 0), beside the
 // main pool: two took nearly every group of a 16-client steps run, and at 128 statements each nine groups in ten ran
@@ -60,20 +66,26 @@ func newPreparedPool(dsn string, size, conns int, counts *groupCounts) (*prepare
 	return p, nil
 }
 
-// conn answers a connection of the pool and the function that gives it back, or ok false at once when all of
-// them are taken.
-func (p *preparedPool) conn(ctx context.Context) (c *sql.Conn, release func(), ok bool, err error) {
+// conn answers a connection of the pool and the function that gives it back, or nil at once when all of them are
+// taken, or none could be opened (the error; then none is tried for preparedRest).
+func (p *preparedPool) conn(ctx context.Context) (c *sql.Conn, release func(), err error) {
+	if time.Now().UnixNano() < p.resting.Load() {
+		return nil, nil, nil
+	}
 	select {
 	case <-p.slots:
 	default:
-		return nil, nil, false, nil
+		return nil, nil, nil
 	}
 	release = func() { p.slots <- struct{}{} }
 	if c, err = p.db.Conn(ctx); err != nil {
 		release()
-		return nil, nil, true, err
+		if ctx.Err() == nil {
+			p.resting.Store(time.Now().Add(preparedRest).UnixNano())
+		}
+		return nil, nil, err
 	}
-	return c, release, true, nil
+	return c, release, nil
 }
 
 // maxStmtParams is the binary protocol's bound on a prepared statement's values; a larger group goes as text.
