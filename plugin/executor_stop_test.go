@@ -165,10 +165,12 @@ echo '{"context":{"done":true}}'
 }
 
 // TestExecutorFreesWorkerBeforeReporting: when OnComplete hears of a run, the run's worker is free already, so a
-// caller that offers the next run from there sees Available (CI once saw the report come first).
+// caller that offers the next run from there sees Available (CI once saw the report come first). The runs are
+// offered one at a time, each after the last one's report, with nothing to claim: with a backlog the loop may give
+// the freed worker a claimed run before the report, and Available is rightly false then.
 func TestExecutorFreesWorkerBeforeReporting(t *testing.T) {
 	const runs = 50
-	q := newFakeQueue(runs)
+	q := newFakeQueue(0)
 	type seen struct {
 		id        string
 		available bool
@@ -192,11 +194,14 @@ func TestExecutorFreesWorkerBeforeReporting(t *testing.T) {
 			t.Error(err)
 		}
 	}()
-	for range runs {
+	for i := range runs {
+		id := fmt.Sprintf("offered-%02d", i)
+		ex.Offer(plugin.Job{RunID: id, Attempt: 1, Spec: plugin.Spec{Name: "p", Version: 1, Runtime: plugin.RuntimeBinary},
+			Input: plugin.Input{RunID: id, InstanceID: "inst", NodeID: "n", Phase: "auto"}})
 		select {
 		case s := <-ch:
-			if !s.available {
-				t.Fatalf("OnComplete of %s ran while its worker still counted as busy", s.id)
+			if s.id != id || !s.available {
+				t.Fatalf("OnComplete of %s (offered %s) ran while its worker still counted as busy: available %v", s.id, id, s.available)
 			}
 		case <-time.After(20 * time.Second):
 			t.Fatal("no completion")
