@@ -32,16 +32,6 @@ func preparedStore(t *testing.T, open, size int) *store.Store {
 	return s
 }
 
-// sessionCount is a session status counter of the connection c.
-func sessionCount(t *testing.T, c *sql.Conn, name string) int {
-	t.Helper()
-	var n int
-	if err := c.QueryRowContext(ctx, "SHOW SESSION STATUS LIKE '"+name+"'").Scan(&name, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
 // step runs a step on instance id that writes a task and a history row, or, with fail, one that writes them and
 // then a task whose id exists already, so that the whole step must be rolled back.
 func step(s *store.Store, id string, i int, fail bool) error {

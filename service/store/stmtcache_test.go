@@ -42,26 +42,30 @@ func stmtCacheDB(t *testing.T, size int) *sql.DB {
 	return db
 }
 
-// prepares is the session's count of statements prepared so far (MariaDB's Com_stmt_prepare).
-func prepares(t *testing.T, db *sql.DB) int {
+// sessionCount is a session status counter of the connection behind q (a one-connection pool, or a pinned
+// connection).
+func sessionCount(t *testing.T, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}, name string) int {
 	t.Helper()
-	var name string
 	var n int
-	if err := db.QueryRow("SHOW SESSION STATUS LIKE 'Com_stmt_prepare'").Scan(&name, &n); err != nil {
+	// The name as a literal: with a ? the driver could prepare the statement, which would count itself.
+	if err := q.QueryRowContext(context.Background(), "SHOW SESSION STATUS LIKE '"+name+"'").Scan(&name, &n); err != nil {
 		t.Fatal(err)
 	}
 	return n
 }
 
+// prepares is the session's count of statements prepared so far (MariaDB's Com_stmt_prepare).
+func prepares(t *testing.T, db *sql.DB) int {
+	t.Helper()
+	return sessionCount(t, db, "Com_stmt_prepare")
+}
+
 // executes is the session's count of prepared statements run so far (MariaDB's Com_stmt_execute).
 func executes(t *testing.T, db *sql.DB) int {
 	t.Helper()
-	var name string
-	var n int
-	if err := db.QueryRow("SHOW SESSION STATUS LIKE 'Com_stmt_execute'").Scan(&name, &n); err != nil {
-		t.Fatal(err)
-	}
-	return n
+	return sessionCount(t, db, "Com_stmt_execute")
 }
 
 // block is a compound statement of n inserts of one row each, like a step group's (the shape decides the text).
