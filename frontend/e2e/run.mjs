@@ -183,11 +183,12 @@ async function call(method, path, token, body) {
 const results = []
 let stepNo = 0
 let page
-// HALLEY_E2E_ONLY=text (local rehearsal, never in CI): run only the steps whose name holds text, and the start.
-const ONLY = CI ? '' : process.env.HALLEY_E2E_ONLY || ''
+// HALLEY_E2E_ONLY=text (local rehearsal, never in CI): run only the steps whose name holds text, and the start;
+// texts joined by | pick several steps (a later step usually needs the earlier ones it names).
+const ONLY = CI ? [] : (process.env.HALLEY_E2E_ONLY || '').split('|').filter(Boolean)
 const ALWAYS = ['halley starts and is ready', 'seed users through the API']
 async function step(name, fn) {
-  if (ONLY && !name.includes(ONLY) && !ALWAYS.includes(name)) return
+  if (ONLY.length && !ONLY.some((o) => name.includes(o)) && !ALWAYS.includes(name)) return
   stepNo++
   const label = `${String(stepNo).padStart(2, '0')}-${name.replace(/[^a-z0-9]+/gi, '-').toLowerCase()}`
   const t0 = Date.now()
@@ -253,6 +254,27 @@ async function canvasStill() {
     }
     return performance.now() - w.__sameSince > 250
   }, null, { polling: 50 })
+}
+
+// dropFromPalette drags a palette item onto the canvas at a point of it and waits for the node it makes. Once in a
+// CI run (2026-12-04; 0 in 40 runs here, loaded or not) the second of two drops made no node: Playwright starts an
+// HTML5 drag in Chromium by intercepting it on a mouse move, and when the drag is not seen the drop never happens.
+// A person would drag again, and so does this, at most three times, and only while the canvas still has as many
+// nodes as before (a drop that made a node under another id, or two, still fails the step).
+async function dropFromPalette(type, id, at) {
+  const nodes = page.locator('.vue-flow__node')
+  const before = await nodes.count()
+  for (let attempt = 1; ; attempt++) {
+    await page.dragAndDrop(`[data-test=palette-${type}]`, '[data-test=canvas]', { targetPosition: at })
+    try {
+      await page.locator(`.vue-flow__node[data-id="${id}"]`).waitFor({ timeout: 5000 })
+      if (attempt > 1) console.log(`     (the drop of ${id} took ${attempt} drags)`)
+      break
+    } catch (e) {
+      if (attempt === 3 || (await nodes.count()) !== before) throw e
+    }
+  }
+  expect((await nodes.count()) === before + 1, `one drop of ${type} made ${(await nodes.count()) - before} nodes`)
 }
 
 // grabPoint is a point of the node that no other node covers, for a drag to take that node.
@@ -437,10 +459,8 @@ try {
     await canvasStill()
     const canvas = page.locator('[data-test=canvas]')
     const box = await canvas.boundingBox()
-    await page.dragAndDrop('[data-test=palette-approval]', '[data-test=canvas]', { targetPosition: { x: box.width * 0.3, y: box.height * 0.45 } })
-    await page.locator('.vue-flow__node[data-id="approval"]').waitFor()
-    await page.dragAndDrop('[data-test=palette-approval]', '[data-test=canvas]', { targetPosition: { x: box.width * 0.7, y: box.height * 0.6 } })
-    await page.locator('.vue-flow__node[data-id="approval_2"]').waitFor()
+    await dropFromPalette('approval', 'approval', { x: box.width * 0.3, y: box.height * 0.45 })
+    await dropFromPalette('approval', 'approval_2', { x: box.width * 0.7, y: box.height * 0.6 })
     expect((await page.locator('.vue-flow__node').count()) === 4, 'expected 4 nodes on the canvas')
   })
 
