@@ -17,7 +17,7 @@
 #   SWEEP_FLAGS        extra halley-bench flags of the sweep suite (e.g. "--duty 1 --batch 200")
 #   SQLSTEP_FLAGS      flags of the sqlstep suite (BENCH_CLIENTS clients; e.g. "--read cached --n 3000"): the steps
 #                      suite's SQL alone, no Halley (docs/benchmarks.md, "A step without its lock read")
-#   BENCH_HALLEY_GOGC  GOGC of the Halley under test only (unset: Go's default, 100); the bench client keeps its own
+#   BENCH_HALLEY_GOGC  GOGC of the Halley under test only (unset: Halley's default, 400); the bench client keeps its own
 #   BENCH_REDO_MB      redo log the bench sets for the timers suite at TIMERS_N >= 200000 (2048 MiB; MariaDB 10.9+)
 #   BENCH_POOL_MB      buffer pool the bench sets for the large suites (unset: the timers suite's data, 12 KiB a
 #                      timer, at least 8192 MiB; a storm 8192 MiB; never over three quarters of the memory)

@@ -20,6 +20,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	"github.com/spf13/cobra"
 
 	"github.com/halley-bpm/halley/server/config"
@@ -64,7 +65,12 @@ func newCommand(getenv func(string) string, stdout, stderr io.Writer) *cobra.Com
 	var cfgPath string
 	// serveE is serve's: it listens at once behind a gate, opens and migrates the database, and serves.
 	serveE := func(c *cobra.Command, _ []string) error {
-		return withDatabase(c.Context(), cfgPath, getenv, stderr, true, serve)
+		gc := tuneGC(getenv, memlimit.FromCgroup)
+		return withDatabase(c.Context(), cfgPath, getenv, stderr, true,
+			func(ctx context.Context, cfg *config.Config, st *store.Store, lg *slog.Logger, web *webServer) error {
+				lg.Info("garbage collector", gc...)
+				return serve(ctx, cfg, st, lg, web)
+			})
 	}
 	root := &cobra.Command{
 		Use:   "halley",
