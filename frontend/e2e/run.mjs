@@ -257,8 +257,9 @@ async function canvasStill() {
 }
 
 // dropFromPalette drags a palette item onto the canvas at a point of it and waits for the node it makes. Once in a
-// CI run (2026-12-04; 0 in 40 runs here, loaded or not) the second of two drops made no node: Playwright starts an
-// HTML5 drag in Chromium by intercepting it on a mouse move, and when the drag is not seen the drop never happens.
+// CI run (2026-12-04; 0 in 40 runs here, loaded or not) the second of two drops made no node. The likely cause, not
+// proven: Playwright starts an HTML5 drag in Chromium by intercepting it on a mouse move, and a drag it does not see
+// never drops.
 // A person would drag again, and so does this, at most three times, and only while the canvas still has as many
 // nodes as before (a drop that made a node under another id, or two, still fails the step).
 async function dropFromPalette(type, id, at) {
