@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -155,4 +156,59 @@ func TestTimesReachMySQLAsMicroseconds(t *testing.T) {
 		t.Fatalf("reading the %d timers of the window went through %d index entries", len(got), read)
 	}
 	t.Logf("%d timers, %d index entries read", len(got), read)
+}
+
+// TestMessageLookupReadsThroughItsIndex EXPLAINs a message's lookup of its bookmarks (FindBookmarks) on MySQL over
+// a table of mostly closed delay bookmarks, as a deployment's is: it reads idx_bookmarks_message (tenant_id, hash),
+// the entries of its hash alone, not every open bookmark through idx_bookmarks_closed. closed_at left that index
+// (migration 23) so that closing a bookmark moves no entry there; the closed bookmarks of the same hash it now
+// reads too are filtered out.
+func TestMessageLookupReadsThroughItsIndex(t *testing.T) {
+	s := storetest.Open(t, store.MySQL)
+	ctx := context.Background()
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	const n = 3000
+	hash := strings.Repeat("ab", 32)
+	var args []any
+	for i := range n {
+		h, closed := "", any(base.Add(time.Duration(i)*time.Minute+time.Hour))
+		switch {
+		case i%10 == 0:
+			closed = nil // an open delay
+		case i%500 == 1:
+			h = hash // a closed wait for the message
+		case i%1000 == 2:
+			h, closed = hash, nil // an open one
+		}
+		at := base.Add(time.Duration(i) * time.Minute)
+		args = append(args, fmt.Sprintf("b%05d", i), model.DefaultTenant, fmt.Sprintf("i%05d", i), "w", fmt.Sprintf("b%05d", i), "delay", h, "", "", "null", at, closed)
+	}
+	for start := 0; start < n; start += 500 {
+		q := "INSERT INTO bookmarks (id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at) VALUES "
+		for i := range 500 {
+			if i > 0 {
+				q += ", "
+			}
+			q += "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+		}
+		if err := s.DB().Exec(q, args[start*12:(start+500)*12]...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DB().Exec("ANALYZE TABLE bookmarks").Error; err != nil {
+		t.Fatal(err)
+	}
+	const lookup = "SELECT * FROM bookmarks WHERE tenant_id = ? AND hash = ? AND closed_at IS NULL ORDER BY created_at, id" // FindBookmarks'
+	typ, key := explain(t, s, lookup, model.DefaultTenant, hash)
+	if typ != "ref" || key != "idx_bookmarks_message" {
+		t.Errorf("a message's lookup: access %q through %s, want a ref of idx_bookmarks_message", typ, key)
+	}
+	found, err := s.FindBookmarks(ctx, model.DefaultTenant, hash)
+	if err != nil || len(found) != 3 || found[0].ID != "b00002" || found[1].ID != "b01002" || found[2].ID != "b02002" {
+		ids := []string{}
+		for _, b := range found {
+			ids = append(ids, b.ID)
+		}
+		t.Fatalf("FindBookmarks: %v, %v; want the open b00002, b01002, b02002 in order", ids, err)
+	}
 }
