@@ -34,21 +34,7 @@ func TestRearmReadsThroughItsIndexes(t *testing.T) {
 		args = append(args, fmt.Sprintf("t%05d", i), model.DefaultTenant, fmt.Sprintf("i%05d", i), "d", fmt.Sprintf("i%05d.d", i), model.TimerDelay,
 			at.Add(time.Hour), status, "{}", at, fired)
 	}
-	for start := 0; start < n; start += 500 {
-		q := "INSERT INTO timers (id, tenant_id, instance_id, node_id, node_instance_id, kind, due_at, status, payload, created_at, fired_at) VALUES "
-		for i := range 500 {
-			if i > 0 {
-				q += ", "
-			}
-			q += "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-		}
-		if err := s.DB().Exec(q, args[start*11:(start+500)*11]...).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.DB().Exec("ANALYZE TABLE timers").Error; err != nil {
-		t.Fatal(err)
-	}
+	fillAndAnalyze(t, s, "timers", "id, tenant_id, instance_id, node_id, node_instance_id, kind, due_at, status, payload, created_at, fired_at", args)
 	from := base.Add(100 * time.Minute)
 	for _, c := range []struct {
 		name, sql, key string
@@ -70,6 +56,24 @@ func TestRearmReadsThroughItsIndexes(t *testing.T) {
 	recent, err := s.PendingTimersCreated(ctx, from, from.Add(10*time.Minute), time.Time{}, "", 1000)
 	if err != nil || len(recent) != 1 || recent[0].ID != "t00100" {
 		t.Fatalf("PendingTimersCreated: %v, %v; want t00100 alone", recent, err)
+	}
+}
+
+// fillAndAnalyze inserts rows into table (args: their values, one per column of cols, row after row) 500 a
+// statement, then has MySQL count the table's indexes again, as a deployment's statistics would.
+func fillAndAnalyze(t *testing.T, s *store.Store, table, cols string, args []any) {
+	t.Helper()
+	width := len(strings.Split(cols, ","))
+	row := "(" + strings.TrimSuffix(strings.Repeat("?, ", width), ", ") + ")"
+	for start := 0; start < len(args); start += 500 * width {
+		end := min(start+500*width, len(args))
+		q := "INSERT INTO " + table + " (" + cols + ") VALUES " + strings.TrimSuffix(strings.Repeat(row+", ", (end-start)/width), ", ")
+		if err := s.DB().Exec(q, args[start:end]...).Error; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.DB().Exec("ANALYZE TABLE " + table).Error; err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -183,21 +187,7 @@ func TestMessageLookupReadsThroughItsIndex(t *testing.T) {
 		at := base.Add(time.Duration(i) * time.Minute)
 		args = append(args, fmt.Sprintf("b%05d", i), model.DefaultTenant, fmt.Sprintf("i%05d", i), "w", fmt.Sprintf("b%05d", i), "delay", h, "", "", "null", at, closed)
 	}
-	for start := 0; start < n; start += 500 {
-		q := "INSERT INTO bookmarks (id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at) VALUES "
-		for i := range 500 {
-			if i > 0 {
-				q += ", "
-			}
-			q += "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-		}
-		if err := s.DB().Exec(q, args[start*12:(start+500)*12]...).Error; err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := s.DB().Exec("ANALYZE TABLE bookmarks").Error; err != nil {
-		t.Fatal(err)
-	}
+	fillAndAnalyze(t, s, "bookmarks", "id, tenant_id, instance_id, node_id, node_instance_id, kind, hash, message_name, correlation_id, payload, created_at, closed_at", args)
 	const lookup = "SELECT * FROM bookmarks WHERE tenant_id = ? AND hash = ? AND closed_at IS NULL ORDER BY created_at, id" // FindBookmarks'
 	typ, key := explain(t, s, lookup, model.DefaultTenant, hash)
 	if typ != "ref" || key != "idx_bookmarks_message" {
