@@ -26,8 +26,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/halley-bpm/halley/model"
 	"github.com/halley-bpm/halley/service/clock"
 	"github.com/halley-bpm/halley/service/outbound"
@@ -132,6 +130,8 @@ type Service struct {
 	blocked map[[2]string]time.Time // channel → when its rate frees a slot (this replica's view)
 
 	cache *cache // what in-step notifications render from; nil: none are
+
+	ids model.TimeIDs // the ids of notifications and deliveries, stamped with their creation time (the purge's key)
 }
 
 // New returns the service, or an error naming the missing dependency.
@@ -496,12 +496,12 @@ func (s *Service) render(ctx context.Context, v *tenantView, u *model.User, user
 	} else {
 		web = msg(false)
 	}
-	in := &model.Notification{ID: timeOrdered(), TenantID: n.tenant, Username: u.Username, Key: n.key + "/" + n.event, Event: n.event,
+	in := &model.Notification{ID: s.ids.Next(now), TenantID: n.tenant, Username: u.Username, Key: n.key + "/" + n.event, Event: n.event,
 		InstanceID: d.InstanceID, TaskID: d.TaskID, Title: truncate(d.Title, 500), NodeName: truncate(d.Step, 200), Message: web.Subject,
 		Link: n.inApp, At: now}
 	var out []*model.NotificationDelivery
 	for _, name := range v.settings.Events[n.event] {
-		dl := &model.NotificationDelivery{ID: timeOrdered(), TenantID: n.tenant, Channel: name, Recipient: u.Username, Key: in.Key, Event: n.event,
+		dl := &model.NotificationDelivery{ID: s.ids.Next(now), TenantID: n.tenant, Channel: name, Recipient: u.Username, Key: in.Key, Event: n.event,
 			InstanceID: d.InstanceID, TaskID: d.TaskID, Status: model.DeliveryPending, CreatedAt: now, NextAttemptAt: &now}
 		ch := v.channels[name]
 		m := web
@@ -520,16 +520,6 @@ func (s *Service) render(ctx context.Context, v *tenantView, u *model.User, user
 		out = append(out, dl)
 	}
 	return in, out
-}
-
-// timeOrdered is a new id that sorts after the ids made before it (UUIDv7), so that lists ordered by (time, id)
-// show the notifications of one batch in the order they were written.
-func timeOrdered() string {
-	id, err := uuid.NewV7()
-	if err != nil {
-		return uuid.NewString()
-	}
-	return id.String()
 }
 
 // Notify wakes the delivery loop. HandleEvents calls it, but its rows are visible only once the dispatch

@@ -361,6 +361,7 @@ func seed(t *testing.T, s *store.Store, table string, n int, base time.Time) {
 			names = append(names, strings.ToLower(c.Name))
 		}
 	}
+	var ids model.TimeIDs
 	value := func(c column, i int) any {
 		name := strings.ToLower(c.Name)
 		switch {
@@ -368,6 +369,8 @@ func seed(t *testing.T, s *store.Store, table string, n int, base time.Time) {
 			return fmt.Sprintf("inst-%05d", i/3)
 		case name == "id" && (table == "instances" || table == "archived_instances"):
 			return fmt.Sprintf("inst-%05d", i)
+		case name == "id" && (table == "notifications" || table == "notification_deliveries"):
+			return ids.Next(base.Add(time.Duration((i*7919)%(365*24)) * time.Hour)) // stamped with created_at, as notify does
 		case name == "tenant_id":
 			return model.DefaultTenant
 		case name == "tkey":

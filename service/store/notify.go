@@ -557,16 +557,3 @@ func (s *Store) Users(ctx context.Context, tenant string, names []string) (map[s
 	}
 	return out, nil
 }
-
-// PurgeNotifications deletes notifications and finished deliveries created before t.
-func (s *Store) PurgeNotifications(ctx context.Context, before time.Time) (int64, error) {
-	a := s.db.WithContext(ctx).Where("created_at < ?", before.UTC()).Delete(&notificationRow{})
-	if a.Error != nil {
-		return 0, fmt.Errorf("store: unable to purge notifications: %w", a.Error)
-	}
-	b := s.db.WithContext(ctx).Where("created_at < ? AND status <> ?", before.UTC(), model.DeliveryPending).Delete(&notifyDeliveryRow{})
-	if b.Error != nil {
-		return a.RowsAffected, fmt.Errorf("store: unable to purge notification deliveries: %w", b.Error)
-	}
-	return a.RowsAffected + b.RowsAffected, nil
-}

@@ -21,6 +21,11 @@ type purge struct {
 	column string // indexed DATETIME column compared with the cutoff
 	filter string // extra condition, or ""
 	args   []any  // arguments of filter
+
+	// timeID: column is the primary key, ids that model.TimeIDs stamps with the row's created_at, and the cutoff is
+	// model.TimeIDFloor of the time. created_at < the time is checked too, so that a row is never purged early
+	// whatever its id (created_at has no index of its own: the key range is what the scan reads).
+	timeID bool
 }
 
 var (
@@ -35,20 +40,28 @@ var (
 	purgeRunLogs            = purge{name: "purge plugin run logs", table: "plugin_run_logs", column: "created_at"}
 	purgeMessageIDs         = purge{name: "purge message ids", table: "message_receipts", column: "created_at"}
 	purgeAudit              = purge{name: "purge audit log", table: "audit_log", column: "at"}
+	purgeNotifications      = purge{name: "purge notifications", table: "notifications", column: "id", timeID: true}
+	purgeNotifyDeliveries   = purge{name: "purge finished notification deliveries", table: "notification_deliveries", column: "id",
+		timeID: true, filter: "status <> ?", args: []any{model.DeliveryPending}}
 )
 
 // purges are every purge, for MaintenanceQueries (and so for the EXPLAIN test): a new purge goes here too.
 var purges = []purge{purgeMessagesExpired, purgeMessagesConsumed, purgeBookmarks, purgeTimers, purgeDeliveries,
-	purgeIdempotencyKeys, purgeIdempotencyCommits, purgeRunLogs, purgeMessageIDs, purgeAudit}
+	purgeIdempotencyKeys, purgeIdempotencyCommits, purgeRunLogs, purgeMessageIDs, purgeAudit, purgeNotifications, purgeNotifyDeliveries}
 
 // sql returns the statement that deletes one batch of at most limit rows, and its arguments for the cutoff. The
 // batch is the oldest rows (ORDER BY the indexed column: the range scan reads them in that order anyway).
 func (p purge) sql(dialect string, before time.Time, limit int) (string, []any) {
 	where := p.column + " < ?"
+	args := []any{before.UTC()}
+	if p.timeID {
+		where += " AND created_at < ?"
+		args = []any{model.TimeIDFloor(before), before.UTC()}
+	}
 	if p.filter != "" {
 		where += " AND " + p.filter
 	}
-	args := append([]any{before.UTC()}, p.args...)
+	args = append(args, p.args...)
 	if dialect == MySQL {
 		return fmt.Sprintf("DELETE FROM %s WHERE %s ORDER BY %s LIMIT %d", p.table, where, p.column, limit), args
 	}
@@ -135,6 +148,11 @@ func (s *Store) PurgeIdempotent(ctx context.Context, before time.Time) (int64, e
 	}
 	_, err = s.runPurge(ctx, purgeIdempotencyCommits, before)
 	return n, err
+}
+
+// PurgeNotifications deletes notifications, and finished notification deliveries, created before t.
+func (s *Store) PurgeNotifications(ctx context.Context, before time.Time) (int64, error) {
+	return s.runPurges(ctx, before, purgeNotifications, purgeNotifyDeliveries)
 }
 
 // PurgeMessageIDs deletes the message ids (POST /messages' message_id) recorded before t.
