@@ -26,6 +26,7 @@
 #   BENCH_OUT          folder for logs, outputs and CPU profiles (bin/bench/<UTC date>)
 #   BENCH_TIMEOUT      hard limit for the whole run in seconds (5400)
 #   BENCH_KEEP_DB=1    keep the database afterwards (it is dropped by default)
+#   BENCH_SETTLE_S     wait at most this many seconds (120) for MySQL to finish the last run's work before measuring
 #   BENCH_WATCH=1      run scripts/stallwatch.py beside Halley: probes every 200 ms, and goroutines, processlist and
 #                      InnoDB status captured while a probe waits > BENCH_WATCH_TRIGGER s (0.7), into BENCH_OUT/watch
 #   BENCH_MYSQL_TUNE   1 (default): size MySQL as docs/benchmarks.md "Reproduce" says, SET GLOBAL, and set it back
@@ -252,6 +253,41 @@ MYSQL_URL="mysql://$MYSQL_USER@$MYSQL_HOST:$MYSQL_PORT/$DB"
 REDIS_URL="redis://$REDIS_HOST:$REDIS_PORT/$REDIS_DB"
 PW="bench-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')"
 WORKERS=${BENCH_PLUGIN_WORKERS:-$((PLUGIN_CONC > 8 ? PLUGIN_CONC : 8))}
+
+# settle_mysql waits (at most BENCH_SETTLE_S seconds) until MySQL has finished what a run before this one left it:
+# a buffer pool resize under way (the large suites grow the pool and shrink it back when they end), undo history
+# not yet purged, and the server's own CPU (page flushing, dropped tables), and logs the state it found, so that a
+# run's log shows whether it began on a quiet server. It does not remove every bias of runs back to back: on the
+# VM of 2026-12-06 it found MariaDB idle before a second storm that still fired 4.6 % fewer timers a second; A/B
+# pairs alternate which code runs first (docs/benchmarks.md, "Notifications purged by their key, and runs back to
+# back").
+settle_mysql() {
+	local limit=${BENCH_SETTLE_S:-120} start pid="" hist resize resize_busy busy t0 t1
+	start=$(date +%s)
+	case "$MYSQL_HOST" in 127.0.0.1|localhost|::1) pid=$(pgrep -o -x mariadbd || pgrep -o -x mysqld || true) ;; esac
+	while :; do
+		hist=$(my -N -e "SHOW GLOBAL STATUS LIKE 'Innodb_history_list_length'" | awk '{print $2}')
+		resize=$(my -N -e "SHOW GLOBAL STATUS LIKE 'Innodb_buffer_pool_resize_status'" | cut -f2-)
+		busy=0
+		if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
+			# The server's CPU over one second, in hundredths of a core (only on this machine's own server).
+			t0=$(awk '{print $14 + $15}' "/proc/$pid/stat"); sleep 1; t1=$(awk '{print $14 + $15}' "/proc/$pid/stat")
+			busy=$(( (t1 - t0) * 100 / $(getconf CLK_TCK) ))
+		else
+			sleep 1
+		fi
+		case "$resize" in *esiz*|*ithdraw*) [[ "$resize" == *ompleted* ]] || resize_busy=1 ;; *) resize_busy=0 ;; esac
+		if [ "${hist:-0}" -lt 1000 ] && [ "${resize_busy:-0}" = 0 ] && [ "$busy" -lt 10 ]; then
+			log "MySQL settled in $(($(date +%s) - start)) s (history list $hist, server CPU ${busy} % of a core)"
+			return
+		fi
+		if [ $(($(date +%s) - start)) -ge "$limit" ]; then
+			log "WARNING: MySQL still busy after ${limit} s (history list $hist, resize '${resize}', server CPU ${busy} % of a core): measuring anyway"
+			return
+		fi
+	done
+}
+settle_mysql
 
 # The plugins suite drives POST /trigger/sync from one address as fast as Halley answers: the per-IP trigger rate
 # limit (20/s by default, an abuse guard) would measure itself, so it is off unless HALLEY_TRIGGER_RATE_LIMIT says.
