@@ -36,9 +36,9 @@ func (g *TimeIDs) Next(at time.Time) string {
 	if _, err := rand.Read(b[8:]); err != nil {
 		panic("model: crypto/rand failed: " + err.Error()) // as crypto/rand documents: it does not fail on Linux
 	}
-	// The 48-bit millisecond, version 7, the 12-bit sequence; now is positive for any time after 1970.
-	binary.BigEndian.PutUint64(b[:8], uint64(now>>12)<<16|0x7000|uint64(now&0xfff)) //nolint:gosec // G115: see above
-	b[8] = 0x80 | b[8]&0x3f                                                         // variant 10
+	// The 48-bit millisecond, version 7 and the 12-bit sequence; then the variant (10) over the random bits.
+	binary.BigEndian.PutUint64(b[:8], uint64(now>>12)<<16|0x7000|uint64(now&0xfff)) //nolint:gosec // G115: now > 0 after 1970
+	b[8] = 0x80 | b[8]&0x3f
 	return uuid.UUID(b).String()
 }
 
