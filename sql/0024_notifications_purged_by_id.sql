@@ -4,6 +4,7 @@
 -- idx_notifications_created, an entry written by every step that notifies someone, has nothing left to serve.
 -- The finished notification deliveries are purged the same way (their ids are stamped alike); they had no index on
 -- created_at, so that purge read the whole table. Ids written before this migration were stamped with the wall
--- clock, as created_at was.
+-- clock, as created_at was; only the builds of the first day of notifications (before 6600185, 2026-11-28, never
+-- released) wrote random ids, and such a row is purged only once its id sorts below a cutoff.
 
 DROP INDEX idx_notifications_created ON notifications;
