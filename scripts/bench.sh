@@ -10,7 +10,8 @@
 #   BENCH_QUICK=1      timers: 20000 over 5m unless TIMERS_N/TIMERS_WINDOW say otherwise (≈ 10 min in all, not 45)
 #   STORM_N            storm: timers due in one second (100000)
 #   TIMERS_LOAD        timers/storm: background step clients (10)
-#   TIMERS_FLAGS, STORM_FLAGS   extra halley-bench flags for those suites (e.g. "--arm-clients 8")
+#   STEPS_FLAGS, TIMERS_FLAGS, STORM_FLAGS   extra halley-bench flags for those suites (e.g. "--arm-clients 8",
+#                      "--http std": the step load through net/http's client instead of its own connections)
 #   TIMERS_LIMIT       time limit in seconds of the timers and storm suites each (3600)
 #   PLUGIN_RUNS        plugins: runs per side (300)    PLUGIN_CONC      plugins: concurrency (4)
 #   SWEEP_N            sweep: instances archived (20000) SWEEP_CLIENTS  sweep: step-load clients beside it (20)
@@ -410,7 +411,7 @@ for s in $SUITES; do
 	case "$s" in
 	steps)
 		suite steps 600 steps "${COMMON[@]}" --clients "$CLIENTS" --duration "$DURATION" --baseline --mysql "$MYSQL_URL" \
-			--halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/steps.cpu.pprof" ;;
+			--halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/steps.cpu.pprof" ${STEPS_FLAGS:-} ;;
 	timers)
 		suite timers "${TIMERS_LIMIT:-3600}" timers "${COMMON[@]}" --n "$TIMERS_N" --window "$TIMERS_WINDOW" --load-clients "$TIMERS_LOAD" \
 			--mysql "$MYSQL_URL" --redis "$REDIS_URL" --halley-pid "$HALLEY_PID" "${PPROF[@]}" --profile-out "$OUT/timers.cpu.pprof" ${TIMERS_FLAGS:-} ;;

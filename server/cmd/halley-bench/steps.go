@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tidwall/gjson"
 
 	"github.com/halley-bpm/halley/service/store"
 )
@@ -25,12 +28,15 @@ type commonFlags struct {
 	url           string
 	adminUser     string
 	adminPassword string
+	// http is how the step load talks HTTP (wire.go): "lean" or "std".
+	http string
 }
 
 func (c *commonFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.url, "url", "http://127.0.0.1:8080", "Halley's base URL (loopback only)")
 	fs.StringVar(&c.adminUser, "admin-user", "admin", "admin user name")
 	fs.StringVar(&c.adminPassword, "admin-password", "admin", "admin password (HALLEY_ADMIN_PASSWORD of the server)")
+	fs.StringVar(&c.http, "http", string(wireLean), "how the step load's clients talk HTTP: lean (a connection each, driven by the client's goroutine) or std (net/http's client)")
 }
 
 // runID makes the names of one run (users, templates, tables) unique, so runs never collide.
@@ -98,6 +104,9 @@ func runSteps(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if *clients < 1 || *clients > 1000 {
 		return fmt.Errorf("--clients must be 1..1000")
+	}
+	if _, err := parseWireMode(cf.http); err != nil {
+		return err
 	}
 	if *duration <= 0 || *duration > 2*time.Hour || *warmup < 0 || *warmup > 10*time.Minute {
 		return fmt.Errorf("--duration must be in (0, 2h] and --warmup in [0, 10m]")
@@ -394,6 +403,93 @@ type stepLoad struct {
 	key    string
 	users  []string
 	tokens []string
+	// mode is how the workers talk HTTP (wire.go); lean unless set.
+	mode wireMode
+}
+
+// stepCalls are the three requests of the load, for one worker.
+type stepCalls struct {
+	l    *stepLoad
+	user string
+	tok  string
+	w    *wire // nil: through the shared net/http client
+}
+
+// calls are worker i's requests. The suites check the mode against the URL before a load starts (checkWire), so
+// newWire does not fail here; if it did, the worker would go through the net/http client.
+func (l *stepLoad) calls(i int) *stepCalls {
+	sc := &stepCalls{l: l, user: l.users[i], tok: l.tokens[i]}
+	if l.mode != wireStd {
+		sc.w, _ = newWire(l.c.base)
+	}
+	return sc
+}
+
+func (sc *stepCalls) close() {
+	if sc.w != nil {
+		sc.w.close()
+	}
+}
+
+// start starts an instance and returns its id and the user's pending task in it ("" if the answer has none).
+func (sc *stepCalls) start(ctx context.Context) (inst, task string, err error) {
+	if sc.w == nil {
+		var v instanceView
+		err := sc.l.c.do(ctx, http.MethodPost, "/api/v1/instances", sc.tok, map[string]any{"template": sc.l.key, "context": map[string]any{"approver": sc.user}}, &v)
+		if err == nil && v.ID == "" {
+			err = fmt.Errorf("start: %w: no instance id", errBadAnswer)
+		}
+		return v.ID, pendingTask(v.Tasks, sc.user), err
+	}
+	body, err := json.Marshal(map[string]any{"template": sc.l.key, "context": map[string]any{"approver": sc.user}})
+	if err != nil {
+		return "", "", err
+	}
+	b, err := sc.w.do(ctx, http.MethodPost, "/api/v1/instances", sc.tok, body)
+	if err != nil {
+		return "", "", err
+	}
+	if inst = gjson.GetBytes(b, "id").Str; inst == "" {
+		return "", "", fmt.Errorf("start: %w: no instance id", errBadAnswer)
+	}
+	return inst, pendingIn(b, "tasks", sc.user), nil
+}
+
+// next looks up the user's pending task of the instance ("" if none).
+func (sc *stepCalls) next(ctx context.Context, inst string) (string, error) {
+	path := "/api/v1/tasks?status=pending&instance_id=" + url.QueryEscape(inst)
+	if sc.w == nil {
+		var list struct {
+			Items []taskView `json:"items"`
+		}
+		err := sc.l.c.do(ctx, http.MethodGet, path, sc.tok, nil, &list)
+		return pendingTask(list.Items, sc.user), err
+	}
+	b, err := sc.w.do(ctx, http.MethodGet, path, sc.tok, nil)
+	if err != nil {
+		return "", err
+	}
+	return pendingIn(b, "items", sc.user), nil
+}
+
+// approveBody is every approval's body.
+var approveBody = []byte(`{"comment":"ok"}`)
+
+// approve approves the task and returns the user's next pending task ("" if the answer has none).
+func (sc *stepCalls) approve(ctx context.Context, task string) (string, error) {
+	path := "/api/v1/tasks/" + url.PathEscape(task) + "/approve"
+	if sc.w == nil {
+		var decided struct {
+			NextTasks []taskView `json:"next_tasks"`
+		}
+		err := sc.l.c.do(ctx, http.MethodPost, path, sc.tok, map[string]any{"comment": "ok"}, &decided)
+		return pendingTask(decided.NextTasks, sc.user), err
+	}
+	b, err := sc.w.do(ctx, http.MethodPost, path, sc.tok, approveBody)
+	if err != nil {
+		return "", err
+	}
+	return pendingIn(b, "next_tasks", sc.user), nil
 }
 
 // loadResult is what a load run measured: one recorder per operation, and the flows completed.
@@ -423,11 +519,20 @@ func stepsDefinition() map[string]any {
 
 // setupStepLoad creates the template and one user per client and logs them in.
 func setupStepLoad(ctx context.Context, c *client, cf commonFlags, id string, clients int, stderr io.Writer) (*stepLoad, error) {
+	mode, err := parseWireMode(cf.http)
+	if err != nil {
+		return nil, err
+	}
+	if mode == wireLean {
+		if _, err := newWire(c.base); err != nil {
+			return nil, err
+		}
+	}
 	admin, err := c.login(ctx, cf.adminUser, cf.adminPassword)
 	if err != nil {
 		return nil, err
 	}
-	l := &stepLoad{c: c, key: "bench-steps-" + id, users: make([]string, clients), tokens: make([]string, clients)}
+	l := &stepLoad{c: c, key: "bench-steps-" + id, users: make([]string, clients), tokens: make([]string, clients), mode: mode}
 	if err := c.publishTemplate(ctx, admin, l.key, stepsDefinition()); err != nil {
 		return nil, err
 	}
@@ -500,6 +605,10 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 		flows int64
 	}
 	ws := make([]*worker, len(l.users))
+	calls := make([]*stepCalls, len(l.users))
+	for i := range l.users {
+		calls[i] = l.calls(i)
+	}
 	var wg sync.WaitGroup
 	for i := range l.users {
 		w := &worker{ops: map[string]*recorder{"start": newRecorder(), "approve": newRecorder(), "next_task": newRecorder()}}
@@ -507,7 +616,8 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			user, tok := l.users[i], l.tokens[i]
+			sc := calls[i]
+			defer sc.close()
 			// rec records an operation that began at t0; false when the load is over.
 			rec := func(op string, t0 time.Time, err error) bool {
 				t1 := time.Now()
@@ -527,40 +637,32 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 				return true
 			}
 			for !done(time.Now()) {
-				var inst instanceView
 				t0 := time.Now()
-				err := l.c.do(ctx, http.MethodPost, "/api/v1/instances", tok, map[string]any{"template": l.key, "context": map[string]any{"approver": user}}, &inst)
+				inst, task, err := sc.start(ctx)
 				if !rec("start", t0, err) {
 					return
 				}
 				if err != nil {
 					continue
 				}
-				task := pendingTask(inst.Tasks, user)
 				approved := 0
 				for step := 0; step < approvalsPerFlow; step++ {
 					if task == "" {
-						var list struct {
-							Items []taskView `json:"items"`
-						}
 						t0 = time.Now()
-						err = l.c.do(ctx, http.MethodGet, "/api/v1/tasks?status=pending&instance_id="+url.QueryEscape(inst.ID), tok, nil, &list)
+						task, err = sc.next(ctx, inst)
 						if !rec("next_task", t0, err) {
 							return
 						}
 						if err != nil {
 							break
 						}
-						if task = pendingTask(list.Items, user); task == "" {
+						if task == "" {
 							w.ops["next_task"].fail("no_pending_task")
 							break
 						}
 					}
-					var decided struct {
-						NextTasks []taskView `json:"next_tasks"`
-					}
 					t0 = time.Now()
-					err = l.c.do(ctx, http.MethodPost, "/api/v1/tasks/"+url.PathEscape(task)+"/approve", tok, map[string]any{"comment": "ok"}, &decided)
+					task, err = sc.approve(ctx, task)
 					if !rec("approve", t0, err) {
 						return
 					}
@@ -568,7 +670,6 @@ func (l *stepLoad) run(ctx context.Context, warmup, d time.Duration, stop <-chan
 						break
 					}
 					approved++
-					task = pendingTask(decided.NextTasks, user)
 				}
 				if approved == approvalsPerFlow && !time.Now().Before(from) {
 					w.flows++
