@@ -415,7 +415,7 @@ type stepCalls struct {
 	w    *wire // nil: through the shared net/http client
 }
 
-// calls are worker i's requests. The suites check the mode against the URL before a load starts (checkWire), so
+// calls are worker i's requests. setupStepLoad checks the mode against the URL before a load starts, so
 // newWire does not fail here; if it did, the worker would go through the net/http client.
 func (l *stepLoad) calls(i int) *stepCalls {
 	sc := &stepCalls{l: l, user: l.users[i], tok: l.tokens[i]}
