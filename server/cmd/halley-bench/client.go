@@ -74,6 +74,25 @@ func (e *apiError) Error() string {
 	return fmt.Sprintf("HTTP %d %s: %s", e.Status, e.Code, e.Msg)
 }
 
+// answerError is the *apiError of a non-2xx answer with body b.
+func answerError(status int, b []byte) error {
+	var e struct {
+		Error struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(b, &e)
+	msg := e.Error.Message
+	if msg == "" {
+		msg = strings.TrimSpace(string(b))
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+	}
+	return &apiError{Status: status, Code: e.Error.Code, Msg: msg}
+}
+
 // errKind names an error for the error breakdown: the HTTP status, "canceled" or "transport".
 func errKind(err error) string {
 	var ae *apiError
@@ -124,21 +143,7 @@ func (c *client) send(req *http.Request, token string, out any) error {
 		return err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		var e struct {
-			Error struct {
-				Code    string `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
-		}
-		_ = json.Unmarshal(b, &e)
-		msg := e.Error.Message
-		if msg == "" {
-			msg = strings.TrimSpace(string(b))
-			if len(msg) > 200 {
-				msg = msg[:200]
-			}
-		}
-		return &apiError{Status: resp.StatusCode, Code: e.Error.Code, Msg: msg}
+		return answerError(resp.StatusCode, b)
 	}
 	if out == nil || len(b) == 0 {
 		return nil

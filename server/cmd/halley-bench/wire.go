@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +11,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tidwall/gjson"
@@ -149,25 +147,6 @@ func (w *wire) do(ctx context.Context, method, path, token string, body []byte) 
 		return nil, answerError(resp.StatusCode, w.body.Bytes())
 	}
 	return w.body.Bytes(), nil
-}
-
-// answerError is the *apiError of a non-2xx answer with body b.
-func answerError(status int, b []byte) error {
-	var e struct {
-		Error struct {
-			Code    string `json:"code"`
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	_ = json.Unmarshal(b, &e)
-	msg := e.Error.Message
-	if msg == "" {
-		msg = strings.TrimSpace(string(b))
-		if len(msg) > 200 {
-			msg = msg[:200]
-		}
-	}
-	return &apiError{Status: status, Code: e.Error.Code, Msg: msg}
 }
 
 // errBadAnswer is a 2xx answer without what the load needs from it.
